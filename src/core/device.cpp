@@ -1,0 +1,47 @@
+#include "core/device.h"
+
+#include <utility>
+
+#include "core/error.h"
+
+namespace snug {
+
+namespace {
+constexpr int64_t kGiB = int64_t{1} << 30;
+// Nominal capacity of each card as its vendor names it (GB on the box = GiB of HBM/GDDR).
+constexpr std::pair<const char*, int64_t> kPresets[] = {
+    {"t4-16gb", 16 * kGiB},      {"v100-16gb", 16 * kGiB},    {"v100-32gb", 32 * kGiB},
+    {"rtx3090-24gb", 24 * kGiB}, {"rtx4090-24gb", 24 * kGiB}, {"a10-24gb", 24 * kGiB},
+    {"l4-24gb", 24 * kGiB},      {"a100-40gb", 40 * kGiB},    {"a100-80gb", 80 * kGiB},
+    {"h100-80gb", 80 * kGiB},    {"h200-141gb", 141 * kGiB},
+};
+}  // namespace
+
+DeviceKind parse_device_kind(const std::string& name) {
+  if (name == "cpu") return DeviceKind::cpu;
+  if (name == "meta") return DeviceKind::meta;
+  throw Error("unknown device '" + name + "' (expected cpu or meta)");
+}
+
+int64_t parse_device_memory(const std::string& text) {
+  for (const auto& [name, bytes] : kPresets)
+    if (text == name) return bytes;
+  try {
+    return parse_bytes(text);
+  } catch (const Error&) {
+    throw Error("--device-memory '" + text +
+                "' is neither a size (16GiB, 24GB, 1e9) nor a preset (" +
+                device_memory_presets_help() + ")");
+  }
+}
+
+std::string device_memory_presets_help() {
+  std::string s;
+  for (const auto& [name, bytes] : kPresets) {
+    if (!s.empty()) s += ", ";
+    s += name;
+  }
+  return s;
+}
+
+}  // namespace snug

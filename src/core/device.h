@@ -1,0 +1,37 @@
+// A Device is where tensors live: `cpu` (real bytes, real kernels) or `meta` (shapes only: the
+// pool accounts every allocation but nothing is allocated and kernels are skipped). The seam for
+// a future CUDA backend is here: a new DeviceKind with its own pool backing and kernel table.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/memory.h"
+
+namespace snug {
+
+enum class DeviceKind { cpu, meta };
+
+class Device {
+ public:
+  explicit Device(DeviceKind kind) : kind_(kind), pool_(kind != DeviceKind::meta) {}
+  DeviceKind kind() const { return kind_; }
+  bool is_meta() const { return kind_ == DeviceKind::meta; }
+  const char* name() const { return kind_ == DeviceKind::meta ? "meta" : "cpu"; }
+  MemoryPool& pool() { return pool_; }
+  const MemoryPool& pool() const { return pool_; }
+
+ private:
+  DeviceKind kind_;
+  MemoryPool pool_;
+};
+
+DeviceKind parse_device_kind(const std::string& name);
+
+// Device memory presets (nominal capacities of common GPUs), e.g. "v100-16gb" -> 16 GiB, and any
+// size accepted by parse_bytes ("16GiB", "24GB", "1e9"). Returns bytes.
+int64_t parse_device_memory(const std::string& text);
+// "name=bytes" lines of every preset, for --help.
+std::string device_memory_presets_help();
+
+}  // namespace snug

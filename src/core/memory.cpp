@@ -1,0 +1,190 @@
+#include "core/memory.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace snug {
+
+namespace {
+double now_s() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+constexpr int64_t kAlign = 64;
+}  // namespace
+
+const char* category_name(Category c) {
+  static constexpr const char* kNames[] = {
+#define SNUG_NAME_ENTRY(name) #name,
+      SNUG_CATEGORIES(SNUG_NAME_ENTRY)
+#undef SNUG_NAME_ENTRY
+  };
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == kNumCategories);
+  return kNames[static_cast<int>(c)];
+}
+
+Category parse_category(const std::string& name) {
+  for (int i = 0; i < kNumCategories; ++i)
+    if (name == category_name(category_at(i))) return category_at(i);
+  throw Error("unknown memory category '" + name + "'");
+}
+
+MemoryPool::MemoryPool(bool backed) : backed_(backed), t0_(now_s()) {}
+MemoryPool::~MemoryPool() = default;
+
+void* MemoryPool::allocate(int64_t bytes, Category c) {
+  SNUG_ASSERT(bytes >= 0);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (capacity_ && s_.live_total + bytes > *capacity_) {
+      std::string msg = detail::concat(
+          "out of memory: tried to allocate ", format_bytes(bytes), " (", bytes, " bytes) for ",
+          category_name(c), " during '", phase_.empty() ? "setup" : phase_, "'; ",
+          format_bytes(s_.live_total), " already in use of the device capacity ",
+          format_bytes(*capacity_), " (", *capacity_, " bytes), ",
+          format_bytes(*capacity_ - s_.live_total), " free.\n  live by category:");
+      for (int i = 0; i < kNumCategories; ++i)
+        msg +=
+            detail::concat("\n    ", category_name(category_at(i)), ": ", format_bytes(s_.live[i]));
+      msg += "\n  hint: `snug plan` with the same flags shows what would fit";
+      throw OutOfMemoryError(msg);
+    }
+    record(bytes, c);
+  }
+  if (!backed_ || bytes == 0) return nullptr;
+  const int64_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  void* p = std::aligned_alloc(kAlign, static_cast<size_t>(rounded));
+  if (!p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    record(-bytes, c);
+    throw OutOfMemoryError(detail::concat("out of host memory: the system refused ",
+                                          format_bytes(bytes), " for ", category_name(c)));
+  }
+  return p;
+}
+
+void MemoryPool::release(void* p, int64_t bytes, Category c) {
+  std::free(p);
+  std::lock_guard<std::mutex> lock(mu_);
+  record(-bytes, c);
+}
+
+void MemoryPool::record(int64_t delta, Category c) {
+  const int i = static_cast<int>(c);
+  s_.live[i] += delta;
+  s_.live_total += delta;
+  SNUG_ASSERT(s_.live[i] >= 0, "category ", category_name(c), " went negative");
+  if (delta >= 0) {
+    ++s_.alloc_count;
+    if (s_.live[i] > s_.max_by_category[i]) s_.max_by_category[i] = s_.live[i];
+    if (s_.live_total > s_.peak_total) {
+      s_.peak_total = s_.live_total;
+      s_.peak_by_category = s_.live;
+      s_.peak_phase = phase_;
+    }
+  } else {
+    ++s_.free_count;
+  }
+  if (timeline_on_) events_.push_back({now_s() - t0_, delta, c, s_.live_total, phase_});
+}
+
+void MemoryPool::set_capacity(std::optional<int64_t> bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  capacity_ = bytes;
+}
+
+void MemoryPool::set_phase(std::string phase) {
+  std::lock_guard<std::mutex> lock(mu_);
+  phase_ = std::move(phase);
+}
+
+MemoryStats MemoryPool::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return s_;
+}
+
+int64_t MemoryPool::live(Category c) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return s_.live[static_cast<int>(c)];
+}
+
+int64_t MemoryPool::live_total() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return s_.live_total;
+}
+
+void MemoryPool::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.max_by_category = s_.live;
+  s_.peak_by_category = s_.live;
+  s_.peak_total = s_.live_total;
+  s_.peak_phase = phase_;
+}
+
+void MemoryPool::enable_timeline(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  timeline_on_ = on;
+}
+
+std::vector<MemoryEvent> MemoryPool::timeline() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_;
+}
+
+std::string format_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (std::fabs(v) >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  else
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  return buf;
+}
+
+int64_t parse_bytes(const std::string& text) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    throw Error("cannot read '" + text + "' as a size (examples: 16GiB, 512MB, 1e9, 123456)");
+  }
+  std::string unit = text.substr(pos);
+  for (auto& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  double mult = 1;
+  if (unit.empty() || unit == "b")
+    mult = 1;
+  else if (unit == "kib" || unit == "ki")
+    mult = 1024.0;
+  else if (unit == "mib" || unit == "mi")
+    mult = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "gi")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "ti")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb" || unit == "k")
+    mult = 1e3;
+  else if (unit == "mb" || unit == "m")
+    mult = 1e6;
+  else if (unit == "gb" || unit == "g")
+    mult = 1e9;
+  else if (unit == "tb" || unit == "t")
+    mult = 1e12;
+  else
+    throw Error("unknown size unit '" + unit + "' in '" + text +
+                "' (use B, KiB, MiB, GiB, KB, MB, GB)");
+  SNUG_CHECK(v >= 0, "size '", text, "' is negative");
+  return static_cast<int64_t>(std::llround(v * mult));
+}
+
+}  // namespace snug
