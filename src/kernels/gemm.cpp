@@ -1,0 +1,44 @@
+// GEMM through oneDNN's dnnl_sgemm (row-major, OpenMP-threaded; called from inside an OpenMP
+// parallel region it runs single-threaded on the calling thread).
+#include <oneapi/dnnl/dnnl.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "kernels/kernels.h"
+
+namespace snug::kernels {
+
+void gemm_f32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+              const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+              int64_t ldc) {
+  SNUG_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_f32: negative size M=", M, " N=", N, " K=", K);
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // C = beta * C (beta == 0: C is write-only)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    return;
+  }
+  const dnnl_status_t st = dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, N, K, alpha, A,
+                                      lda, B, ldb, beta, C, ldc);
+  SNUG_CHECK(st == dnnl_success, "gemm_f32: dnnl_sgemm failed with status ", static_cast<int>(st),
+             " (transA=", transA, " transB=", transB, " M=", M, " N=", N, " K=", K, " lda=", lda,
+             " ldb=", ldb, " ldc=", ldc, ")");
+}
+
+const char* gemm_library() {
+  static const std::string name = [] {
+    const dnnl_version_t* v = dnnl_version();
+    std::string s = "oneDNN ";
+    s += std::to_string(v->major);
+    s += '.';
+    s += std::to_string(v->minor);
+    s += '.';
+    s += std::to_string(v->patch);
+    s += " (dnnl_sgemm)";
+    return s;
+  }();
+  return name.c_str();
+}
+
+}  // namespace snug::kernels

@@ -1,0 +1,88 @@
+// Layer normalization: rows in parallel; dw/db in a second pass over column blocks so that the
+// parameter gradients need no cross-thread reduction (deterministic, no scratch).
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/kernels.h"
+
+namespace snug::kernels {
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                       const float* b, int64_t N, int64_t C, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* x = inp + n * C;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t c = 0; c < C; ++c) sum += x[c];
+    const float m = sum / static_cast<float>(C);
+    float var = 0.0f;
+#pragma omp simd reduction(+ : var)
+    for (int64_t c = 0; c < C; ++c) var += (x[c] - m) * (x[c] - m);
+    var /= static_cast<float>(C);
+    const float s = 1.0f / std::sqrt(var + eps);
+    float* o = out + n * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
+    mean[n] = m;
+    rstd[n] = s;
+  }
+}
+
+void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                        const float* w, const float* mean, const float* rstd, int64_t N,
+                        int64_t C) {
+  if (dinp) {
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      const float* x = inp + n * C;
+      const float* d = dout + n * C;
+      const float m = mean[n];
+      const float s = rstd[n];
+      float sum_dnorm = 0.0f;
+      float sum_dnorm_xhat = 0.0f;
+#pragma omp simd reduction(+ : sum_dnorm, sum_dnorm_xhat)
+      for (int64_t c = 0; c < C; ++c) {
+        const float dnorm = d[c] * w[c];
+        sum_dnorm += dnorm;
+        sum_dnorm_xhat += dnorm * ((x[c] - m) * s);
+      }
+      const float mean_dnorm = sum_dnorm / static_cast<float>(C);
+      const float mean_dnorm_xhat = sum_dnorm_xhat / static_cast<float>(C);
+      float* g = dinp + n * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) {
+        const float xhat = (x[c] - m) * s;
+        g[c] += s * (d[c] * w[c] - mean_dnorm - xhat * mean_dnorm_xhat);
+      }
+    }
+  }
+  if (dw || db) {
+    constexpr int64_t kCols = 64;
+    const int64_t nblocks = (C + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static)
+    for (int64_t blk = 0; blk < nblocks; ++blk) {
+      const int64_t c0 = blk * kCols;
+      const int64_t width = std::min(kCols, C - c0);
+      double acc_w[kCols] = {};
+      double acc_b[kCols] = {};
+      for (int64_t n = 0; n < N; ++n) {
+        const float* x = inp + n * C + c0;
+        const float* d = dout + n * C + c0;
+        const float m = mean[n];
+        const float s = rstd[n];
+#pragma omp simd
+        for (int64_t j = 0; j < width; ++j) {
+          acc_w[j] += d[j] * ((x[j] - m) * s);
+          acc_b[j] += d[j];
+        }
+      }
+      for (int64_t j = 0; j < width; ++j) {
+        if (dw) dw[c0 + j] += static_cast<float>(acc_w[j]);
+        if (db) db[c0 + j] += static_cast<float>(acc_b[j]);
+      }
+    }
+  }
+}
+
+}  // namespace snug::kernels
