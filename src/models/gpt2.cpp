@@ -1,0 +1,390 @@
+#include "models/gpt2.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "core/error.h"
+#include "kernels/kernels.h"
+#include "nn/init.h"
+
+namespace snug {
+
+namespace K = snug::kernels;
+
+struct GPT2::Layer {
+  Parameter *ln1_w, *ln1_b, *qkv_w, *qkv_b, *attproj_w, *attproj_b;
+  Parameter *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
+};
+
+// What forward keeps for backward. Per layer l (input x_l = out of layer l-1, x_0 = embeddings):
+//   ln1 (B,T,C) + mean/rstd (B,T); qkv (B,T,3C); att (B,NH,T,T) probabilities; atty (B,T,C);
+//   res2 (B,T,C) = x_l + attn; ln2 (B,T,C) + mean/rstd; fch (B,T,4C) pre-GELU; fch_gelu (B,T,4C);
+//   out (B,T,C) = res2 + mlp = x_{l+1}.
+// Top: lnf (B,T,C) + mean/rstd; probs (B,T,V) (the logits, overwritten by softmax); tokens and
+// targets (B,T) int32.
+struct GPT2::Saved {
+  struct PerLayer {
+    Tensor ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu,
+        out;
+  };
+  int64_t B = 0, T = 0;
+  bool has_targets = false;
+  Tensor tokens, targets, encoded;
+  std::vector<PerLayer> layers;
+  Tensor lnf, lnf_mean, lnf_rstd, probs, losses;
+};
+
+GPT2::GPT2(const GPT2Config& cfg, Device& dev) : cfg_(cfg), dev_(&dev) {
+  cfg_.validate();
+  const int64_t V = cfg_.vocab_size, P = cfg_.n_positions, C = cfg_.n_embd;
+  dev.pool().set_phase("init weights");
+  add_param("transformer.wte.weight", {V, C}, true);
+  add_param("transformer.wpe.weight", {P, C}, true);
+  for (int64_t l = 0; l < cfg_.n_layer; ++l) {
+    std::string h = "transformer.h.";
+    h += std::to_string(l);
+    h += '.';
+    add_param(h + "ln_1.weight", {C}, false);
+    add_param(h + "ln_1.bias", {C}, false);
+    add_param(h + "attn.c_attn.weight", {C, 3 * C}, true);
+    add_param(h + "attn.c_attn.bias", {3 * C}, false);
+    add_param(h + "attn.c_proj.weight", {C, C}, true);
+    add_param(h + "attn.c_proj.bias", {C}, false);
+    add_param(h + "ln_2.weight", {C}, false);
+    add_param(h + "ln_2.bias", {C}, false);
+    add_param(h + "mlp.c_fc.weight", {C, 4 * C}, true);
+    add_param(h + "mlp.c_fc.bias", {4 * C}, false);
+    add_param(h + "mlp.c_proj.weight", {4 * C, C}, true);
+    add_param(h + "mlp.c_proj.bias", {C}, false);
+  }
+  add_param("transformer.ln_f.weight", {C}, false);
+  add_param("transformer.ln_f.bias", {C}, false);
+
+  wte_ = params_[0];
+  wpe_ = params_[1];
+  layers_.resize(static_cast<size_t>(cfg_.n_layer));
+  for (int64_t l = 0; l < cfg_.n_layer; ++l) {
+    Parameter** p = &params_[static_cast<size_t>(2 + 12 * l)];
+    layers_[static_cast<size_t>(l)] = {p[0], p[1], p[2], p[3], p[4],  p[5],
+                                       p[6], p[7], p[8], p[9], p[10], p[11]};
+  }
+  lnf_w_ = params_[params_.size() - 2];
+  lnf_b_ = params_[params_.size() - 1];
+  SNUG_ASSERT(count_params(params_) == cfg_.num_params());
+}
+
+GPT2::~GPT2() = default;
+
+void GPT2::add_param(const std::string& name, const Shape& shape, bool decay) {
+  auto p = std::make_unique<Parameter>();
+  p->name = name;
+  p->value = Tensor::empty(shape, DType::f32, Category::weights, *dev_);
+  p->decay = decay;
+  params_.push_back(p.get());
+  owned_.push_back(std::move(p));
+}
+
+Parameter* GPT2::find(const std::string& name) const {
+  for (Parameter* p : params_)
+    if (p->name == name) return p;
+  return nullptr;
+}
+
+void GPT2::init_weights(uint64_t seed) {
+  if (dev_->is_meta()) return;
+  NormalGenerator rng(seed);
+  const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg_.n_layer));
+  for (Parameter* p : params_) {
+    const std::string& n = p->name;
+    auto ends_with = [&](const char* s) {
+      const std::string suffix(s);
+      return n.size() >= suffix.size() &&
+             n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    float* d = p->value.data<float>();
+    const int64_t cnt = p->value.numel();
+    if (ends_with(".bias")) {
+      for (int64_t i = 0; i < cnt; ++i) d[i] = 0.0f;
+    } else if (n.find(".ln_") != std::string::npos) {
+      for (int64_t i = 0; i < cnt; ++i) d[i] = 1.0f;
+    } else {
+      const float std = ends_with("c_proj.weight") ? proj_std : 0.02f;
+      rng.fill(d, cnt, 0.0f, std);
+    }
+  }
+}
+
+const Tensor& GPT2::logits() const {
+  SNUG_CHECK(saved_ && saved_->probs.defined(), "GPT2::logits(): no forward pass has run");
+  return saved_->probs;
+}
+
+void GPT2::free_activations() {
+  saved_.reset();
+}
+
+void GPT2::zero_grad() {
+  for (Parameter* p : params_) p->free_grad();
+}
+
+float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
+                    bool for_backward) {
+  const int64_t V = cfg_.vocab_size, C = cfg_.n_embd, NH = cfg_.n_head, N = B * T;
+  SNUG_CHECK(B > 0 && T > 0, "forward: batch ", B, " and sequence length ", T, " must be positive");
+  SNUG_CHECK(T <= cfg_.n_positions, "forward: sequence length ", T, " exceeds the model's ",
+             cfg_.n_positions, " positions (n_positions of ", cfg_.name, ")");
+  saved_.reset();  // a new forward replaces whatever an earlier one kept
+  MemoryPool& pool = dev_->pool();
+  const bool real = !dev_->is_meta();
+  const float eps = cfg_.layer_norm_epsilon;
+  auto act = [&](const Shape& s) {
+    return Tensor::empty(s, DType::f32, Category::activations, *dev_);
+  };
+
+  auto s = std::make_unique<Saved>();
+  s->B = B;
+  s->T = T;
+  s->has_targets = targets != nullptr;
+  pool.set_phase("forward embeddings");
+  s->tokens = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
+  if (targets) s->targets = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
+  if (real) {
+    int32_t* tk = s->tokens.data<int32_t>();
+    for (int64_t i = 0; i < N; ++i) {
+      SNUG_CHECK(tokens[i] >= 0 && tokens[i] < V, "forward: token id ", tokens[i], " at position ",
+                 i, " is outside the vocabulary [0, ", V, ")");
+      tk[i] = tokens[i];
+    }
+    if (targets) {
+      int32_t* tg = s->targets.data<int32_t>();
+      for (int64_t i = 0; i < N; ++i) {
+        SNUG_CHECK(targets[i] < V, "forward: target id ", targets[i], " at position ", i,
+                   " is outside the vocabulary [0, ", V, ")");
+        tg[i] = targets[i];
+      }
+    }
+  }
+  s->encoded = act({B, T, C});
+  if (real)
+    K::embedding_forward(s->encoded.data<float>(), s->tokens.data<int32_t>(),
+                         wte_->value.data<float>(), wpe_->value.data<float>(), B, T, C);
+
+  s->layers.resize(layers_.size());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& w = layers_[l];
+    Saved::PerLayer& a = s->layers[l];
+    const Tensor& x = l == 0 ? s->encoded : s->layers[l - 1].out;
+    std::string phase = "forward h.";
+    phase += std::to_string(l);
+    pool.set_phase(phase);
+    a.ln1 = act({B, T, C});
+    a.ln1_mean = act({B, T});
+    a.ln1_rstd = act({B, T});
+    a.qkv = act({B, T, 3 * C});
+    a.att = act({B, NH, T, T});
+    a.atty = act({B, T, C});
+    if (real) {
+      K::layernorm_forward(a.ln1.data<float>(), a.ln1_mean.data<float>(), a.ln1_rstd.data<float>(),
+                           x.data<float>(), w.ln1_w->value.data<float>(),
+                           w.ln1_b->value.data<float>(), N, C, eps);
+      K::linear_forward(a.qkv.data<float>(), a.ln1.data<float>(), w.qkv_w->value.data<float>(),
+                        w.qkv_b->value.data<float>(), N, C, 3 * C);
+      K::attention_forward(a.atty.data<float>(), a.att.data<float>(), a.qkv.data<float>(), B, T, C,
+                           NH);
+    }
+    a.res2 = act({B, T, C});
+    if (real) {
+      K::linear_forward(a.res2.data<float>(), a.atty.data<float>(),
+                        w.attproj_w->value.data<float>(), w.attproj_b->value.data<float>(), N, C,
+                        C);
+      K::add(a.res2.data<float>(), a.res2.data<float>(), x.data<float>(), N * C);
+    }
+    a.ln2 = act({B, T, C});
+    a.ln2_mean = act({B, T});
+    a.ln2_rstd = act({B, T});
+    a.fch = act({B, T, 4 * C});
+    a.fch_gelu = act({B, T, 4 * C});
+    a.out = act({B, T, C});
+    if (real) {
+      K::layernorm_forward(a.ln2.data<float>(), a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(),
+                           a.res2.data<float>(), w.ln2_w->value.data<float>(),
+                           w.ln2_b->value.data<float>(), N, C, eps);
+      K::linear_forward(a.fch.data<float>(), a.ln2.data<float>(), w.fc_w->value.data<float>(),
+                        w.fc_b->value.data<float>(), N, C, 4 * C);
+      K::gelu_forward(a.fch_gelu.data<float>(), a.fch.data<float>(), N * 4 * C);
+      K::linear_forward(a.out.data<float>(), a.fch_gelu.data<float>(),
+                        w.fcproj_w->value.data<float>(), w.fcproj_b->value.data<float>(), N, 4 * C,
+                        C);
+      K::add(a.out.data<float>(), a.out.data<float>(), a.res2.data<float>(), N * C);
+    }
+    if (!for_backward && l > 0) {
+      // Inference: only the running residual stream has to survive the layer.
+      Tensor keep = a.out;
+      s->layers[l - 1] = {};
+      a = {};
+      a.out = keep;
+    }
+  }
+
+  pool.set_phase("forward lm_head");
+  const Tensor& xL = s->layers.back().out;
+  s->lnf = act({B, T, C});
+  s->lnf_mean = act({B, T});
+  s->lnf_rstd = act({B, T});
+  s->probs = act({B, T, V});
+  if (real) {
+    K::layernorm_forward(s->lnf.data<float>(), s->lnf_mean.data<float>(), s->lnf_rstd.data<float>(),
+                         xL.data<float>(), lnf_w_->value.data<float>(), lnf_b_->value.data<float>(),
+                         N, C, eps);
+    // logits(N,V) = lnf(N,C) @ wte(V,C)^T (tied head)
+    K::gemm_f32(false, true, N, V, C, 1.0f, s->lnf.data<float>(), C, wte_->value.data<float>(), C,
+                0.0f, s->probs.data<float>(), V);
+  }
+  if (!for_backward) s->layers.clear();
+
+  float loss = 0.0f;
+  valid_targets_ = 0;
+  if (targets) {
+    s->losses = act({B, T});
+    if (real) {
+      const int32_t* tg = s->targets.data<int32_t>();
+      for (int64_t i = 0; i < N; ++i) valid_targets_ += tg[i] >= 0 ? 1 : 0;
+      const double sum = K::softmax_xent_forward(s->losses.data<float>(), s->probs.data<float>(),
+                                                 s->probs.data<float>(), tg, N, V);
+      loss =
+          valid_targets_ > 0 ? static_cast<float>(sum / static_cast<double>(valid_targets_)) : 0.0f;
+    } else {
+      valid_targets_ = N;
+    }
+  }
+  pool.set_phase("forward done");
+  saved_ = std::move(s);
+  return loss;
+}
+
+void GPT2::backward(float loss_scale) {
+  SNUG_CHECK(saved_ && saved_->has_targets && !saved_->layers.empty(),
+             "backward: needs a forward pass with targets and for_backward=true before it");
+  Saved& s = *saved_;
+  const int64_t B = s.B, T = s.T, V = cfg_.vocab_size, C = cfg_.n_embd, NH = cfg_.n_head;
+  const int64_t N = B * T;
+  MemoryPool& pool = dev_->pool();
+  const bool real = !dev_->is_meta();
+  auto tmp = [&](const Shape& sh) {
+    return Tensor::empty(sh, DType::f32, Category::temporary, *dev_);
+  };
+  // Gradient buffer of a parameter, or nullptr when it is frozen (its dW work is skipped).
+  auto grad = [&](Parameter* p) -> float* {
+    if (!p->requires_grad) return nullptr;
+    float* g = p->grad_for_accumulation();
+    return real ? g : nullptr;
+  };
+  auto f = [&](const Tensor& t) { return real ? t.data<float>() : nullptr; };
+
+  pool.set_phase("backward lm_head");
+  // dlogits, in place of the probabilities.
+  const float scale = valid_targets_ > 0 ? loss_scale / static_cast<float>(valid_targets_) : 0.f;
+  if (real)
+    K::softmax_xent_backward(f(s.probs), f(s.probs), s.targets.data<int32_t>(), scale, N, V);
+  s.losses.reset();
+  Tensor dres = tmp({B, T, C});  // gradient of the residual stream, reused layer to layer
+  {
+    Tensor dlnf = tmp({B, T, C});
+    float* dwte = grad(wte_);
+    if (real) {
+      // dlnf(N,C) = dlogits(N,V) @ wte(V,C);  dwte(V,C) += dlogits^T @ lnf
+      K::gemm_f32(false, false, N, C, V, 1.0f, f(s.probs), V, f(wte_->value), C, 0.0f, f(dlnf), C);
+      if (dwte) K::gemm_f32(true, false, V, C, N, 1.0f, f(s.probs), V, f(s.lnf), C, 1.0f, dwte, C);
+    }
+    s.probs.reset();
+    if (real) {
+      dres.zero_();
+      K::layernorm_backward(f(dres), grad(lnf_w_), grad(lnf_b_), f(dlnf), f(s.layers.back().out),
+                            f(lnf_w_->value), f(s.lnf_mean), f(s.lnf_rstd), N, C);
+    } else {
+      grad(lnf_w_);
+      grad(lnf_b_);
+    }
+    s.lnf.reset();
+    s.lnf_mean.reset();
+    s.lnf_rstd.reset();
+  }
+
+  for (size_t li = layers_.size(); li-- > 0;) {
+    const Layer& w = layers_[li];
+    Saved::PerLayer& a = s.layers[li];
+    const Tensor& x = li == 0 ? s.encoded : s.layers[li - 1].out;
+    std::string phase = "backward h.";
+    phase += std::to_string(li);
+    pool.set_phase(phase);
+    a.out.reset();  // its gradient is dres; the value itself is no longer needed
+    {
+      // MLP: out = res2 + fcproj(gelu(fc(ln2(res2))))
+      Tensor dfch = tmp({B, T, 4 * C});
+      float* dw = grad(w.fcproj_w);
+      float* db = grad(w.fcproj_b);
+      if (real)
+        K::linear_backward(f(dfch), dw, db, f(dres), f(a.fch_gelu), f(w.fcproj_w->value), N, 4 * C,
+                           C);
+      a.fch_gelu.reset();
+      if (real) K::gelu_backward(f(dfch), f(a.fch), f(dfch), N * 4 * C);
+      a.fch.reset();
+      Tensor dln2 = tmp({B, T, C});
+      dw = grad(w.fc_w);
+      db = grad(w.fc_b);
+      if (real)
+        K::linear_backward(f(dln2), dw, db, f(dfch), f(a.ln2), f(w.fc_w->value), N, C, 4 * C);
+      dfch.reset();
+      a.ln2.reset();
+      dw = grad(w.ln2_w);
+      db = grad(w.ln2_b);
+      if (real)
+        K::layernorm_backward(f(dres), dw, db, f(dln2), f(a.res2), f(w.ln2_w->value), f(a.ln2_mean),
+                              f(a.ln2_rstd), N, C);
+      a.res2.reset();
+      a.ln2_mean.reset();
+      a.ln2_rstd.reset();
+    }
+    {
+      // Attention: res2 = x + c_proj(attn(c_attn(ln1(x))))
+      Tensor datty = tmp({B, T, C});
+      float* dw = grad(w.attproj_w);
+      float* db = grad(w.attproj_b);
+      if (real)
+        K::linear_backward(f(datty), dw, db, f(dres), f(a.atty), f(w.attproj_w->value), N, C, C);
+      a.atty.reset();
+      Tensor dqkv = tmp({B, T, 3 * C});
+      if (real) K::attention_backward(f(dqkv), f(datty), f(a.qkv), f(a.att), B, T, C, NH);
+      a.att.reset();
+      datty.reset();
+      Tensor dln1 = tmp({B, T, C});
+      dw = grad(w.qkv_w);
+      db = grad(w.qkv_b);
+      if (real)
+        K::linear_backward(f(dln1), dw, db, f(dqkv), f(a.ln1), f(w.qkv_w->value), N, C, 3 * C);
+      dqkv.reset();
+      a.qkv.reset();
+      a.ln1.reset();
+      dw = grad(w.ln1_w);
+      db = grad(w.ln1_b);
+      if (real)
+        K::layernorm_backward(f(dres), dw, db, f(dln1), f(x), f(w.ln1_w->value), f(a.ln1_mean),
+                              f(a.ln1_rstd), N, C);
+      a.ln1_mean.reset();
+      a.ln1_rstd.reset();
+    }
+  }
+
+  pool.set_phase("backward embeddings");
+  {
+    float* dwte = grad(wte_);
+    float* dwpe = grad(wpe_);
+    if (real && (dwte || dwpe))
+      K::embedding_backward(dwte, dwpe, f(dres), s.tokens.data<int32_t>(), B, T, C);
+  }
+  dres.reset();
+  saved_.reset();
+  pool.set_phase("backward done");
+}
+
+}  // namespace snug

@@ -1,0 +1,96 @@
+#include "models/gpt2_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace snug {
+
+namespace {
+struct Preset {
+  const char* name;
+  const char* alias;
+  int64_t vocab, positions, embd, layers, heads;
+};
+// gpt2-tiny is ours: byte-level vocabulary (the built-in dataset's tokenizer), small enough to
+// train in seconds on two cores. The others are OpenAI's GPT-2 sizes.
+constexpr Preset kPresets[] = {
+    {"gpt2-tiny", "tiny", 256, 256, 128, 4, 4},
+    {"gpt2-124m", "gpt2", 50257, 1024, 768, 12, 12},
+    {"gpt2-350m", "gpt2-medium", 50257, 1024, 1024, 24, 16},
+    {"gpt2-774m", "gpt2-large", 50257, 1024, 1280, 36, 20},
+    {"gpt2-1.5b", "gpt2-xl", 50257, 1024, 1600, 48, 25},
+};
+}  // namespace
+
+int64_t GPT2Config::num_params() const {
+  const int64_t C = n_embd;
+  return vocab_size * C + n_positions * C + n_layer * (12 * C * C + 13 * C) + 2 * C;
+}
+
+void GPT2Config::validate() const {
+  SNUG_CHECK(vocab_size > 0 && n_positions > 0 && n_embd > 0 && n_layer > 0 && n_head > 0,
+             "model '", name, "': every dimension must be positive");
+  SNUG_CHECK(n_embd % n_head == 0, "model '", name, "': n_embd ", n_embd,
+             " is not divisible by n_head ", n_head);
+  SNUG_CHECK(vocab_size <= (int64_t{1} << 31) - 1, "model '", name, "': vocab_size too large");
+}
+
+std::vector<std::string> model_preset_names() {
+  std::vector<std::string> v;
+  for (const auto& p : kPresets) v.emplace_back(p.name);
+  return v;
+}
+
+GPT2Config resolve_model(const std::string& spec) {
+  for (const auto& p : kPresets) {
+    if (spec == p.name || spec == p.alias) {
+      GPT2Config c;
+      c.name = p.name;
+      c.vocab_size = p.vocab;
+      c.n_positions = p.positions;
+      c.n_embd = p.embd;
+      c.n_layer = p.layers;
+      c.n_head = p.heads;
+      return c;
+    }
+  }
+  if (!std::filesystem::exists(spec)) {
+    std::string names;
+    for (const auto& p : kPresets) names += std::string(names.empty() ? "" : ", ") + p.name;
+    throw Error("unknown model '" + spec + "': not a preset (" + names +
+                ") and no such config.json file");
+  }
+  std::ifstream in(spec);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(spec + ": not valid JSON: " + e.what());
+  }
+  GPT2Config c;
+  c.name = spec;
+  auto get = [&](const char* key, int64_t& out, bool required) {
+    if (j.contains(key)) {
+      SNUG_CHECK(j[key].is_number_integer(), spec, ": key '", key, "' must be an integer");
+      out = j[key].get<int64_t>();
+    } else {
+      SNUG_CHECK(!required, spec, ": missing key '", key, "'");
+    }
+  };
+  get("vocab_size", c.vocab_size, true);
+  get("n_embd", c.n_embd, true);
+  get("n_layer", c.n_layer, true);
+  get("n_head", c.n_head, true);
+  get("n_positions", c.n_positions, false);
+  if (j.contains("layer_norm_epsilon")) c.layer_norm_epsilon = j["layer_norm_epsilon"].get<float>();
+  if (j.contains("model_type"))
+    SNUG_CHECK(j["model_type"] == "gpt2", spec, ": model_type '",
+               j["model_type"].get<std::string>(), "' is not supported yet (only gpt2)");
+  c.validate();
+  return c;
+}
+
+}  // namespace snug

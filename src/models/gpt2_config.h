@@ -1,0 +1,31 @@
+// GPT-2 shapes: the named presets, any Hugging Face GPT-2 config.json, and closed-form counts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace snug {
+
+struct GPT2Config {
+  std::string name;
+  int64_t vocab_size = 50257;
+  int64_t n_positions = 1024;  // maximum context
+  int64_t n_embd = 768;        // C
+  int64_t n_layer = 12;        // L
+  int64_t n_head = 12;         // NH
+  float layer_norm_epsilon = 1e-5f;
+
+  int64_t head_size() const { return n_embd / n_head; }
+  // Parameters with the LM head tied to wte (as GPT-2): V*C + P*C + L*(12C^2 + 13C) + 2C.
+  int64_t num_params() const;
+  void validate() const;  // throws snug::Error for impossible shapes
+};
+
+// "gpt2-tiny", "gpt2-124m" (alias "gpt2"), "gpt2-350m" ("gpt2-medium"), "gpt2-774m"
+// ("gpt2-large"), "gpt2-1.5b" ("gpt2-xl"), or a path to a Hugging Face config.json
+// (keys vocab_size, n_positions, n_embd, n_layer, n_head, layer_norm_epsilon).
+GPT2Config resolve_model(const std::string& name_or_path);
+std::vector<std::string> model_preset_names();
+
+}  // namespace snug

@@ -1,0 +1,30 @@
+// A named trainable tensor. Names follow Hugging Face state_dict keys so that reports,
+// checkpoints, freezing patterns and optimizer state all address parameters the same way.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace snug {
+
+struct Parameter {
+  std::string name;
+  Tensor value;               // category weights
+  Tensor grad;                // category gradients; undefined until backward first touches it
+  bool requires_grad = true;  // frozen parameters get no gradient buffer
+  bool decay = true;          // weight decay applies (false for biases and norm weights)
+
+  // Returns the gradient buffer, allocating it zero-filled on first use (as PyTorch does when
+  // backward first produces a parameter's gradient).
+  float* grad_for_accumulation();
+  // Frees the gradient (PyTorch's zero_grad(set_to_none=True), the Trainer's default).
+  void free_grad() { grad.reset(); }
+};
+
+using ParameterList = std::vector<Parameter*>;
+
+int64_t count_params(const ParameterList& params, bool trainable_only = false);
+
+}  // namespace snug

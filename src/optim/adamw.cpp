@@ -1,0 +1,31 @@
+#include "optim/adamw.h"
+
+#include "kernels/kernels.h"
+
+namespace snug {
+
+AdamW::AdamW(const ParameterList& params, const OptimizerOptions& opts) : opts_(opts) {
+  for (Parameter* p : params)
+    if (p->requires_grad) state_.push_back({p, {}, {}});
+}
+
+void AdamW::step(float lr) {
+  ++steps_;
+  for (State& s : state_) {
+    Parameter& p = *s.p;
+    if (!p.grad.defined()) continue;
+    if (!s.exp_avg.defined()) {
+      s.exp_avg =
+          Tensor::zeros(p.value.shape(), DType::f32, Category::optimizer_state, p.value.device());
+      s.exp_avg_sq =
+          Tensor::zeros(p.value.shape(), DType::f32, Category::optimizer_state, p.value.device());
+    }
+    if (p.value.is_meta()) continue;
+    const float wd = p.decay ? opts_.weight_decay : 0.0f;
+    kernels::adamw_update(p.value.data<float>(), p.grad.data<float>(), s.exp_avg.data<float>(),
+                          s.exp_avg_sq.data<float>(), p.value.numel(), lr, opts_.beta1, opts_.beta2,
+                          opts_.eps, wd, steps_);
+  }
+}
+
+}  // namespace snug
