@@ -1,0 +1,385 @@
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace snug {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; big-endian hosts would need byte swaps");
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxHeaderBytes = 100'000'000;  // as the reference implementation
+
+// Element size of a safetensors dtype; 0 when the dtype is not one safetensors defines. Only the
+// ones snug converts (F32, F16, BF16, F64, I64, I32, I8, U8) can be read; the others are accepted
+// in a header so that a file holding, e.g., a BOOL buffer next to the weights still opens.
+int64_t st_dtype_size(const std::string& d) {
+  if (d == "F64" || d == "I64" || d == "U64") return 8;
+  if (d == "F32" || d == "I32" || d == "U32") return 4;
+  if (d == "F16" || d == "BF16" || d == "I16" || d == "U16") return 2;
+  if (d == "I8" || d == "U8" || d == "BOOL" || d == "F8_E4M3" || d == "F8_E5M2") return 1;
+  return 0;
+}
+
+const char* st_dtype_name(DType t) {
+  switch (t) {
+    case DType::f32:
+      return "F32";
+    case DType::f16:
+      return "F16";
+    case DType::bf16:
+      return "BF16";
+    case DType::i32:
+      return "I32";
+    case DType::i8:
+      return "I8";
+    case DType::u8:
+      return "U8";
+  }
+  SNUG_ASSERT(false, "unknown dtype");
+}
+
+std::string errno_str() {
+  return std::strerror(errno);
+}
+
+// A JSON non-negative integer as int64, or nullopt-like failure via the bool.
+bool nonneg_i64(const json& j, int64_t& out) {
+  if (j.is_number_unsigned()) {
+    const uint64_t u = j.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
+    out = static_cast<int64_t>(u);
+    return true;
+  }
+  if (j.is_number_integer()) {
+    const int64_t v = j.get<int64_t>();
+    if (v < 0) return false;
+    out = v;
+    return true;
+  }
+  return false;
+}
+
+void pread_all(int fd, void* dst, int64_t bytes, int64_t offset, const std::string& path,
+               const std::string& name) {
+  auto* p = static_cast<char*>(dst);
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd, p, static_cast<size_t>(bytes), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    SNUG_CHECK(n >= 0, path, ": reading tensor '", name, "': ", errno_str());
+    SNUG_CHECK(n > 0, path, ": reading tensor '", name, "': unexpected end of file");
+    p += n;
+    bytes -= n;
+    offset += n;
+  }
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  SNUG_CHECK(fd_ >= 0, path, ": cannot open safetensors file: ", errno_str());
+  try {
+    struct stat st {};
+    SNUG_CHECK(::fstat(fd_, &st) == 0, path, ": cannot stat: ", errno_str());
+    const int64_t file_size = st.st_size;
+    SNUG_CHECK(file_size >= 8, path, ": not a safetensors file: ", file_size,
+               " bytes, too short for the 8-byte header length");
+    uint64_t n_le = 0;
+    pread_all(fd_, &n_le, 8, 0, path, "<header length>");
+    SNUG_CHECK(n_le <= static_cast<uint64_t>(file_size - 8), path, ": header length ", n_le,
+               " exceeds the file size (", file_size, " bytes): truncated or not safetensors");
+    const auto header_len = static_cast<int64_t>(n_le);
+    SNUG_CHECK(header_len <= kMaxHeaderBytes, path, ": header length ", header_len,
+               " exceeds the limit of ", kMaxHeaderBytes, " bytes");
+    SNUG_CHECK(header_len >= 2, path, ": header length ", header_len, " is too small for JSON");
+    data_start_ = 8 + header_len;
+    const int64_t data_size = file_size - data_start_;
+
+    std::string text(static_cast<size_t>(header_len), '\0');
+    pread_all(fd_, text.data(), header_len, 8, path, "<header>");
+    json header;
+    try {
+      header = json::parse(text);
+    } catch (const json::exception& e) {
+      throw Error(detail::concat(path, ": malformed safetensors JSON header: ", e.what()));
+    }
+    SNUG_CHECK(header.is_object(), path, ": safetensors header is not a JSON object");
+
+    std::vector<std::pair<std::string, const Info*>> by_offset;
+    for (auto it = header.begin(); it != header.end(); ++it) {
+      const std::string& name = it.key();
+      const json& v = it.value();
+      if (name == "__metadata__") {
+        SNUG_CHECK(v.is_object(), path, ": __metadata__ is not a JSON object");
+        for (auto m = v.begin(); m != v.end(); ++m) {
+          SNUG_CHECK(m.value().is_string(), path, ": __metadata__ value of '", m.key(),
+                     "' is not a string");
+          metadata_[m.key()] = m.value().get<std::string>();
+        }
+        continue;
+      }
+      std::string where = path;
+      where += ": tensor '";
+      where += name;
+      where += "'";
+      SNUG_CHECK(v.is_object(), where, ": entry is not a JSON object");
+      SNUG_CHECK(v.contains("dtype") && v["dtype"].is_string(), where, ": missing string 'dtype'");
+      SNUG_CHECK(v.contains("shape") && v["shape"].is_array(), where, ": missing array 'shape'");
+      SNUG_CHECK(v.contains("data_offsets") && v["data_offsets"].is_array() &&
+                     v["data_offsets"].size() == 2,
+                 where, ": 'data_offsets' must be an array [begin, end]");
+      Info inf;
+      inf.dtype = v["dtype"].get<std::string>();
+      const int64_t esize = st_dtype_size(inf.dtype);
+      SNUG_CHECK(esize > 0, where, ": unknown dtype '", inf.dtype, "'");
+      int64_t numel = 1;
+      for (const json& d : v["shape"]) {
+        int64_t dim = 0;
+        SNUG_CHECK(nonneg_i64(d, dim), where, ": shape ", v["shape"].dump(),
+                   " has a dimension that is not a non-negative integer");
+        inf.shape.push_back(dim);
+        SNUG_CHECK(!__builtin_mul_overflow(numel, dim, &numel), where, ": shape ",
+                   v["shape"].dump(), " overflows");
+      }
+      int64_t nbytes = 0;
+      SNUG_CHECK(!__builtin_mul_overflow(numel, esize, &nbytes), where, ": shape ",
+                 v["shape"].dump(), " overflows");
+      const json& off = v["data_offsets"];
+      SNUG_CHECK(nonneg_i64(off[0], inf.begin) && nonneg_i64(off[1], inf.end), where,
+                 ": data_offsets ", off.dump(), " are not non-negative integers");
+      SNUG_CHECK(inf.begin <= inf.end, where, ": data_offsets ", off.dump(), " have begin > end");
+      SNUG_CHECK(inf.end <= data_size, where, ": data_offsets ", off.dump(),
+                 " out of range: the data section has ", data_size, " bytes");
+      SNUG_CHECK(inf.end - inf.begin == nbytes, where, ": data_offsets ", off.dump(), " span ",
+                 inf.end - inf.begin, " bytes but ", inf.dtype, " shape ", shape_str(inf.shape),
+                 " needs ", nbytes);
+      infos_.emplace(name, std::move(inf));
+    }
+    for (const auto& [name, inf] : infos_) by_offset.emplace_back(name, &inf);
+    std::sort(by_offset.begin(), by_offset.end(), [](const auto& a, const auto& b) {
+      if (a.second->begin != b.second->begin) return a.second->begin < b.second->begin;
+      return a.first < b.first;
+    });
+    for (size_t i = 1; i < by_offset.size(); ++i) {
+      const auto& [pn, prev] = by_offset[i - 1];
+      const auto& [cn, cur] = by_offset[i];
+      SNUG_CHECK(cur->begin >= prev->end, path, ": tensors '", pn, "' [", prev->begin, ", ",
+                 prev->end, ") and '", cn, "' [", cur->begin, ", ", cur->end, ") overlap");
+    }
+  } catch (...) {
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::pair<int64_t, std::string>> v;
+  v.reserve(infos_.size());
+  for (const auto& [name, inf] : infos_) v.emplace_back(inf.begin, name);
+  std::sort(v.begin(), v.end());
+  std::vector<std::string> out;
+  out.reserve(v.size());
+  for (auto& p : v) out.push_back(std::move(p.second));
+  return out;
+}
+
+const SafetensorsFile::Info& SafetensorsFile::info(const std::string& name) const {
+  auto it = infos_.find(name);
+  SNUG_CHECK(it != infos_.end(), path_, ": no tensor named '", name, "' (the file has ",
+             infos_.size(), " tensors)");
+  return it->second;
+}
+
+std::vector<uint8_t> SafetensorsFile::read_bytes(const std::string& name, const Info& inf) const {
+  std::vector<uint8_t> buf(static_cast<size_t>(inf.end - inf.begin));
+  pread_all(fd_, buf.data(), inf.end - inf.begin, data_start_ + inf.begin, path_, name);
+  return buf;
+}
+
+std::vector<float> SafetensorsFile::read_f32(const std::string& name) const {
+  const Info& inf = info(name);
+  const int64_t bytes = inf.end - inf.begin;
+  if (inf.dtype == "F32") {
+    std::vector<float> out(static_cast<size_t>(bytes / 4));
+    pread_all(fd_, out.data(), bytes, data_start_ + inf.begin, path_, name);
+    return out;
+  }
+  if (inf.dtype == "F16" || inf.dtype == "BF16") {
+    const size_t n = static_cast<size_t>(bytes / 2);
+    std::vector<uint16_t> raw(n);
+    pread_all(fd_, raw.data(), bytes, data_start_ + inf.begin, path_, name);
+    std::vector<float> out(n);
+    convert(raw.data(), inf.dtype == "F16" ? DType::f16 : DType::bf16, out.data(), DType::f32, n);
+    return out;
+  }
+  if (inf.dtype == "F64") {
+    const size_t n = static_cast<size_t>(bytes / 8);
+    std::vector<double> raw(n);
+    pread_all(fd_, raw.data(), bytes, data_start_ + inf.begin, path_, name);
+    std::vector<float> out(n);
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(raw[i]);
+    return out;
+  }
+  throw Error(detail::concat(path_, ": tensor '", name, "' has dtype ", inf.dtype,
+                             ", not a float dtype (F32, F16, BF16, F64)"));
+}
+
+std::vector<int32_t> SafetensorsFile::read_i32(const std::string& name) const {
+  const Info& inf = info(name);
+  const int64_t bytes = inf.end - inf.begin;
+  if (inf.dtype == "I32") {
+    std::vector<int32_t> out(static_cast<size_t>(bytes / 4));
+    pread_all(fd_, out.data(), bytes, data_start_ + inf.begin, path_, name);
+    return out;
+  }
+  if (inf.dtype == "I64") {
+    const size_t n = static_cast<size_t>(bytes / 8);
+    std::vector<int64_t> raw(n);
+    pread_all(fd_, raw.data(), bytes, data_start_ + inf.begin, path_, name);
+    std::vector<int32_t> out(n);
+    for (size_t i = 0; i < n; ++i) {
+      SNUG_CHECK(raw[i] >= std::numeric_limits<int32_t>::min() &&
+                     raw[i] <= std::numeric_limits<int32_t>::max(),
+                 path_, ": tensor '", name, "' element ", i, " = ", raw[i],
+                 " does not fit in int32");
+      out[i] = static_cast<int32_t>(raw[i]);
+    }
+    return out;
+  }
+  throw Error(detail::concat(path_, ": tensor '", name, "' has dtype ", inf.dtype,
+                             ", not an integer dtype (I32, I64)"));
+}
+
+void SafetensorsFile::read_into(const std::string& name, Tensor& t) const {
+  const Info& inf = info(name);
+  SNUG_CHECK(t.defined(), path_, ": read_into('", name, "'): destination tensor is undefined");
+  std::string what = path_;
+  what += ": tensor '";
+  what += name;
+  what += "'";
+  check_shape(t, inf.shape, what.c_str());
+  const bool file_float =
+      inf.dtype == "F32" || inf.dtype == "F16" || inf.dtype == "BF16" || inf.dtype == "F64";
+  const bool file_int = inf.dtype == "I32" || inf.dtype == "I64";
+  const DType td = t.dtype();
+  const bool t_float = td == DType::f32 || td == DType::f16 || td == DType::bf16;
+  SNUG_CHECK((t_float && file_float) || (td == DType::i32 && file_int), what, ": cannot read ",
+             inf.dtype, " into a ", dtype_name(td), " tensor");
+  if (t.is_meta() || t.numel() == 0) return;
+  // Same element type: straight into the tensor's bytes.
+  if (std::string(st_dtype_name(td)) == inf.dtype) {
+    pread_all(fd_, t.raw(), inf.end - inf.begin, data_start_ + inf.begin, path_, name);
+    return;
+  }
+  if (td == DType::i32) {
+    const std::vector<int32_t> v = read_i32(name);
+    std::memcpy(t.raw(), v.data(), v.size() * sizeof(int32_t));
+    return;
+  }
+  const std::vector<float> v = read_f32(name);
+  convert(v.data(), DType::f32, t.raw(), td, v.size());
+}
+
+namespace {
+
+// Removes the temporary file unless committed.
+struct TmpFile {
+  std::string path;
+  int fd = -1;
+  bool committed = false;
+  ~TmpFile() {
+    if (fd >= 0) ::close(fd);
+    if (!committed) ::unlink(path.c_str());
+  }
+};
+
+void write_all(int fd, const void* src, size_t bytes, const std::string& path) {
+  const auto* p = static_cast<const char*>(src);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    SNUG_CHECK(n > 0, path, ": write failed: ", errno_str());
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  json header = json::object();
+  int64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    SNUG_CHECK(!name.empty() && name != "__metadata__", path, ": invalid tensor name '", name, "'");
+    SNUG_CHECK(!header.contains(name), path, ": duplicate tensor name '", name, "'");
+    SNUG_CHECK(t != nullptr && t->defined(), path, ": tensor '", name, "' is undefined");
+    SNUG_CHECK(!t->is_meta(), path, ": tensor '", name,
+               "' is on the meta device and has no data to save");
+    json shape = json::array();
+    for (int64_t d : t->shape()) shape.push_back(d);
+    header[name] = {{"dtype", st_dtype_name(t->dtype())},
+                    {"shape", shape},
+                    {"data_offsets", {offset, offset + t->nbytes()}}};
+    offset += t->nbytes();
+  }
+  if (!metadata.empty()) {
+    json m = json::object();
+    for (const auto& [k, v] : metadata) m[k] = v;
+    header["__metadata__"] = m;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t n_le = text.size();
+
+  TmpFile tmp;
+  tmp.path = path;
+  tmp.path += ".tmp.";
+  tmp.path += std::to_string(::getpid());
+  tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  SNUG_CHECK(tmp.fd >= 0, tmp.path, ": cannot create: ", errno_str());
+  write_all(tmp.fd, &n_le, 8, tmp.path);
+  write_all(tmp.fd, text.data(), text.size(), tmp.path);
+  for (const auto& [name, t] : tensors) {
+    if (t->nbytes() > 0) write_all(tmp.fd, t->raw(), static_cast<size_t>(t->nbytes()), tmp.path);
+  }
+  SNUG_CHECK(::fsync(tmp.fd) == 0, tmp.path, ": fsync failed: ", errno_str());
+  const int fd = tmp.fd;
+  tmp.fd = -1;
+  SNUG_CHECK(::close(fd) == 0, tmp.path, ": close failed: ", errno_str());
+  SNUG_CHECK(::rename(tmp.path.c_str(), path.c_str()) == 0, path, ": cannot rename ", tmp.path,
+             " into place: ", errno_str());
+  tmp.committed = true;
+  // Make the rename itself durable (best effort: some filesystems refuse fsync on a directory).
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace snug
