@@ -1,1 +1,40 @@
-int main() { return 0; }
+// snug's command line. Subcommands live in their own files (train_command.cpp, ...); this file
+// wires them into one CLI11 app and turns errors into one clear message and an exit status:
+//   0 success, 1 a run failed (bad data, non-finite loss, ...), 2 bad command line,
+//   3 out of (modelled) device memory.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "snug: train and fine-tune transformer language models in the memory you have.\n"
+      "Run `snug <command> --help` for the flags of a command."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("snug ") + SNUG_VERSION);
+  snug::cli::Command train = snug::cli::add_train_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  try {
+    if (train.sub->parsed()) return train.run();
+  } catch (const snug::OutOfMemoryError& e) {
+    std::fprintf(stderr, "snug: %s\n", e.what());
+    return 3;
+  } catch (const snug::Error& e) {
+    std::fprintf(stderr, "snug: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

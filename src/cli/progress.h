@@ -1,0 +1,25 @@
+// Console progress for `snug train`: a redrawn bar on a terminal (like tqdm in the Trainer),
+// one plain line every --log-every steps otherwise (logs, CI, pipes).
+#pragma once
+
+#include <cstdio>
+
+#include "train/trainer.h"
+
+namespace snug {
+
+class ConsoleProgress final : public TrainCallback {
+ public:
+  ConsoleProgress(FILE* out, int64_t log_every, bool show_loss);
+  void on_step(const StepLog& log) override;
+  void finish();  // ends the bar's line
+
+ private:
+  FILE* out_;
+  int64_t log_every_;
+  bool show_loss_;
+  bool tty_;
+  bool drawn_ = false;
+};
+
+}  // namespace snug

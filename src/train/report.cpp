@@ -1,0 +1,166 @@
+#include "train/report.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string_view>
+
+#include "core/error.h"
+#include "core/parallel.h"
+#include "kernels/kernels.h"
+
+namespace snug {
+
+namespace {
+nlohmann::json by_category(const ByCategory& b) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int i = 0; i < kNumCategories; ++i) j[category_name(category_at(i))] = b[i];
+  return j;
+}
+
+std::string mb(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+}  // namespace
+
+nlohmann::json system_info() {
+  nlohmann::json j;
+  j["threads"] = num_threads();
+  std::string model, flags;
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    auto value = [&] {
+      const size_t colon = line.find(':');
+      std::string_view v = colon == std::string::npos ? std::string_view()
+                                                      : std::string_view(line).substr(colon + 1);
+      while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+      return v;
+    };
+    if (model.empty() && line.rfind("model name", 0) == 0) model = std::string(value());
+    if (flags.empty() && line.rfind("flags", 0) == 0) {
+      flags = " ";
+      flags += value();
+      flags += ' ';
+    }
+  }
+  j["cpu"] = model;
+  nlohmann::json isa = nlohmann::json::object();
+  for (const char* f : {"avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile",
+                        "amx_bf16", "amx_int8"}) {
+    std::string needle(1, ' ');
+    needle.append(f);
+    needle.push_back(' ');
+    isa[f] = flags.find(needle) != std::string::npos;
+  }
+  j["isa"] = isa;
+  j["gemm_library"] = kernels::gemm_library();
+  return j;
+}
+
+int64_t peak_rss_bytes() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<int64_t>(ru.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+nlohmann::json memory_json(const MemoryStats& s, std::optional<int64_t> capacity) {
+  nlohmann::json j;
+  j["peak_bytes"] = s.peak_total;
+  j["peak_phase"] = s.peak_phase;
+  j["peak_by_category"] = by_category(s.peak_by_category);
+  j["max_by_category"] = by_category(s.max_by_category);
+  j["final_by_category"] = by_category(s.live);
+  j["capacity_bytes"] = capacity ? nlohmann::json(*capacity) : nlohmann::json(nullptr);
+  j["alloc_count"] = s.alloc_count;
+  j["peak_rss_bytes"] = peak_rss_bytes();
+  return j;
+}
+
+nlohmann::json make_report(const TrainingArguments& args, const GPT2& model, const TrainResult& r,
+                           const MemoryStats& mem, std::optional<int64_t> capacity) {
+  nlohmann::json j;
+  j["model"] = {{"name", model.config().name},
+                {"n_params", count_params(model.parameters())},
+                {"n_trainable_params", count_params(model.parameters(), true)},
+                {"n_layer", model.config().n_layer},
+                {"n_embd", model.config().n_embd},
+                {"n_head", model.config().n_head},
+                {"vocab_size", model.config().vocab_size},
+                {"n_positions", model.config().n_positions}};
+  j["config"] = args.to_json();
+  j["device"] = model.device().name();
+  j["steps"] = r.steps;
+  j["total_steps"] = r.total_steps;
+  j["train_runtime"] = r.runtime_s;
+  const double t = r.runtime_s > 0 ? r.runtime_s : 1.0;
+  j["train_samples_per_second"] = static_cast<double>(r.samples) / t;
+  j["tokens_per_second"] = static_cast<double>(r.tokens) / t;
+  j["loss"] = r.loss;
+  j["grad_norm"] = r.grad_norm;
+  j["learning_rate"] = r.learning_rate;
+  j["final_loss"] = r.loss.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.loss.back());
+  j["memory"] = memory_json(mem, capacity);
+  j["system"] = system_info();
+  j["error"] = r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error);
+  return j;
+}
+
+std::string summary_lines(const TrainResult& r, const MemoryStats& mem) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "Time: %.2f\nSamples/second: %.2f\nMemory occupied: %lld MB\n",
+                r.runtime_s, r.runtime_s > 0 ? static_cast<double>(r.samples) / r.runtime_s : 0.0,
+                static_cast<long long>(mem.peak_total / (1024 * 1024)));
+  return buf;
+}
+
+std::string memory_table(const MemoryStats& mem, std::optional<int64_t> capacity) {
+  std::ostringstream os;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%-16s %12s %7s %12s %12s\n", "category", "at peak MB", "share",
+                "max MB", "final MB");
+  os << buf;
+  for (int i = 0; i < kNumCategories; ++i) {
+    const double share = mem.peak_total > 0 ? 100.0 * static_cast<double>(mem.peak_by_category[i]) /
+                                                  static_cast<double>(mem.peak_total)
+                                            : 0.0;
+    std::snprintf(buf, sizeof buf, "%-16s %12s %6.1f%% %12s %12s\n", category_name(category_at(i)),
+                  mb(mem.peak_by_category[i]).c_str(), share, mb(mem.max_by_category[i]).c_str(),
+                  mb(mem.live[i]).c_str());
+    os << buf;
+  }
+  std::snprintf(buf, sizeof buf, "%-16s %12s %6.1f%% %12s %12s\n", "total",
+                mb(mem.peak_total).c_str(), 100.0, "", mb(mem.live_total).c_str());
+  os << buf;
+  os << "peak " << format_bytes(mem.peak_total) << " (" << mem.peak_total << " bytes) during '"
+     << mem.peak_phase << "'";
+  if (capacity)
+    os << ", " << mb(*capacity) << " MB device capacity ("
+       << (100.0 * static_cast<double>(mem.peak_total) / static_cast<double>(*capacity))
+       << "% used)";
+  os << "\n";
+  return os.str();
+}
+
+void write_json_file(const std::string& path, const nlohmann::json& j) {
+  std::string tmp = path;
+  tmp += ".tmp.";
+  tmp += std::to_string(getpid());
+  {
+    std::ofstream out(tmp);
+    SNUG_CHECK(out, "cannot write report '", path, "' (", tmp, " could not be created)");
+    out << j.dump(2) << "\n";
+    out.flush();
+    SNUG_CHECK(out, "writing report '", path, "' failed (disk full?)");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  SNUG_CHECK(!ec, "cannot move report into place at '", path, "': ", ec.message());
+}
+
+}  // namespace snug

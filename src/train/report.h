@@ -1,0 +1,36 @@
+// What a run reports: the JSON written by --report-json (keys are a contract, see
+// docs/report.md), the Trainer-style summary lines, and the memory table by category.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "core/memory.h"
+#include "models/gpt2.h"
+#include "train/trainer.h"
+#include "train/training_args.h"
+
+namespace snug {
+
+// {"threads", "cpu", "isa": {"avx2": bool, ...}, "gemm_library"} of this machine.
+nlohmann::json system_info();
+// Peak resident set size of this process in bytes (getrusage).
+int64_t peak_rss_bytes();
+// {"peak_bytes", "peak_phase", "peak_by_category", "max_by_category", "final_by_category",
+//  "capacity_bytes", "alloc_count", "peak_rss_bytes"}.
+nlohmann::json memory_json(const MemoryStats& s, std::optional<int64_t> capacity);
+nlohmann::json make_report(const TrainingArguments& args, const GPT2& model,
+                           const TrainResult& result, const MemoryStats& mem,
+                           std::optional<int64_t> capacity);
+// "Time: 12.34\nSamples/second: 64.83\nMemory occupied: 123 MB\n" (the seeds' print_summary,
+// with device-pool peak bytes in place of nvidia-smi's reading).
+std::string summary_lines(const TrainResult& result, const MemoryStats& mem);
+// A table with one row per category: bytes at the global peak, the category's own maximum,
+// and the final live bytes, with the share of the peak.
+std::string memory_table(const MemoryStats& mem, std::optional<int64_t> capacity);
+// Writes `j` to `path` atomically (temp file + rename); throws snug::Error naming the path.
+void write_json_file(const std::string& path, const nlohmann::json& j);
+
+}  // namespace snug

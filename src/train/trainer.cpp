@@ -1,0 +1,139 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "core/error.h"
+#include "data/loader.h"
+#include "kernels/kernels.h"
+#include "train/schedule.h"
+
+namespace snug {
+
+Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* data)
+    : args_(args), model_(model), data_(data) {
+  args_.validate();
+  SNUG_CHECK(data_ || model_.device().is_meta(), "Trainer: a dataset is required on ",
+             model_.device().name());
+  OptimizerOptions o;
+  o.beta1 = static_cast<float>(args_.adam_beta1);
+  o.beta2 = static_cast<float>(args_.adam_beta2);
+  o.eps = static_cast<float>(args_.adam_epsilon);
+  o.weight_decay = static_cast<float>(args_.weight_decay);
+  optimizer_ = make_optimizer(args_.optim, model_.parameters(), o);
+  if (args_.max_steps > 0) {
+    total_steps_ = args_.max_steps;
+  } else {
+    SNUG_CHECK(data_, "--max-steps is required when no dataset is read (device meta)");
+    DataLoader probe(*data_, args_.per_device_train_batch_size, args_.seq_len, args_.seed);
+    const double per_epoch = static_cast<double>(probe.batches_per_epoch()) /
+                             static_cast<double>(args_.gradient_accumulation_steps);
+    total_steps_ =
+        std::max<int64_t>(1, static_cast<int64_t>(std::ceil(per_epoch * args_.num_train_epochs)));
+  }
+}
+
+double accumulate_gradients(GPT2& model, const int32_t* inputs, const int32_t* targets, int64_t B,
+                            int64_t T, int64_t accum, int64_t window_targets) {
+  double loss_sum = 0.0;  // sum of per-token losses over the window
+  for (int64_t micro = 0; micro < accum; ++micro) {
+    const int64_t off = micro * B * T;
+    const float loss = model.forward(inputs + off, targets + off, B, T);
+    if (!std::isfinite(loss)) {
+      model.free_activations();
+      return loss;
+    }
+    const int64_t n = model.last_valid_targets();
+    loss_sum += static_cast<double>(loss) * static_cast<double>(n);
+    model.backward(window_targets > 0 ? static_cast<float>(static_cast<double>(n) /
+                                                           static_cast<double>(window_targets))
+                                      : 0.0f);
+  }
+  return window_targets > 0 ? loss_sum / static_cast<double>(window_targets) : 0.0;
+}
+
+double Trainer::clip_gradients() {
+  if (model_.device().is_meta()) return 0.0;
+  double sq = 0.0;
+  for (Parameter* p : model_.parameters())
+    if (p->grad.defined()) sq += kernels::sum_squares(p->grad.data<float>(), p->grad.numel());
+  const double norm = std::sqrt(sq);
+  if (args_.max_grad_norm > 0) {
+    // clip_grad_norm_: coefficient max_norm / (norm + 1e-6), clamped to 1.
+    const double coef = args_.max_grad_norm / (norm + 1e-6);
+    if (coef < 1.0)
+      for (Parameter* p : model_.parameters())
+        if (p->grad.defined())
+          kernels::scale(p->grad.data<float>(), static_cast<float>(coef), p->grad.numel());
+  }
+  return norm;
+}
+
+TrainResult Trainer::train(TrainCallback* callback) {
+  using clock = std::chrono::steady_clock;
+  const int64_t B = args_.per_device_train_batch_size, T = args_.seq_len;
+  const int64_t accum = args_.gradient_accumulation_steps;
+  const bool real = !model_.device().is_meta();
+  MemoryPool& pool = model_.device().pool();
+  TrainResult r;
+  r.total_steps = total_steps_;
+
+  std::unique_ptr<DataLoader> loader;
+  if (real) loader = std::make_unique<DataLoader>(*data_, B, T, args_.seed);
+  // Host buffers for one accumulation window of token ids (B*T*accum each).
+  std::vector<int32_t> inputs(static_cast<size_t>(B * T * accum), 0), targets(inputs.size(), 0);
+
+  const auto t0 = clock::now();
+  try {
+    for (int64_t step = 0; step < total_steps_; ++step) {
+      const std::string prefix = detail::concat("step ", step + 1, " ");
+      // The whole accumulation window is read first so that every micro-batch's loss can be
+      // normalized by the window's total number of target tokens (not per micro-batch: the
+      // gradient-accumulation bug transformers fixed in 4.46). B=8 x 1 and B=2 x 4 over the same
+      // samples then give the same loss and the same update.
+      int64_t window_targets = 0;
+      if (real) {
+        for (int64_t micro = 0; micro < accum; ++micro) {
+          loader->next(&inputs[static_cast<size_t>(micro * B * T)],
+                       &targets[static_cast<size_t>(micro * B * T)]);
+          for (int64_t i = micro * B * T; i < (micro + 1) * B * T; ++i)
+            window_targets += targets[static_cast<size_t>(i)] >= 0 ? 1 : 0;
+        }
+      } else {
+        window_targets = accum * B * T;
+      }
+      const double step_loss =
+          accumulate_gradients(model_, inputs.data(), targets.data(), B, T, accum, window_targets);
+      SNUG_CHECK(std::isfinite(step_loss), "loss is ", step_loss, " at step ", step + 1,
+                 ": training stopped; lower --learning-rate or check the data");
+      pool.set_phase(prefix + "optimizer");
+      const double lr = args_.learning_rate * lr_multiplier(args_.lr_scheduler_type, step,
+                                                            total_steps_, args_.warmup_steps);
+      const double norm = clip_gradients();
+      SNUG_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1,
+                 ": training stopped");
+      optimizer_->step(static_cast<float>(lr));
+      model_.zero_grad();
+      pool.set_phase(prefix + "done");
+
+      ++r.steps;
+      r.samples += B * accum;
+      r.tokens += B * T * accum;
+      r.loss.push_back(step_loss);
+      r.grad_norm.push_back(norm);
+      r.learning_rate.push_back(lr);
+      if (callback)
+        callback->on_step({r.steps, total_steps_, r.loss.back(), norm, lr,
+                           std::chrono::duration<double>(clock::now() - t0).count()});
+    }
+  } catch (const OutOfMemoryError& e) {
+    r.error = e.what();
+    r.out_of_memory = true;
+  } catch (const Error& e) {
+    r.error = e.what();
+  }
+  r.runtime_s = std::chrono::duration<double>(clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace snug

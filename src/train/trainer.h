@@ -1,0 +1,74 @@
+// The training loop: the Hugging Face Trainer's inner loop for a causal LM, without the
+// framework around it. Per optimizer step: gradient_accumulation_steps micro-batches of
+// forward + backward(1/accum), global-norm gradient clipping (torch.nn.utils.clip_grad_norm_),
+// optimizer step at the scheduled learning rate, zero_grad(set_to_none). Pool phase labels
+// ("forward h.2", "backward lm_head", "step 3 optimizer") say where the peak happened.
+//
+// Failures during the run (non-finite loss, out of device memory, bad data) do not throw out of
+// train(): they end the run and come back in TrainResult::error, with everything measured up to
+// that point, so the caller can still write the report.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "models/gpt2.h"
+#include "optim/optimizer.h"
+#include "train/training_args.h"
+
+namespace snug {
+
+struct StepLog {
+  int64_t step;  // 1-based, completed optimizer steps
+  int64_t total;
+  double loss;  // mean over all target tokens of the step's micro-batches (0 on meta)
+  double grad_norm;
+  double learning_rate;
+  double elapsed_s;
+};
+
+class TrainCallback {
+ public:
+  virtual ~TrainCallback() = default;
+  virtual void on_step(const StepLog& log) = 0;
+};
+
+struct TrainResult {
+  int64_t steps = 0;        // completed optimizer steps
+  int64_t total_steps = 0;  // planned
+  int64_t samples = 0;      // sequences consumed by completed steps
+  int64_t tokens = 0;
+  double runtime_s = 0;
+  std::vector<double> loss, grad_norm, learning_rate;  // per completed step
+  std::string error;                                   // empty when the run finished
+  bool out_of_memory = false;
+};
+
+// Forward + backward over `accum` micro-batches of (B,T) tokens laid out one after another in
+// inputs/targets, accumulating into the parameters' gradients d(window loss)/dW where the window
+// loss is the sum of per-token losses divided by `window_targets`, the number of targets >= 0 in
+// the whole window. Returns that window loss (non-finite: stopped at that micro-batch).
+double accumulate_gradients(GPT2& model, const int32_t* inputs, const int32_t* targets, int64_t B,
+                            int64_t T, int64_t accum, int64_t window_targets);
+
+class Trainer {
+ public:
+  // `data` may be null on the meta device only (no batches are read there).
+  Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* data);
+  int64_t total_steps() const { return total_steps_; }
+  TrainResult train(TrainCallback* callback = nullptr);
+
+ private:
+  double clip_gradients();  // returns the pre-clip global norm
+
+  TrainingArguments args_;
+  GPT2& model_;
+  const TokenSource* data_;
+  std::unique_ptr<Optimizer> optimizer_;
+  int64_t total_steps_ = 0;
+};
+
+}  // namespace snug

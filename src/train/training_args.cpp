@@ -1,0 +1,58 @@
+#include "train/training_args.h"
+
+#include "core/device.h"
+#include "core/error.h"
+#include "optim/optimizer.h"
+#include "train/schedule.h"
+
+namespace snug {
+
+void TrainingArguments::validate() const {
+  SNUG_CHECK(seq_len > 0, "--seq-len must be positive, got ", seq_len);
+  SNUG_CHECK(per_device_train_batch_size > 0,
+             "--per-device-train-batch-size must be positive, got ", per_device_train_batch_size);
+  SNUG_CHECK(gradient_accumulation_steps > 0,
+             "--gradient-accumulation-steps must be positive, got ", gradient_accumulation_steps);
+  SNUG_CHECK(max_steps > 0 || num_train_epochs > 0,
+             "--max-steps or --num-train-epochs must be positive");
+  SNUG_CHECK(learning_rate >= 0, "--learning-rate must be >= 0, got ", learning_rate);
+  SNUG_CHECK(warmup_steps >= 0, "--warmup-steps must be >= 0, got ", warmup_steps);
+  SNUG_CHECK(weight_decay >= 0, "--weight-decay must be >= 0, got ", weight_decay);
+  SNUG_CHECK(adam_beta1 >= 0 && adam_beta1 < 1 && adam_beta2 >= 0 && adam_beta2 < 1,
+             "--adam-beta1/--adam-beta2 must be in [0, 1)");
+  SNUG_CHECK(threads >= 0, "--threads must be >= 0, got ", threads);
+  SNUG_CHECK(logging_steps > 0, "--log-every must be positive, got ", logging_steps);
+  validate_scheduler(lr_scheduler_type);
+  parse_device_kind(device);
+  bool known_optim = false;
+  for (const auto& n : optimizer_names()) known_optim = known_optim || n == optim;
+  if (!known_optim) make_optimizer(optim, {}, {});  // throws the message listing known names
+}
+
+nlohmann::json TrainingArguments::to_json() const {
+  nlohmann::json j;
+  j["model"] = model;
+  j["data"] = data;
+  j["seq_len"] = seq_len;
+  j["per_device_train_batch_size"] = per_device_train_batch_size;
+  j["gradient_accumulation_steps"] = gradient_accumulation_steps;
+  j["max_steps"] = max_steps;
+  j["num_train_epochs"] = num_train_epochs;
+  j["learning_rate"] = learning_rate;
+  j["warmup_steps"] = warmup_steps;
+  j["lr_scheduler_type"] = lr_scheduler_type;
+  j["max_grad_norm"] = max_grad_norm;
+  j["weight_decay"] = weight_decay;
+  j["adam_beta1"] = adam_beta1;
+  j["adam_beta2"] = adam_beta2;
+  j["adam_epsilon"] = adam_epsilon;
+  j["seed"] = seed;
+  j["optim"] = optim;
+  j["device"] = device;
+  j["device_memory"] = device_memory ? nlohmann::json(*device_memory) : nlohmann::json(nullptr);
+  j["threads"] = threads;
+  j["logging_steps"] = logging_steps;
+  return j;
+}
+
+}  // namespace snug

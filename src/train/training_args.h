@@ -1,0 +1,48 @@
+// The knobs of a training run, named as Hugging Face TrainingArguments names them (snake_case in
+// the report's "config", kebab-case on the command line) so that a Trainer user finds them where
+// they expect. Defaults are the Trainer's, with three documented exceptions:
+//   - learning_rate 6e-4 (Trainer: 5e-5). snug's default job trains a small model from scratch,
+//     where 5e-5 barely moves the loss in 200 steps; 6e-4 is the GPT-3 paper's rate for its
+//     125M model and what nanoGPT/llm.c use for GPT-2 small. Fine-tuning runs pass their own.
+//   - model/data/seq_len: snug defaults to the built-in job (gpt2-tiny on the built-in corpus,
+//     128-token windows) so that `snug train` with no flags trains something in seconds.
+//   - logging_steps 10 (Trainer: 500), for short runs.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace snug {
+
+struct TrainingArguments {
+  std::string model = "gpt2-tiny";
+  std::string data = "builtin";
+  int64_t seq_len = 128;
+  int64_t per_device_train_batch_size = 8;
+  int64_t gradient_accumulation_steps = 1;
+  int64_t max_steps = -1;  // > 0 overrides num_train_epochs
+  double num_train_epochs = 3.0;
+  double learning_rate = 6e-4;
+  int64_t warmup_steps = 0;
+  std::string lr_scheduler_type = "linear";
+  double max_grad_norm = 1.0;  // <= 0 disables clipping
+  double weight_decay = 0.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  uint64_t seed = 42;
+  std::string optim = "adamw_torch";
+  std::string device = "cpu";
+  std::optional<int64_t> device_memory;  // bytes; the modelled accelerator's capacity
+  int threads = 0;                       // 0: OMP_NUM_THREADS or all cores
+  int64_t logging_steps = 10;
+  std::string report_json;
+
+  // Throws snug::Error naming the flag for values that cannot work.
+  void validate() const;
+  nlohmann::json to_json() const;
+};
+
+}  // namespace snug

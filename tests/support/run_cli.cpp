@@ -1,0 +1,57 @@
+#include "support/run_cli.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace snug::test {
+
+namespace {
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+TempDir::TempDir() {
+  static std::atomic<int> counter{0};
+  dir_ = (std::filesystem::temp_directory_path() /
+          ("snug-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++)))
+             .string();
+  std::filesystem::create_directories(dir_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::string TempDir::path(const std::string& name) const {
+  return (std::filesystem::path(dir_) / name).string();
+}
+
+CliResult run_snug(const std::string& args) {
+  TempDir tmp;
+  std::string cmd = SNUG_BINARY;
+  cmd += ' ';
+  cmd += args;
+  cmd += " >";
+  cmd += tmp.path("out");
+  cmd += " 2>";
+  cmd += tmp.path("err");
+  const int status = std::system(cmd.c_str());
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(tmp.path("out"));
+  r.err = slurp(tmp.path("err"));
+  return r;
+}
+
+}  // namespace snug::test

@@ -1,0 +1,155 @@
+// The memory contract of a training run, to the byte:
+//  - AdamW in fp32 holds exactly 4P of weights, 4P of gradients and 8P of optimizer state;
+//  - activations at their maximum are exactly the closed form of what GPT-2's forward saves;
+//  - the meta device (shapes only) reports the same peak and breakdown as a real cpu run;
+//  - a capacity below the need ends the run with an out-of-memory error naming the category.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "core/device.h"
+#include "data/dataset.h"
+#include "models/gpt2.h"
+#include "train/trainer.h"
+
+namespace snug {
+namespace {
+
+struct RunOutcome {
+  MemoryStats mem;
+  TrainResult result;
+  int64_t params = 0;
+};
+
+RunOutcome train_on(DeviceKind kind, const GPT2Config& cfg, TrainingArguments args,
+                    std::optional<int64_t> capacity = std::nullopt) {
+  Device dev(kind);
+  dev.pool().set_capacity(capacity);
+  GPT2 model(cfg, dev);
+  model.init_weights(args.seed);
+  auto data = open_dataset(args.data, cfg.vocab_size, args.seed);
+  Trainer trainer(args, model, data.get());
+  RunOutcome r;
+  r.result = trainer.train();
+  r.mem = dev.pool().stats();
+  r.params = count_params(model.parameters());
+  return r;
+}
+
+GPT2Config tiny() {
+  return resolve_model("gpt2-tiny");
+}
+
+GPT2Config odd_config() {
+  GPT2Config c;
+  c.name = "odd";
+  c.vocab_size = 301;
+  c.n_positions = 40;
+  c.n_embd = 48;
+  c.n_layer = 3;
+  c.n_head = 6;
+  return c;
+}
+
+TrainingArguments args(int64_t B, int64_t T, int64_t steps) {
+  TrainingArguments a;
+  a.per_device_train_batch_size = B;
+  a.seq_len = T;
+  a.max_steps = steps;
+  return a;
+}
+
+// Bytes GPT-2's forward keeps for backward (see GPT2::Saved): per layer 16BTC + 4BT + NH*B*T^2
+// floats; embeddings BTC; ln_f BTC + 2BT; probabilities BTV; per-token losses BT.
+int64_t expected_activation_bytes(const GPT2Config& c, int64_t B, int64_t T) {
+  const int64_t C = c.n_embd, BT = B * T;
+  const int64_t per_layer = 16 * BT * C + 4 * BT + c.n_head * B * T * T;
+  return 4 * (c.n_layer * per_layer + BT * C + BT * C + 2 * BT + BT * c.vocab_size + BT);
+}
+
+int64_t at(const ByCategory& b, Category c) {
+  return b[static_cast<int>(c)];
+}
+
+TEST(MemoryContract, AdamWFp32IsFourFourEightBytesPerParameter) {
+  const RunOutcome r = train_on(DeviceKind::cpu, tiny(), args(2, 32, 3));
+  ASSERT_TRUE(r.result.error.empty()) << r.result.error;
+  const int64_t P = tiny().num_params();
+  EXPECT_EQ(r.params, P);
+  EXPECT_EQ(at(r.mem.max_by_category, Category::weights), 4 * P);
+  EXPECT_EQ(at(r.mem.max_by_category, Category::gradients), 4 * P);
+  EXPECT_EQ(at(r.mem.max_by_category, Category::optimizer_state), 8 * P);
+  // After the run: weights and optimizer state stay, gradients were freed by zero_grad.
+  EXPECT_EQ(at(r.mem.live, Category::gradients), 0);
+  EXPECT_EQ(at(r.mem.live, Category::activations), 0);
+  EXPECT_EQ(at(r.mem.live, Category::temporary), 0);
+  EXPECT_EQ(r.mem.live_total, 12 * P);
+}
+
+TEST(MemoryContract, ActivationsMatchClosedForm) {
+  for (auto [B, T] : {std::pair<int64_t, int64_t>{2, 32}, {3, 17}}) {
+    const RunOutcome r = train_on(DeviceKind::cpu, odd_config(), [&] {
+      auto a = args(B, T, 1);
+      a.data = "dummy";
+      return a;
+    }());
+    ASSERT_TRUE(r.result.error.empty()) << r.result.error;
+    EXPECT_EQ(at(r.mem.max_by_category, Category::activations),
+              expected_activation_bytes(odd_config(), B, T))
+        << "B=" << B << " T=" << T;
+    EXPECT_EQ(at(r.mem.max_by_category, Category::input_data), 2 * 4 * B * T);
+  }
+}
+
+TEST(MemoryContract, MetaDeviceReportsTheSameBytesAsCpu) {
+  struct Case {
+    GPT2Config cfg;
+    TrainingArguments a;
+  };
+  std::vector<Case> cases;
+  cases.push_back({tiny(), args(2, 32, 2)});
+  {
+    auto a = args(4, 64, 2);
+    a.gradient_accumulation_steps = 2;
+    cases.push_back({tiny(), a});
+  }
+  {
+    auto a = args(3, 17, 3);
+    a.data = "dummy";
+    a.weight_decay = 0.1;
+    cases.push_back({odd_config(), a});
+  }
+  for (const Case& c : cases) {
+    const RunOutcome cpu = train_on(DeviceKind::cpu, c.cfg, c.a);
+    const RunOutcome meta = train_on(DeviceKind::meta, c.cfg, c.a);
+    ASSERT_TRUE(cpu.result.error.empty()) << cpu.result.error;
+    ASSERT_TRUE(meta.result.error.empty()) << meta.result.error;
+    SCOPED_TRACE(c.cfg.name + " B=" + std::to_string(c.a.per_device_train_batch_size));
+    EXPECT_EQ(meta.mem.peak_total, cpu.mem.peak_total);
+    EXPECT_EQ(meta.mem.peak_by_category, cpu.mem.peak_by_category);
+    EXPECT_EQ(meta.mem.max_by_category, cpu.mem.max_by_category);
+    EXPECT_EQ(meta.mem.live, cpu.mem.live);
+    EXPECT_EQ(meta.mem.peak_phase, cpu.mem.peak_phase);
+    EXPECT_EQ(meta.mem.alloc_count, cpu.mem.alloc_count);
+  }
+}
+
+TEST(MemoryContract, CapacityBelowTheNeedEndsTheRunWithOutOfMemory) {
+  const auto a = args(2, 32, 2);
+  const RunOutcome meta = train_on(DeviceKind::meta, tiny(), a);
+  // One byte short of the peak: the run must fail, on cpu as on meta, at the same allocation.
+  for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::meta}) {
+    const RunOutcome r = train_on(kind, tiny(), a, meta.mem.peak_total - 1);
+    EXPECT_TRUE(r.result.out_of_memory);
+    EXPECT_NE(r.result.error.find("out of memory"), std::string::npos) << r.result.error;
+    EXPECT_NE(r.result.error.find(meta.mem.peak_phase), std::string::npos) << r.result.error;
+    EXPECT_LE(r.mem.peak_total, meta.mem.peak_total - 1);
+  }
+  // Exactly the peak fits.
+  const RunOutcome ok = train_on(DeviceKind::cpu, tiny(), a, meta.mem.peak_total);
+  EXPECT_TRUE(ok.result.error.empty()) << ok.result.error;
+  EXPECT_EQ(ok.mem.peak_total, meta.mem.peak_total);
+}
+
+}  // namespace
+}  // namespace snug
