@@ -119,6 +119,12 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--adam-beta2", a.adam_beta2, "AdamW beta2")->capture_default_str();
   sub->add_option("--adam-epsilon", a.adam_epsilon, "AdamW epsilon")->capture_default_str();
   sub->add_option("--optim", a.optim, "Optimizer: adamw_torch")->capture_default_str();
+  sub->add_flag("--gradient-checkpointing", a.gradient_checkpointing,
+                "Recompute activations in backward instead of keeping them");
+  sub->add_option("--checkpoint-policy", a.checkpoint_policy,
+                  "With --gradient-checkpointing: every-layer (as Hugging Face), every-k:K, sqrt "
+                  "(about sqrt(L) checkpoints) or selective (recompute norms, softmax, GELU)")
+      ->capture_default_str();
   sub->add_option("--seed", a.seed, "Seed for initialization and data order")
       ->capture_default_str();
   sub->add_option("--device", a.device, "cpu (real run) or meta (shapes only, exact memory)")

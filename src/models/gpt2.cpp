@@ -1,6 +1,7 @@
 #include "models/gpt2.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <numbers>
 
 #include "core/error.h"
@@ -22,15 +23,15 @@ struct GPT2::Layer {
 //   out (B,T,C) = res2 + mlp = x_{l+1}.
 // Top: lnf (B,T,C) + mean/rstd; probs (B,T,V) (the logits, overwritten by softmax); tokens and
 // targets (B,T) int32.
-struct GPT2::Saved {
-  struct PerLayer {
-    Tensor ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu,
-        out;
-  };
+struct GPT2LayerActivations {
+  Tensor ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, out;
+};
+
+struct GPT2Saved {
   int64_t B = 0, T = 0;
   bool has_targets = false;
   Tensor tokens, targets, encoded;
-  std::vector<PerLayer> layers;
+  std::vector<GPT2LayerActivations> layers;
   Tensor lnf, lnf_mean, lnf_rstd, probs, losses;
 };
 
@@ -127,9 +128,147 @@ void GPT2::zero_grad() {
   for (Parameter* p : params_) p->free_grad();
 }
 
+CheckpointConfig parse_checkpoint_policy(const std::string& text, int64_t n_layer) {
+  CheckpointConfig c;
+  if (text == "none") return c;
+  if (text == "every-layer") {
+    c.policy = CheckpointPolicy::every_layer;
+    return c;
+  }
+  if (text == "selective") {
+    c.policy = CheckpointPolicy::selective;
+    return c;
+  }
+  if (text == "sqrt") {
+    c.policy = CheckpointPolicy::every_k;
+    c.every_k = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(n_layer))));
+    return c;
+  }
+  const std::string prefix = "every-k:";
+  if (text.rfind(prefix, 0) == 0) {
+    const std::string num = text.substr(prefix.size());
+    char* end = nullptr;
+    const long k = std::strtol(num.c_str(), &end, 10);
+    SNUG_CHECK(!num.empty() && end && *end == '\0' && k >= 1, "--checkpoint-policy '", text,
+               "': K must be a positive integer");
+    c.policy = CheckpointPolicy::every_k;
+    c.every_k = k;
+    return c;
+  }
+  throw Error(detail::concat("--checkpoint-policy: unknown policy '", text,
+                             "' (known: every-layer, every-k:K, sqrt, selective)"));
+}
+
+void GPT2::set_checkpointing(const CheckpointConfig& c) {
+  SNUG_CHECK(c.policy == CheckpointPolicy::none || c.policy == CheckpointPolicy::selective ||
+                 c.every_k >= 1,
+             "gradient checkpointing: segment length must be >= 1, got ", c.every_k);
+  ckpt_ = c;
+}
+
+// Runs layer l on input x, allocating and filling every tensor of `a` (category activations).
+void GPT2::layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a) {
+  const Layer& w = layers_[l];
+  const int64_t B = x.dim(0), T = x.dim(1), C = cfg_.n_embd, NH = cfg_.n_head, N = B * T;
+  const bool real = !dev_->is_meta();
+  const float eps = cfg_.layer_norm_epsilon;
+  auto act = [&](const Shape& sh) {
+    return Tensor::empty(sh, DType::f32, Category::activations, *dev_);
+  };
+  a.ln1 = act({B, T, C});
+  a.ln1_mean = act({B, T});
+  a.ln1_rstd = act({B, T});
+  a.qkv = act({B, T, 3 * C});
+  a.att = act({B, NH, T, T});
+  a.atty = act({B, T, C});
+  if (real) {
+    K::layernorm_forward(a.ln1.data<float>(), a.ln1_mean.data<float>(), a.ln1_rstd.data<float>(),
+                         x.data<float>(), w.ln1_w->value.data<float>(),
+                         w.ln1_b->value.data<float>(), N, C, eps);
+    K::linear_forward(a.qkv.data<float>(), a.ln1.data<float>(), w.qkv_w->value.data<float>(),
+                      w.qkv_b->value.data<float>(), N, C, 3 * C);
+    K::attention_forward(a.atty.data<float>(), a.att.data<float>(), a.qkv.data<float>(), B, T, C,
+                         NH);
+  }
+  a.res2 = act({B, T, C});
+  if (real) {
+    K::linear_forward(a.res2.data<float>(), a.atty.data<float>(), w.attproj_w->value.data<float>(),
+                      w.attproj_b->value.data<float>(), N, C, C);
+    K::add(a.res2.data<float>(), a.res2.data<float>(), x.data<float>(), N * C);
+  }
+  a.ln2 = act({B, T, C});
+  a.ln2_mean = act({B, T});
+  a.ln2_rstd = act({B, T});
+  a.fch = act({B, T, 4 * C});
+  a.fch_gelu = act({B, T, 4 * C});
+  a.out = act({B, T, C});
+  if (real) {
+    K::layernorm_forward(a.ln2.data<float>(), a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(),
+                         a.res2.data<float>(), w.ln2_w->value.data<float>(),
+                         w.ln2_b->value.data<float>(), N, C, eps);
+    K::linear_forward(a.fch.data<float>(), a.ln2.data<float>(), w.fc_w->value.data<float>(),
+                      w.fc_b->value.data<float>(), N, C, 4 * C);
+    K::gelu_forward(a.fch_gelu.data<float>(), a.fch.data<float>(), N * 4 * C);
+    K::linear_forward(a.out.data<float>(), a.fch_gelu.data<float>(),
+                      w.fcproj_w->value.data<float>(), w.fcproj_b->value.data<float>(), N, 4 * C,
+                      C);
+    K::add(a.out.data<float>(), a.out.data<float>(), a.res2.data<float>(), N * C);
+  }
+}
+
+// Selective checkpointing: recompute the cheap tensors dropped after forward (the two
+// LayerNorm outputs, the attention probabilities, GELU's output) from the kept GEMM outputs.
+// Same kernels on the same inputs: bitwise the values forward computed.
+void GPT2::recompute_selective(size_t l, const Tensor& x, GPT2LayerActivations& a) {
+  const Layer& w = layers_[l];
+  const int64_t B = x.dim(0), T = x.dim(1), C = cfg_.n_embd, NH = cfg_.n_head, N = B * T;
+  const bool real = !dev_->is_meta();
+  const float eps = cfg_.layer_norm_epsilon;
+  auto act = [&](const Shape& sh) {
+    return Tensor::empty(sh, DType::f32, Category::activations, *dev_);
+  };
+  a.ln1 = act({B, T, C});
+  a.att = act({B, NH, T, T});
+  a.ln2 = act({B, T, C});
+  a.fch_gelu = act({B, T, 4 * C});
+  if (!real) return;
+  K::layernorm_forward(a.ln1.data<float>(), a.ln1_mean.data<float>(), a.ln1_rstd.data<float>(),
+                       x.data<float>(), w.ln1_w->value.data<float>(), w.ln1_b->value.data<float>(),
+                       N, C, eps);
+  // attention_forward also rewrites atty: identical values, so the kept copy serves as output.
+  K::attention_forward(a.atty.data<float>(), a.att.data<float>(), a.qkv.data<float>(), B, T, C, NH);
+  K::layernorm_forward(a.ln2.data<float>(), a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(),
+                       a.res2.data<float>(), w.ln2_w->value.data<float>(),
+                       w.ln2_b->value.data<float>(), N, C, eps);
+  K::gelu_forward(a.fch_gelu.data<float>(), a.fch.data<float>(), N * 4 * C);
+}
+
+namespace {
+// Keeps only what selective checkpointing needs: GEMM outputs, the attention output, the
+// residual stream and the LayerNorm statistics.
+void drop_selective(GPT2LayerActivations& a) {
+  a.ln1.reset();
+  a.att.reset();
+  a.ln2.reset();
+  a.fch_gelu.reset();
+}
+void drop_all_but_out(GPT2LayerActivations& a) {
+  Tensor out = std::move(a.out);
+  a = {};
+  a.out = std::move(out);
+}
+}  // namespace
+
+bool GPT2::segment_end(size_t l) const {
+  const size_t L = layers_.size();
+  if (l + 1 == L) return true;
+  const auto k = static_cast<size_t>(ckpt_.every_k);
+  return (l + 1) % k == 0;
+}
+
 float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
                     bool for_backward) {
-  const int64_t V = cfg_.vocab_size, C = cfg_.n_embd, NH = cfg_.n_head, N = B * T;
+  const int64_t V = cfg_.vocab_size, C = cfg_.n_embd, N = B * T;
   SNUG_CHECK(B > 0 && T > 0, "forward: batch ", B, " and sequence length ", T, " must be positive");
   SNUG_CHECK(T <= cfg_.n_positions, "forward: sequence length ", T, " exceeds the model's ",
              cfg_.n_positions, " positions (n_positions of ", cfg_.name, ")");
@@ -137,11 +276,11 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
   MemoryPool& pool = dev_->pool();
   const bool real = !dev_->is_meta();
   const float eps = cfg_.layer_norm_epsilon;
-  auto act = [&](const Shape& s) {
-    return Tensor::empty(s, DType::f32, Category::activations, *dev_);
+  auto act = [&](const Shape& sh) {
+    return Tensor::empty(sh, DType::f32, Category::activations, *dev_);
   };
 
-  auto s = std::make_unique<Saved>();
+  auto s = std::make_unique<GPT2Saved>();
   s->B = B;
   s->T = T;
   s->has_targets = targets != nullptr;
@@ -169,60 +308,27 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
     K::embedding_forward(s->encoded.data<float>(), s->tokens.data<int32_t>(),
                          wte_->value.data<float>(), wpe_->value.data<float>(), B, T, C);
 
+  const bool segments = for_backward && (ckpt_.policy == CheckpointPolicy::every_layer ||
+                                         ckpt_.policy == CheckpointPolicy::every_k);
   s->layers.resize(layers_.size());
   for (size_t l = 0; l < layers_.size(); ++l) {
-    const Layer& w = layers_[l];
-    Saved::PerLayer& a = s->layers[l];
+    GPT2LayerActivations& a = s->layers[l];
     const Tensor& x = l == 0 ? s->encoded : s->layers[l - 1].out;
     std::string phase = "forward h.";
     phase += std::to_string(l);
     pool.set_phase(phase);
-    a.ln1 = act({B, T, C});
-    a.ln1_mean = act({B, T});
-    a.ln1_rstd = act({B, T});
-    a.qkv = act({B, T, 3 * C});
-    a.att = act({B, NH, T, T});
-    a.atty = act({B, T, C});
-    if (real) {
-      K::layernorm_forward(a.ln1.data<float>(), a.ln1_mean.data<float>(), a.ln1_rstd.data<float>(),
-                           x.data<float>(), w.ln1_w->value.data<float>(),
-                           w.ln1_b->value.data<float>(), N, C, eps);
-      K::linear_forward(a.qkv.data<float>(), a.ln1.data<float>(), w.qkv_w->value.data<float>(),
-                        w.qkv_b->value.data<float>(), N, C, 3 * C);
-      K::attention_forward(a.atty.data<float>(), a.att.data<float>(), a.qkv.data<float>(), B, T, C,
-                           NH);
-    }
-    a.res2 = act({B, T, C});
-    if (real) {
-      K::linear_forward(a.res2.data<float>(), a.atty.data<float>(),
-                        w.attproj_w->value.data<float>(), w.attproj_b->value.data<float>(), N, C,
-                        C);
-      K::add(a.res2.data<float>(), a.res2.data<float>(), x.data<float>(), N * C);
-    }
-    a.ln2 = act({B, T, C});
-    a.ln2_mean = act({B, T});
-    a.ln2_rstd = act({B, T});
-    a.fch = act({B, T, 4 * C});
-    a.fch_gelu = act({B, T, 4 * C});
-    a.out = act({B, T, C});
-    if (real) {
-      K::layernorm_forward(a.ln2.data<float>(), a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(),
-                           a.res2.data<float>(), w.ln2_w->value.data<float>(),
-                           w.ln2_b->value.data<float>(), N, C, eps);
-      K::linear_forward(a.fch.data<float>(), a.ln2.data<float>(), w.fc_w->value.data<float>(),
-                        w.fc_b->value.data<float>(), N, C, 4 * C);
-      K::gelu_forward(a.fch_gelu.data<float>(), a.fch.data<float>(), N * 4 * C);
-      K::linear_forward(a.out.data<float>(), a.fch_gelu.data<float>(),
-                        w.fcproj_w->value.data<float>(), w.fcproj_b->value.data<float>(), N, 4 * C,
-                        C);
-      K::add(a.out.data<float>(), a.out.data<float>(), a.res2.data<float>(), N * C);
-    }
-    if (!for_backward && l > 0) {
+    layer_forward(l, x, a);
+    if (!for_backward) {
       // Inference: only the running residual stream has to survive the layer.
-      Tensor keep = a.out;
-      s->layers[l - 1] = {};
-      a = {};
-      a.out = keep;
+      drop_all_but_out(a);
+      if (l > 0) s->layers[l - 1] = {};
+    } else if (segments) {
+      // Keep only the inputs of segments (outputs of segment ends); everything else is
+      // recomputed segment by segment in backward.
+      drop_all_but_out(a);
+      if (l > 0 && !segment_end(l - 1)) s->layers[l - 1] = {};
+    } else if (ckpt_.policy == CheckpointPolicy::selective) {
+      drop_selective(a);
     }
   }
 
@@ -265,7 +371,7 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
 void GPT2::backward(float loss_scale) {
   SNUG_CHECK(saved_ && saved_->has_targets && !saved_->layers.empty(),
              "backward: needs a forward pass with targets and for_backward=true before it");
-  Saved& s = *saved_;
+  GPT2Saved& s = *saved_;
   const int64_t B = s.B, T = s.T, V = cfg_.vocab_size, C = cfg_.n_embd, NH = cfg_.n_head;
   const int64_t N = B * T;
   MemoryPool& pool = dev_->pool();
@@ -312,8 +418,23 @@ void GPT2::backward(float loss_scale) {
 
   for (size_t li = layers_.size(); li-- > 0;) {
     const Layer& w = layers_[li];
-    Saved::PerLayer& a = s.layers[li];
+    GPT2LayerActivations& a = s.layers[li];
     const Tensor& x = li == 0 ? s.encoded : s.layers[li - 1].out;
+    if (!a.qkv.defined()) {
+      // Segment checkpointing: recompute this layer's segment from its saved input.
+      std::string rphase = "recompute h.";
+      rphase += std::to_string(li);
+      pool.set_phase(rphase);
+      const size_t k = static_cast<size_t>(ckpt_.every_k);
+      a.out.reset();  // consumed already; recomputing the segment reallocates it
+      for (size_t j = li - li % k; j <= li; ++j)
+        layer_forward(j, j == 0 ? s.encoded : s.layers[j - 1].out, s.layers[j]);
+    } else if (!a.ln1.defined()) {
+      std::string rphase = "recompute h.";
+      rphase += std::to_string(li);
+      pool.set_phase(rphase);
+      recompute_selective(li, x, a);
+    }
     std::string phase = "backward h.";
     phase += std::to_string(li);
     pool.set_phase(phase);

@@ -28,6 +28,24 @@
 
 namespace snug {
 
+// Gradient checkpointing (activation recomputation), as torch.utils.checkpoint applies it:
+//   every_layer  keep each layer's input only, recompute the layer in backward (HF's default);
+//   every_k      keep the input of every k-th layer, recompute k layers at a time ("sqrt" picks
+//                k = ceil(sqrt(L)), about sqrt(L) checkpoints);
+//   selective    keep the GEMM outputs and recompute the cheap ops (LayerNorms, attention
+//                softmax, GELU) - Korthikanti et al. 2022.
+// Results are bitwise identical to no checkpointing: the same kernels recompute the same values.
+enum class CheckpointPolicy { none, every_layer, every_k, selective };
+struct CheckpointConfig {
+  CheckpointPolicy policy = CheckpointPolicy::none;
+  int64_t every_k = 1;  // segment length in layers (every_layer: 1)
+};
+// "every-layer", "every-k:K", "sqrt", "selective" (and "none"); throws naming --checkpoint-policy.
+CheckpointConfig parse_checkpoint_policy(const std::string& text, int64_t n_layer);
+
+struct GPT2Saved;
+struct GPT2LayerActivations;
+
 class GPT2 {
  public:
   // Allocates every parameter (category weights) on `dev`, uninitialized; call init_weights()
@@ -72,10 +90,15 @@ class GPT2 {
   // Frees every parameter gradient (zero_grad(set_to_none=True)).
   void zero_grad();
 
+  void set_checkpointing(const CheckpointConfig& c);
+  const CheckpointConfig& checkpointing() const { return ckpt_; }
+
  private:
   struct Layer;
-  struct Saved;
   void add_param(const std::string& name, const Shape& shape, bool decay);
+  void layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a);
+  void recompute_selective(size_t l, const Tensor& x, GPT2LayerActivations& a);
+  bool segment_end(size_t l) const;
 
   GPT2Config cfg_;
   Device* dev_;
@@ -86,7 +109,8 @@ class GPT2 {
   Parameter* wpe_ = nullptr;
   Parameter* lnf_w_ = nullptr;
   Parameter* lnf_b_ = nullptr;
-  std::unique_ptr<Saved> saved_;
+  std::unique_ptr<GPT2Saved> saved_;
+  CheckpointConfig ckpt_;
   int64_t valid_targets_ = 0;
 };
 

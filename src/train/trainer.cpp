@@ -20,6 +20,9 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
   o.beta2 = static_cast<float>(args_.adam_beta2);
   o.eps = static_cast<float>(args_.adam_epsilon);
   o.weight_decay = static_cast<float>(args_.weight_decay);
+  if (args_.gradient_checkpointing)
+    model_.set_checkpointing(
+        parse_checkpoint_policy(args_.checkpoint_policy, model_.config().n_layer));
   optimizer_ = make_optimizer(args_.optim, model_.parameters(), o);
   if (args_.max_steps > 0) {
     total_steps_ = args_.max_steps;

@@ -2,6 +2,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "models/gpt2.h"
 #include "optim/optimizer.h"
 #include "train/schedule.h"
 
@@ -23,6 +24,7 @@ void TrainingArguments::validate() const {
   SNUG_CHECK(threads >= 0, "--threads must be >= 0, got ", threads);
   SNUG_CHECK(logging_steps > 0, "--log-every must be positive, got ", logging_steps);
   validate_scheduler(lr_scheduler_type);
+  parse_checkpoint_policy(checkpoint_policy, 1);
   parse_device_kind(device);
   bool known_optim = false;
   for (const auto& n : optimizer_names()) known_optim = known_optim || n == optim;
@@ -48,6 +50,8 @@ nlohmann::json TrainingArguments::to_json() const {
   j["adam_epsilon"] = adam_epsilon;
   j["seed"] = seed;
   j["optim"] = optim;
+  j["gradient_checkpointing"] = gradient_checkpointing;
+  j["checkpoint_policy"] = checkpoint_policy;
   j["device"] = device;
   j["device_memory"] = device_memory ? nlohmann::json(*device_memory) : nlohmann::json(nullptr);
   j["threads"] = threads;

@@ -34,6 +34,8 @@ struct TrainingArguments {
   double adam_epsilon = 1e-8;
   uint64_t seed = 42;
   std::string optim = "adamw_torch";
+  bool gradient_checkpointing = false;
+  std::string checkpoint_policy = "every-layer";  // every-layer, every-k:K, sqrt, selective
   std::string device = "cpu";
   std::optional<int64_t> device_memory;  // bytes; the modelled accelerator's capacity
   int threads = 0;                       // 0: OMP_NUM_THREADS or all cores
