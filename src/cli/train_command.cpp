@@ -119,6 +119,12 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--adam-beta2", a.adam_beta2, "AdamW beta2")->capture_default_str();
   sub->add_option("--adam-epsilon", a.adam_epsilon, "AdamW epsilon")->capture_default_str();
   sub->add_option("--optim", a.optim, "Optimizer: adamw_torch")->capture_default_str();
+  sub->add_option("--dataloader-num-workers", a.dataloader_num_workers,
+                  "Prepare batches ahead on a background thread (queue of 2 per worker)")
+      ->capture_default_str();
+  sub->add_option("--dataloader-pin-memory", a.dataloader_pin_memory,
+                  "Accepted for compatibility; pinned host memory matters for CUDA only")
+      ->capture_default_str();
   sub->add_flag("--gradient-checkpointing", a.gradient_checkpointing,
                 "Recompute activations in backward instead of keeping them");
   sub->add_option("--checkpoint-policy", a.checkpoint_policy,

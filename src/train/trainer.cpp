@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "data/loader.h"
+#include "data/prefetch.h"
 #include "kernels/kernels.h"
 #include "train/schedule.h"
 
@@ -82,7 +83,12 @@ TrainResult Trainer::train(TrainCallback* callback) {
   r.total_steps = total_steps_;
 
   std::unique_ptr<DataLoader> loader;
-  if (real) loader = std::make_unique<DataLoader>(*data_, B, T, args_.seed);
+  std::unique_ptr<Prefetcher> prefetch;
+  if (data_) {
+    loader = std::make_unique<DataLoader>(*data_, B, T, args_.seed);
+    prefetch =
+        std::make_unique<Prefetcher>(*loader, args_.dataloader_num_workers, 2, model_.device());
+  }
   // Host buffers for one accumulation window of token ids (B*T*accum each).
   std::vector<int32_t> inputs(static_cast<size_t>(B * T * accum), 0), targets(inputs.size(), 0);
 
@@ -97,8 +103,8 @@ TrainResult Trainer::train(TrainCallback* callback) {
       int64_t window_targets = 0;
       if (real) {
         for (int64_t micro = 0; micro < accum; ++micro) {
-          loader->next(&inputs[static_cast<size_t>(micro * B * T)],
-                       &targets[static_cast<size_t>(micro * B * T)]);
+          prefetch->next(&inputs[static_cast<size_t>(micro * B * T)],
+                         &targets[static_cast<size_t>(micro * B * T)]);
           for (int64_t i = micro * B * T; i < (micro + 1) * B * T; ++i)
             window_targets += targets[static_cast<size_t>(i)] >= 0 ? 1 : 0;
         }

@@ -23,6 +23,8 @@ void TrainingArguments::validate() const {
              "--adam-beta1/--adam-beta2 must be in [0, 1)");
   SNUG_CHECK(threads >= 0, "--threads must be >= 0, got ", threads);
   SNUG_CHECK(logging_steps > 0, "--log-every must be positive, got ", logging_steps);
+  SNUG_CHECK(dataloader_num_workers >= 0, "--dataloader-num-workers must be >= 0, got ",
+             dataloader_num_workers);
   validate_scheduler(lr_scheduler_type);
   parse_checkpoint_policy(checkpoint_policy, 1);
   parse_device_kind(device);
@@ -50,6 +52,8 @@ nlohmann::json TrainingArguments::to_json() const {
   j["adam_epsilon"] = adam_epsilon;
   j["seed"] = seed;
   j["optim"] = optim;
+  j["dataloader_num_workers"] = dataloader_num_workers;
+  j["dataloader_pin_memory"] = dataloader_pin_memory;
   j["gradient_checkpointing"] = gradient_checkpointing;
   j["checkpoint_policy"] = checkpoint_policy;
   j["device"] = device;

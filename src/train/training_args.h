@@ -34,6 +34,8 @@ struct TrainingArguments {
   double adam_epsilon = 1e-8;
   uint64_t seed = 42;
   std::string optim = "adamw_torch";
+  int dataloader_num_workers = 0;
+  bool dataloader_pin_memory = true;  // accepted; a CUDA host-allocation mode (see data/prefetch.h)
   bool gradient_checkpointing = false;
   std::string checkpoint_policy = "every-layer";  // every-layer, every-k:K, sqrt, selective
   std::string device = "cpu";
