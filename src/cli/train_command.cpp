@@ -125,6 +125,10 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--dataloader-pin-memory", a.dataloader_pin_memory,
                   "Accepted for compatibility; pinned host memory matters for CUDA only")
       ->capture_default_str();
+  sub->add_option("--attention", a.attention,
+                  "flash (tiled, online softmax: memory linear in sequence length) or naive "
+                  "(materializes the T x T probabilities)")
+      ->capture_default_str();
   sub->add_flag("--gradient-checkpointing", a.gradient_checkpointing,
                 "Recompute activations in backward instead of keeping them");
   sub->add_option("--checkpoint-policy", a.checkpoint_policy,

@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "core/error.h"
+#include "kernels/flash_attention.h"
 #include "kernels/kernels.h"
 #include "nn/init.h"
 
@@ -18,13 +19,15 @@ struct GPT2::Layer {
 };
 
 // What forward keeps for backward. Per layer l (input x_l = out of layer l-1, x_0 = embeddings):
-//   ln1 (B,T,C) + mean/rstd (B,T); qkv (B,T,3C); att (B,NH,T,T) probabilities; atty (B,T,C);
+//   ln1 (B,T,C) + mean/rstd (B,T); qkv (B,T,3C); atty (B,T,C); and for attention either
+//   att (B,NH,T,T) probabilities (naive) or lse (B,NH,T) row log-sum-exps (flash);
 //   res2 (B,T,C) = x_l + attn; ln2 (B,T,C) + mean/rstd; fch (B,T,4C) pre-GELU; fch_gelu (B,T,4C);
 //   out (B,T,C) = res2 + mlp = x_{l+1}.
 // Top: lnf (B,T,C) + mean/rstd; probs (B,T,V) (the logits, overwritten by softmax); tokens and
 // targets (B,T) int32.
 struct GPT2LayerActivations {
   Tensor ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, out;
+  Tensor lse;  // (B,NH,T) flash attention's softmax statistic, in place of att
 };
 
 struct GPT2Saved {
@@ -159,6 +162,13 @@ CheckpointConfig parse_checkpoint_policy(const std::string& text, int64_t n_laye
                              "' (known: every-layer, every-k:K, sqrt, selective)"));
 }
 
+AttentionImpl parse_attention_impl(const std::string& text) {
+  if (text == "flash") return AttentionImpl::flash;
+  if (text == "naive") return AttentionImpl::naive;
+  throw Error(
+      detail::concat("--attention: unknown implementation '", text, "' (known: flash, naive)"));
+}
+
 void GPT2::set_checkpointing(const CheckpointConfig& c) {
   SNUG_CHECK(c.policy == CheckpointPolicy::none || c.policy == CheckpointPolicy::selective ||
                  c.every_k >= 1,
@@ -179,7 +189,11 @@ void GPT2::layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a) {
   a.ln1_mean = act({B, T});
   a.ln1_rstd = act({B, T});
   a.qkv = act({B, T, 3 * C});
-  a.att = act({B, NH, T, T});
+  const bool flash = attention_ == AttentionImpl::flash;
+  if (flash)
+    a.lse = act({B, NH, T});
+  else
+    a.att = act({B, NH, T, T});
   a.atty = act({B, T, C});
   if (real) {
     K::layernorm_forward(a.ln1.data<float>(), a.ln1_mean.data<float>(), a.ln1_rstd.data<float>(),
@@ -187,8 +201,12 @@ void GPT2::layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a) {
                          w.ln1_b->value.data<float>(), N, C, eps);
     K::linear_forward(a.qkv.data<float>(), a.ln1.data<float>(), w.qkv_w->value.data<float>(),
                       w.qkv_b->value.data<float>(), N, C, 3 * C);
-    K::attention_forward(a.atty.data<float>(), a.att.data<float>(), a.qkv.data<float>(), B, T, C,
-                         NH);
+    if (flash)
+      K::flash_attention_forward(a.atty.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), B,
+                                 T, C, NH);
+    else
+      K::attention_forward(a.atty.data<float>(), a.att.data<float>(), a.qkv.data<float>(), B, T, C,
+                           NH);
   }
   a.res2 = act({B, T, C});
   if (real) {
@@ -228,7 +246,8 @@ void GPT2::recompute_selective(size_t l, const Tensor& x, GPT2LayerActivations& 
     return Tensor::empty(sh, DType::f32, Category::activations, *dev_);
   };
   a.ln1 = act({B, T, C});
-  a.att = act({B, NH, T, T});
+  const bool naive = attention_ == AttentionImpl::naive;
+  if (naive) a.att = act({B, NH, T, T});
   a.ln2 = act({B, T, C});
   a.fch_gelu = act({B, T, 4 * C});
   if (!real) return;
@@ -236,7 +255,9 @@ void GPT2::recompute_selective(size_t l, const Tensor& x, GPT2LayerActivations& 
                        x.data<float>(), w.ln1_w->value.data<float>(), w.ln1_b->value.data<float>(),
                        N, C, eps);
   // attention_forward also rewrites atty: identical values, so the kept copy serves as output.
-  K::attention_forward(a.atty.data<float>(), a.att.data<float>(), a.qkv.data<float>(), B, T, C, NH);
+  if (naive)
+    K::attention_forward(a.atty.data<float>(), a.att.data<float>(), a.qkv.data<float>(), B, T, C,
+                         NH);
   K::layernorm_forward(a.ln2.data<float>(), a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(),
                        a.res2.data<float>(), w.ln2_w->value.data<float>(),
                        w.ln2_b->value.data<float>(), N, C, eps);
@@ -473,10 +494,17 @@ void GPT2::backward(float loss_scale) {
       float* db = grad(w.attproj_b);
       if (real)
         K::linear_backward(f(datty), dw, db, f(dres), f(a.atty), f(w.attproj_w->value), N, C, C);
-      a.atty.reset();
       Tensor dqkv = tmp({B, T, 3 * C});
-      if (real) K::attention_backward(f(dqkv), f(datty), f(a.qkv), f(a.att), B, T, C, NH);
+      if (real) {
+        if (attention_ == AttentionImpl::flash)
+          K::flash_attention_backward(f(dqkv), f(datty), f(a.qkv), f(a.atty), f(a.lse), B, T, C,
+                                      NH);
+        else
+          K::attention_backward(f(dqkv), f(datty), f(a.qkv), f(a.att), B, T, C, NH);
+      }
+      a.atty.reset();
       a.att.reset();
+      a.lse.reset();
       datty.reset();
       Tensor dln1 = tmp({B, T, C});
       dw = grad(w.qkv_w);

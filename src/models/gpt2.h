@@ -43,6 +43,12 @@ struct CheckpointConfig {
 // "every-layer", "every-k:K", "sqrt", "selective" (and "none"); throws naming --checkpoint-policy.
 CheckpointConfig parse_checkpoint_policy(const std::string& text, int64_t n_layer);
 
+// Attention implementation. flash: tiled with an online softmax, saving only a per-row
+// log-sum-exp (memory linear in T; docs/attention.md). naive: materializes the (B,NH,T,T)
+// probabilities, the reference.
+enum class AttentionImpl { flash, naive };
+AttentionImpl parse_attention_impl(const std::string& text);  // "flash" | "naive"
+
 struct GPT2Saved;
 struct GPT2LayerActivations;
 
@@ -90,6 +96,8 @@ class GPT2 {
   // Frees every parameter gradient (zero_grad(set_to_none=True)).
   void zero_grad();
 
+  void set_attention(AttentionImpl a) { attention_ = a; }
+  AttentionImpl attention() const { return attention_; }
   void set_checkpointing(const CheckpointConfig& c);
   const CheckpointConfig& checkpointing() const { return ckpt_; }
 
@@ -111,6 +119,7 @@ class GPT2 {
   Parameter* lnf_b_ = nullptr;
   std::unique_ptr<GPT2Saved> saved_;
   CheckpointConfig ckpt_;
+  AttentionImpl attention_ = AttentionImpl::flash;
   int64_t valid_targets_ = 0;
 };
 

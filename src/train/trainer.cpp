@@ -21,6 +21,7 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
   o.beta2 = static_cast<float>(args_.adam_beta2);
   o.eps = static_cast<float>(args_.adam_epsilon);
   o.weight_decay = static_cast<float>(args_.weight_decay);
+  model_.set_attention(parse_attention_impl(args_.attention));
   if (args_.gradient_checkpointing)
     model_.set_checkpointing(
         parse_checkpoint_policy(args_.checkpoint_policy, model_.config().n_layer));

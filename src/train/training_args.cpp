@@ -27,6 +27,7 @@ void TrainingArguments::validate() const {
              dataloader_num_workers);
   validate_scheduler(lr_scheduler_type);
   parse_checkpoint_policy(checkpoint_policy, 1);
+  parse_attention_impl(attention);
   parse_device_kind(device);
   bool known_optim = false;
   for (const auto& n : optimizer_names()) known_optim = known_optim || n == optim;
@@ -54,6 +55,7 @@ nlohmann::json TrainingArguments::to_json() const {
   j["optim"] = optim;
   j["dataloader_num_workers"] = dataloader_num_workers;
   j["dataloader_pin_memory"] = dataloader_pin_memory;
+  j["attention"] = attention;
   j["gradient_checkpointing"] = gradient_checkpointing;
   j["checkpoint_policy"] = checkpoint_policy;
   j["device"] = device;

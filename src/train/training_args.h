@@ -36,6 +36,7 @@ struct TrainingArguments {
   std::string optim = "adamw_torch";
   int dataloader_num_workers = 0;
   bool dataloader_pin_memory = true;  // accepted; a CUDA host-allocation mode (see data/prefetch.h)
+  std::string attention = "flash";    // flash (memory linear in T) or naive (materialized T x T)
   bool gradient_checkpointing = false;
   std::string checkpoint_policy = "every-layer";  // every-layer, every-k:K, sqrt, selective
   std::string device = "cpu";

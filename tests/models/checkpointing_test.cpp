@@ -17,13 +17,15 @@ struct Result {
   int64_t max_activations = 0;
 };
 
-Result run(const std::string& policy, DeviceKind kind = DeviceKind::cpu) {
+Result run(const std::string& policy, DeviceKind kind = DeviceKind::cpu,
+           AttentionImpl attention = AttentionImpl::flash) {
   GPT2Config cfg = resolve_model("gpt2-tiny");
   cfg.n_layer = 5;  // odd: segments of 2 leave a short last one
   Device dev(kind);
   GPT2 model(cfg, dev);
   model.init_weights(3);
   model.set_checkpointing(parse_checkpoint_policy(policy, cfg.n_layer));
+  model.set_attention(attention);
   const int64_t B = 3, T = 24;
   const auto in = test::random_ints(B * T, 11, 0, 255);
   auto tg = test::random_ints(B * T, 12, 0, 255);
@@ -43,18 +45,21 @@ Result run(const std::string& policy, DeviceKind kind = DeviceKind::cpu) {
 }
 
 TEST(GradientCheckpointing, EveryPolicyIsBitwiseIdenticalToNone) {
-  const Result none = run("none");
-  for (const char* policy : {"every-layer", "every-k:2", "every-k:5", "sqrt", "selective"}) {
-    SCOPED_TRACE(policy);
-    const Result r = run(policy);
-    EXPECT_EQ(std::memcmp(&r.loss, &none.loss, sizeof(float)), 0) << r.loss << " vs " << none.loss;
-    ASSERT_EQ(r.grads.size(), none.grads.size());
-    for (size_t p = 0; p < r.grads.size(); ++p)
-      EXPECT_EQ(
-          std::memcmp(r.grads[p].data(), none.grads[p].data(), r.grads[p].size() * sizeof(float)),
-          0)
-          << "parameter " << p;
-    EXPECT_LT(r.max_activations, none.max_activations);
+  for (AttentionImpl attention : {AttentionImpl::flash, AttentionImpl::naive}) {
+    const Result none = run("none", DeviceKind::cpu, attention);
+    for (const char* policy : {"every-layer", "every-k:2", "every-k:5", "sqrt", "selective"}) {
+      SCOPED_TRACE(policy);
+      const Result r = run(policy, DeviceKind::cpu, attention);
+      EXPECT_EQ(std::memcmp(&r.loss, &none.loss, sizeof(float)), 0)
+          << r.loss << " vs " << none.loss;
+      ASSERT_EQ(r.grads.size(), none.grads.size());
+      for (size_t p = 0; p < r.grads.size(); ++p)
+        EXPECT_EQ(
+            std::memcmp(r.grads[p].data(), none.grads[p].data(), r.grads[p].size() * sizeof(float)),
+            0)
+            << "parameter " << p;
+      EXPECT_LT(r.max_activations, none.max_activations);
+    }
   }
 }
 

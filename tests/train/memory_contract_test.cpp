@@ -59,11 +59,12 @@ TrainingArguments args(int64_t B, int64_t T, int64_t steps) {
   return a;
 }
 
-// Bytes GPT-2's forward keeps for backward (see GPT2::Saved): per layer 16BTC + 4BT + NH*B*T^2
-// floats; embeddings BTC; ln_f BTC + 2BT; probabilities BTV; per-token losses BT.
-int64_t expected_activation_bytes(const GPT2Config& c, int64_t B, int64_t T) {
+// Bytes GPT-2's forward keeps for backward (see GPT2Saved): per layer 16BTC + 4BT floats plus
+// the attention's NH*B*T^2 probabilities (naive) or NH*B*T log-sum-exps (flash); embeddings BTC;
+// ln_f BTC + 2BT; probabilities BTV; per-token losses BT.
+int64_t expected_activation_bytes(const GPT2Config& c, int64_t B, int64_t T, bool naive) {
   const int64_t C = c.n_embd, BT = B * T;
-  const int64_t per_layer = 16 * BT * C + 4 * BT + c.n_head * B * T * T;
+  const int64_t per_layer = 16 * BT * C + 4 * BT + c.n_head * B * T * (naive ? T : 1);
   return 4 * (c.n_layer * per_layer + BT * C + BT * C + 2 * BT + BT * c.vocab_size + BT);
 }
 
@@ -87,18 +88,20 @@ TEST(MemoryContract, AdamWFp32IsFourFourEightBytesPerParameter) {
 }
 
 TEST(MemoryContract, ActivationsMatchClosedForm) {
-  for (auto [B, T] : {std::pair<int64_t, int64_t>{2, 32}, {3, 17}}) {
-    const RunOutcome r = train_on(DeviceKind::cpu, odd_config(), [&] {
-      auto a = args(B, T, 1);
-      a.data = "dummy";
-      return a;
-    }());
-    ASSERT_TRUE(r.result.error.empty()) << r.result.error;
-    EXPECT_EQ(at(r.mem.max_by_category, Category::activations),
-              expected_activation_bytes(odd_config(), B, T))
-        << "B=" << B << " T=" << T;
-    EXPECT_EQ(at(r.mem.max_by_category, Category::input_data), 2 * 4 * B * T);
-  }
+  for (auto [B, T] : {std::pair<int64_t, int64_t>{2, 32}, {3, 17}})
+    for (const char* attention : {"flash", "naive"}) {
+      const RunOutcome r = train_on(DeviceKind::cpu, odd_config(), [&] {
+        auto a = args(B, T, 1);
+        a.data = "dummy";
+        a.attention = attention;
+        return a;
+      }());
+      ASSERT_TRUE(r.result.error.empty()) << r.result.error;
+      EXPECT_EQ(at(r.mem.max_by_category, Category::activations),
+                expected_activation_bytes(odd_config(), B, T, std::string(attention) == "naive"))
+          << "B=" << B << " T=" << T << " " << attention;
+      EXPECT_EQ(at(r.mem.max_by_category, Category::input_data), 2 * 4 * B * T);
+    }
 }
 
 TEST(MemoryContract, MetaDeviceReportsTheSameBytesAsCpu) {

@@ -1,0 +1,195 @@
+// Memory-efficient causal attention: tiled, online softmax (FlashAttention-2 style, on the CPU).
+//
+// Forward, one job per (batch, head, query tile of kBr rows), largest tiles first: for each key
+// tile of kBc keys up to the diagonal, S = scale * Q K^T (gemm_f32 on strided views into qkv),
+// then per row the online softmax: the running max m and sum l are updated, the row's output
+// accumulator (kept directly in out) is rescaled by exp(m_old - m_new), and out += P V (gemm_f32,
+// beta = 1). At the end out /= l and lse = m + log(l). Masked entries (above the diagonal, only in
+// the diagonal tile) are never exponentiated; they are set to 0 before P V.
+//
+// Backward, one job per (batch, head), so that the thread owns the head's dq, dk and dv: for each
+// query tile (lse_i loaded, D_i = rowsum(dO_i * O_i)), for each key tile up to the diagonal:
+//   S = scale Q_i K_j^T;  P = exp(S - lse_i) (masked to 0);  dV_j += P^T dO_i;
+//   dP = dO_i V_j^T;  dS = scale * P * (dP - D_i);  dQ_i += dS K_j;  dK_j += dS^T Q_i.
+// dq/dk/dv are accumulated in place in dqkv (dk, dv zeroed first; dq written with beta = 0 by
+// the first key tile).
+//
+// gemm_f32 is called inside the OpenMP loop, where oneDNN runs single-threaded per call.
+// Scratch: thread-local, kBr * kBc (+ kBr * kBc in the backward) + 2 * kBr floats (see header).
+#include "kernels/flash_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/fast_math.h"
+#include "kernels/kernels.h"
+
+namespace snug::kernels {
+
+namespace {
+
+constexpr int64_t kBr = kFlashTile;  // query rows per tile
+constexpr int64_t kBc = kFlashTile;  // keys per tile
+
+float* thread_scratch(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+}  // namespace
+
+void flash_attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
+                             int64_t C, int64_t NH) {
+  SNUG_CHECK(NH > 0 && C % NH == 0, "flash_attention: C=", C, " is not a multiple of NH=", NH);
+  const int64_t hs = C / NH;
+  const int64_t C3 = 3 * C;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const int64_t ntiles = (T + kBr - 1) / kBr;
+  const int64_t jobs = B * NH * ntiles;
+  // Jobs run from the largest query tile (the last one) down, which balances dynamic scheduling.
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t job = 0; job < jobs; ++job) {
+    float* S = thread_scratch(static_cast<size_t>(kBr * kBc + 2 * kBr));
+    float* m = S + kBr * kBc;  // running row max of the scaled scores
+    float* l = m + kBr;        // running row sum of exp(score - m)
+
+    const int64_t qt = ntiles - 1 - job % ntiles;
+    const int64_t bh = job / ntiles;
+    const int64_t b = bh / NH;
+    const int64_t h = bh % NH;
+    const int64_t t0 = qt * kBr;
+    const int64_t t1 = std::min(T, t0 + kBr);
+    const int64_t nr = t1 - t0;
+    const float* q = qkv + (b * T + t0) * C3 + h * hs;
+    const float* k = qkv + b * T * C3 + C + h * hs;
+    const float* v = k + C;
+    float* o = out + (b * T + t0) * C + h * hs;
+
+    for (int64_t s0 = 0; s0 < t1; s0 += kBc) {
+      const int64_t s1 = std::min(t1, s0 + kBc);
+      const int64_t nc = s1 - s0;
+      const bool first = s0 == 0;
+      gemm_f32(false, true, nr, nc, hs, scale, q, C3, k + s0 * C3, C3, 0.0f, S, kBc);
+      for (int64_t r = 0; r < nr; ++r) {
+        float* row = S + r * kBc;
+        // Keys s0 .. t0 + r are visible to row t0 + r; the first key tile always holds key 0,
+        // so every row has at least one visible key there and m, l start finite.
+        const int64_t n = std::clamp<int64_t>(t0 + r + 1 - s0, 0, nc);
+        float mx = first ? -INFINITY : m[r];
+#pragma omp simd reduction(max : mx)
+        for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < n; ++j) {
+          const float e = detail::fast_exp(row[j] - mx);
+          row[j] = e;
+          sum += e;
+        }
+        std::fill(row + n, row + nc, 0.0f);
+        if (first) {
+          l[r] = sum;
+        } else if (mx != m[r]) {
+          const float alpha = detail::fast_exp(m[r] - mx);
+          l[r] = l[r] * alpha + sum;
+          float* orow = o + r * C;
+#pragma omp simd
+          for (int64_t i = 0; i < hs; ++i) orow[i] *= alpha;
+        } else {
+          l[r] += sum;
+        }
+        m[r] = mx;
+      }
+      gemm_f32(false, false, nr, hs, nc, 1.0f, S, kBc, v + s0 * C3, C3, first ? 0.0f : 1.0f, o, C);
+    }
+    float* lrow = lse + bh * T + t0;
+    for (int64_t r = 0; r < nr; ++r) {
+      const float inv = 1.0f / l[r];
+      float* orow = o + r * C;
+#pragma omp simd
+      for (int64_t i = 0; i < hs; ++i) orow[i] *= inv;
+      lrow[r] = m[r] + std::log(l[r]);
+    }
+  }
+}
+
+void flash_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                              const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  SNUG_CHECK(NH > 0 && C % NH == 0, "flash_attention: C=", C, " is not a multiple of NH=", NH);
+  const int64_t hs = C / NH;
+  const int64_t C3 = 3 * C;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  // dk and dv of a head sum over all query tiles, so a job is a whole (batch, head) pair.
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t bh = 0; bh < B * NH; ++bh) {
+    float* P = thread_scratch(static_cast<size_t>(2 * kBr * kBc + 2 * kBr));
+    float* dS = P + kBr * kBc;  // dP, then dS in place
+    float* li = dS + kBr * kBc;
+    float* Di = li + kBr;
+
+    const int64_t b = bh / NH;
+    const int64_t h = bh % NH;
+    const float* q = qkv + b * T * C3 + h * hs;
+    const float* k = q + C;
+    const float* v = q + 2 * C;
+    float* dq = dqkv + b * T * C3 + h * hs;
+    float* dk = dq + C;
+    float* dv = dq + 2 * C;
+    const float* d = dout + b * T * C + h * hs;
+    const float* o = out + b * T * C + h * hs;
+    const float* lh = lse + bh * T;
+
+    for (int64_t t = 0; t < T; ++t) {
+      std::memset(dk + t * C3, 0, static_cast<size_t>(hs) * sizeof(float));
+      std::memset(dv + t * C3, 0, static_cast<size_t>(hs) * sizeof(float));
+    }
+
+    for (int64_t t0 = 0; t0 < T; t0 += kBr) {
+      const int64_t t1 = std::min(T, t0 + kBr);
+      const int64_t nr = t1 - t0;
+      for (int64_t r = 0; r < nr; ++r) {
+        const float* drow = d + (t0 + r) * C;
+        const float* orow = o + (t0 + r) * C;
+        float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+        for (int64_t i = 0; i < hs; ++i) dot += drow[i] * orow[i];
+        Di[r] = dot;
+        li[r] = lh[t0 + r];
+      }
+      for (int64_t s0 = 0; s0 < t1; s0 += kBc) {
+        const int64_t s1 = std::min(t1, s0 + kBc);
+        const int64_t nc = s1 - s0;
+        // P = exp(scale Q_i K_j^T - lse_i), 0 above the diagonal.
+        gemm_f32(false, true, nr, nc, hs, scale, q + t0 * C3, C3, k + s0 * C3, C3, 0.0f, P, kBc);
+        for (int64_t r = 0; r < nr; ++r) {
+          float* row = P + r * kBc;
+          const int64_t n = std::clamp<int64_t>(t0 + r + 1 - s0, 0, nc);
+          const float lr = li[r];
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) row[j] = detail::fast_exp(row[j] - lr);
+          std::fill(row + n, row + nc, 0.0f);
+        }
+        // dV_j += P^T dO_i.
+        gemm_f32(true, false, nc, hs, nr, 1.0f, P, kBc, d + t0 * C, C, 1.0f, dv + s0 * C3, C3);
+        // dP = dO_i V_j^T; dS = scale * P * (dP - D_i).
+        gemm_f32(false, true, nr, nc, hs, 1.0f, d + t0 * C, C, v + s0 * C3, C3, 0.0f, dS, kBc);
+        for (int64_t r = 0; r < nr; ++r) {
+          const float* prow = P + r * kBc;
+          float* srow = dS + r * kBc;
+          const float Dr = Di[r];
+#pragma omp simd
+          for (int64_t j = 0; j < nc; ++j) srow[j] = scale * prow[j] * (srow[j] - Dr);
+        }
+        // dQ_i += dS K_j (the first key tile overwrites); dK_j += dS^T Q_i.
+        gemm_f32(false, false, nr, hs, nc, 1.0f, dS, kBc, k + s0 * C3, C3, s0 == 0 ? 0.0f : 1.0f,
+                 dq + t0 * C3, C3);
+        gemm_f32(true, false, nc, hs, nr, 1.0f, dS, kBc, q + t0 * C3, C3, 1.0f, dk + s0 * C3, C3);
+      }
+    }
+  }
+}
+
+}  // namespace snug::kernels
