@@ -1,0 +1,175 @@
+// Chunked LM head + softmax cross-entropy (see lm_head.h): per chunk of rows, one GEMM for the
+// logits into scratch, the softmax rows in parallel (turned into dlogits in place when the
+// backward is asked for), then the two backward GEMMs on the same chunk.
+#include "kernels/lm_head.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/fast_math.h"
+#include "kernels/kernels.h"
+
+namespace snug::kernels {
+
+int64_t lm_head_default_chunk(int64_t N, int64_t V) {
+  if (N <= 1) return 1;
+  const int64_t max_rows =
+      std::clamp<int64_t>(kLmHeadScratchBudgetFloats / std::max<int64_t>(V, 1), 1, N);
+  const int64_t chunks = (N + max_rows - 1) / max_rows;
+  return (N + chunks - 1) / chunks;  // <= max_rows since chunks >= N / max_rows
+}
+
+int64_t lm_head_scratch_floats(int64_t N, int64_t V, int64_t chunk) {
+  if (N <= 0 || V <= 0) return 0;
+  return std::min(N, std::max<int64_t>(chunk, 1)) * V;
+}
+
+namespace {
+
+// Narrowest vocabulary slice worth a GEMM of its own in the forward-only path.
+constexpr int64_t kMinVocabSlice = 256;
+
+// Forward only, all N rows at once over vocabulary slices of Vb columns (scratch N*Vb floats):
+// the GEMMs are (N x Vb x C), which oneDNN runs faster than (chunk x V x C) ones (it re-packs
+// wte for every row chunk), and the log-sum-exp is accumulated online per row. Per-row state
+// lives in thread-local buffers of 16*N bytes.
+double forward_vocab_sliced(float* losses, const float* lnf, const float* wte,
+                            const int32_t* targets, int64_t N, int64_t C, int64_t V, float* scratch,
+                            int64_t Vb) {
+  thread_local std::vector<float> run_max, target_logit;
+  thread_local std::vector<double> run_sum;
+  const auto n = static_cast<size_t>(N);
+  run_max.assign(n, -INFINITY);
+  run_sum.assign(n, 0.0);
+  target_logit.assign(n, 0.0f);
+  // Raw pointers: inside the parallel region a thread_local name would be each worker's own.
+  float* rmax = run_max.data();
+  double* rsum = run_sum.data();
+  float* tlogit = target_logit.data();
+  for (int64_t v0 = 0; v0 < V; v0 += Vb) {
+    const int64_t vb = std::min(Vb, V - v0);
+    // logits[:, v0:v0+vb] = lnf @ wte[v0:v0+vb]^T
+    gemm_f32(false, true, N, vb, C, 1.0f, lnf, C, wte + v0 * C, C, 0.0f, scratch, vb);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; ++i) {
+      const int32_t tgt = targets[i];
+      if (tgt < 0) continue;
+      const float* x = scratch + i * vb;
+      float maxv = -INFINITY;
+#pragma omp simd reduction(max : maxv)
+      for (int64_t j = 0; j < vb; ++j) maxv = x[j] > maxv ? x[j] : maxv;
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < vb; ++j) sum += detail::fast_exp(x[j] - maxv);
+      if (tgt >= v0 && tgt < v0 + vb) tlogit[i] = x[tgt - v0];
+      const float m_old = rmax[i];
+      const float m_new = std::max(m_old, maxv);
+      rsum[i] = rsum[i] * std::exp(static_cast<double>(m_old) - m_new) +
+                static_cast<double>(sum) * std::exp(static_cast<double>(maxv) - m_new);
+      rmax[i] = m_new;
+    }
+  }
+  double total = 0.0;
+  for (int64_t i = 0; i < N; ++i) {
+    const float loss =
+        targets[i] >= 0
+            ? static_cast<float>(std::log(rsum[i]) + (static_cast<double>(rmax[i]) - tlogit[i]))
+            : 0.0f;
+    if (losses) losses[i] = loss;
+    total += loss;
+  }
+  return total;
+}
+
+}  // namespace
+
+double lm_head_xent(float* losses, float* dlnf, float* dwte, const float* lnf, const float* wte,
+                    const int32_t* targets, int64_t N, int64_t C, int64_t V, float scale,
+                    float* scratch, int64_t chunk) {
+  SNUG_CHECK(N >= 0 && C >= 0 && V >= 1, "lm_head_xent: bad sizes N=", N, " C=", C, " V=", V);
+  SNUG_CHECK(chunk >= 1, "lm_head_xent: chunk must be >= 1, got ", chunk);
+  for (int64_t n = 0; n < N; ++n)
+    SNUG_CHECK(targets[n] < V, "lm_head_xent: target ", targets[n], " at row ", n,
+               " is out of range for a vocabulary of ", V);
+  if (N == 0) return 0.0;
+  chunk = std::min(chunk, N);
+  const bool backward = dlnf != nullptr || dwte != nullptr;
+  if (!backward && chunk < N) {
+    // Several row chunks: slice the vocabulary instead, same scratch (N*Vb <= chunk*V floats).
+    const int64_t Vb = chunk * V / N;
+    if (Vb >= kMinVocabSlice)
+      return forward_vocab_sliced(losses, lnf, wte, targets, N, C, V, scratch, Vb);
+  }
+
+  // Per-row losses of the current chunk when the caller does not want them (small, bounded).
+  thread_local std::vector<float> own_losses;
+  if (!losses && own_losses.size() < static_cast<size_t>(chunk))
+    own_losses.resize(static_cast<size_t>(chunk));
+
+  double total = 0.0;
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    const int64_t m = std::min(chunk, N - r0);
+    const int32_t* tg = targets + r0;
+    float* lo = losses ? losses + r0 : own_losses.data();
+    int64_t valid = 0;
+    for (int64_t i = 0; i < m; ++i) valid += tg[i] >= 0 ? 1 : 0;
+    if (valid == 0) {  // nothing to learn from these rows: skip the GEMMs
+      std::fill(lo, lo + m, 0.0f);
+      if (dlnf) std::fill(dlnf + r0 * C, dlnf + (r0 + m) * C, 0.0f);
+      continue;
+    }
+
+    // logits(m,V) = lnf[r0:r0+m] @ wte^T
+    gemm_f32(false, true, m, V, C, 1.0f, lnf + r0 * C, C, wte, C, 0.0f, scratch, V);
+
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < m; ++i) {
+      float* x = scratch + i * V;
+      const int32_t tgt = tg[i];
+      if (tgt < 0) {
+        lo[i] = 0.0f;
+        if (backward) {
+#pragma omp simd
+          for (int64_t j = 0; j < V; ++j) x[j] = 0.0f;
+        }
+        continue;
+      }
+      float maxv = -INFINITY;
+#pragma omp simd reduction(max : maxv)
+      for (int64_t j = 0; j < V; ++j) maxv = x[j] > maxv ? x[j] : maxv;
+      const float shifted_target = x[tgt] - maxv;
+      // Each lane sums its own float partial; V up to ~50k keeps the error well under 1e-6.
+      float sum = 0.0f;
+      if (backward) {
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < V; ++j) {
+          const float e = detail::fast_exp(x[j] - maxv);
+          x[j] = e;
+          sum += e;
+        }
+        // dlogits = (softmax - onehot) * scale, in place
+        const float k = scale / sum;
+#pragma omp simd
+        for (int64_t j = 0; j < V; ++j) x[j] *= k;
+        x[tgt] -= scale;
+      } else {
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < V; ++j) sum += detail::fast_exp(x[j] - maxv);
+      }
+      lo[i] = static_cast<float>(std::log(static_cast<double>(sum)) - shifted_target);
+    }
+    // Serial sum in row order: the returned loss is reproducible.
+    for (int64_t i = 0; i < m; ++i) total += lo[i];
+
+    if (!backward) continue;
+    // dwte(V,C) += dlogits^T @ lnf[r0:r0+m] first, then dlnf[r0:r0+m] = dlogits @ wte: this
+    // order lets dlnf alias lnf (those rows of lnf are not read again).
+    if (dwte) gemm_f32(true, false, V, C, m, 1.0f, scratch, V, lnf + r0 * C, C, 1.0f, dwte, C);
+    if (dlnf) gemm_f32(false, false, m, C, V, 1.0f, scratch, V, wte, C, 0.0f, dlnf + r0 * C, C);
+  }
+  return total;
+}
+
+}  // namespace snug::kernels
