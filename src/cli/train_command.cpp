@@ -129,6 +129,10 @@ Command add_train_command(CLI::App& app) {
                   "flash (tiled, online softmax: memory linear in sequence length) or naive "
                   "(materializes the T x T probabilities)")
       ->capture_default_str();
+  sub->add_option("--logits", a.logits,
+                  "chunked (LM head + cross-entropy a chunk of rows at a time, no B x T x V "
+                  "tensor) or full (materialize the logits)")
+      ->capture_default_str();
   sub->add_flag("--gradient-checkpointing", a.gradient_checkpointing,
                 "Recompute activations in backward instead of keeping them");
   sub->add_option("--checkpoint-policy", a.checkpoint_policy,

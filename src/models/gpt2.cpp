@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "kernels/flash_attention.h"
 #include "kernels/kernels.h"
+#include "kernels/lm_head.h"
 #include "nn/init.h"
 
 namespace snug {
@@ -36,6 +37,8 @@ struct GPT2Saved {
   Tensor tokens, targets, encoded;
   std::vector<GPT2LayerActivations> layers;
   Tensor lnf, lnf_mean, lnf_rstd, probs, losses;
+  Tensor dlnf;  // (B,T,C) chunked LM head: gradient produced in forward, consumed by backward
+  float loss_scale = 1.0f;
 };
 
 GPT2::GPT2(const GPT2Config& cfg, Device& dev) : cfg_(cfg), dev_(&dev) {
@@ -160,6 +163,12 @@ CheckpointConfig parse_checkpoint_policy(const std::string& text, int64_t n_laye
   }
   throw Error(detail::concat("--checkpoint-policy: unknown policy '", text,
                              "' (known: every-layer, every-k:K, sqrt, selective)"));
+}
+
+LogitsMode parse_logits_mode(const std::string& text) {
+  if (text == "chunked") return LogitsMode::chunked;
+  if (text == "full") return LogitsMode::full;
+  throw Error(detail::concat("--logits: unknown mode '", text, "' (known: chunked, full)"));
 }
 
 AttentionImpl parse_attention_impl(const std::string& text) {
@@ -288,7 +297,7 @@ bool GPT2::segment_end(size_t l) const {
 }
 
 float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
-                    bool for_backward) {
+                    bool for_backward, float loss_scale) {
   const int64_t V = cfg_.vocab_size, C = cfg_.n_embd, N = B * T;
   SNUG_CHECK(B > 0 && T > 0, "forward: batch ", B, " and sequence length ", T, " must be positive");
   SNUG_CHECK(T <= cfg_.n_positions, "forward: sequence length ", T, " exceeds the model's ",
@@ -358,30 +367,61 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
   s->lnf = act({B, T, C});
   s->lnf_mean = act({B, T});
   s->lnf_rstd = act({B, T});
-  s->probs = act({B, T, V});
-  if (real) {
+  if (real)
     K::layernorm_forward(s->lnf.data<float>(), s->lnf_mean.data<float>(), s->lnf_rstd.data<float>(),
                          xL.data<float>(), lnf_w_->value.data<float>(), lnf_b_->value.data<float>(),
                          N, C, eps);
-    // logits(N,V) = lnf(N,C) @ wte(V,C)^T (tied head)
-    K::gemm_f32(false, true, N, V, C, 1.0f, s->lnf.data<float>(), C, wte_->value.data<float>(), C,
-                0.0f, s->probs.data<float>(), V);
-  }
   if (!for_backward) s->layers.clear();
 
-  float loss = 0.0f;
   valid_targets_ = 0;
   if (targets) {
-    s->losses = act({B, T});
     if (real) {
       const int32_t* tg = s->targets.data<int32_t>();
       for (int64_t i = 0; i < N; ++i) valid_targets_ += tg[i] >= 0 ? 1 : 0;
-      const double sum = K::softmax_xent_forward(s->losses.data<float>(), s->probs.data<float>(),
-                                                 s->probs.data<float>(), tg, N, V);
-      loss =
-          valid_targets_ > 0 ? static_cast<float>(sum / static_cast<double>(valid_targets_)) : 0.0f;
     } else {
       valid_targets_ = N;
+    }
+  }
+  s->loss_scale = loss_scale;
+  float loss = 0.0f;
+  if (targets && logits_ == LogitsMode::chunked) {
+    // Fused LM head + cross-entropy, chunk by chunk: the (B,T,V) logits never exist. When
+    // training, the head's gradient is produced in the same pass (dlnf kept for backward, dwte
+    // accumulated now), so no logits are recomputed; backward must use the same loss_scale.
+    const int64_t chunk = K::lm_head_default_chunk(N, V);
+    Tensor scratch = Tensor::empty({K::lm_head_scratch_floats(N, V, chunk)}, DType::f32,
+                                   Category::temporary, *dev_);
+    float* dwte = nullptr;
+    if (for_backward) {
+      s->dlnf = Tensor::empty({B, T, C}, DType::f32, Category::temporary, *dev_);
+      if (wte_->requires_grad) dwte = wte_->grad_for_accumulation();
+    }
+    if (real) {
+      const float scale =
+          valid_targets_ > 0 ? loss_scale / static_cast<float>(valid_targets_) : 0.f;
+      const double sum = K::lm_head_xent(nullptr, for_backward ? s->dlnf.data<float>() : nullptr,
+                                         for_backward ? dwte : nullptr, s->lnf.data<float>(),
+                                         wte_->value.data<float>(), s->targets.data<int32_t>(), N,
+                                         C, V, scale, scratch.data<float>(), chunk);
+      loss =
+          valid_targets_ > 0 ? static_cast<float>(sum / static_cast<double>(valid_targets_)) : 0.0f;
+    }
+    s->lnf.reset();  // ln_f's backward needs its input and statistics, not its output
+  } else {
+    s->probs = act({B, T, V});
+    // logits(N,V) = lnf(N,C) @ wte(V,C)^T (tied head)
+    if (real)
+      K::gemm_f32(false, true, N, V, C, 1.0f, s->lnf.data<float>(), C, wte_->value.data<float>(), C,
+                  0.0f, s->probs.data<float>(), V);
+    if (targets) {
+      s->losses = act({B, T});
+      if (real) {
+        const double sum =
+            K::softmax_xent_forward(s->losses.data<float>(), s->probs.data<float>(),
+                                    s->probs.data<float>(), s->targets.data<int32_t>(), N, V);
+        loss = valid_targets_ > 0 ? static_cast<float>(sum / static_cast<double>(valid_targets_))
+                                  : 0.0f;
+      }
     }
   }
   pool.set_phase("forward done");
@@ -409,21 +449,32 @@ void GPT2::backward(float loss_scale) {
   auto f = [&](const Tensor& t) { return real ? t.data<float>() : nullptr; };
 
   pool.set_phase("backward lm_head");
-  // dlogits, in place of the probabilities.
-  const float scale = valid_targets_ > 0 ? loss_scale / static_cast<float>(valid_targets_) : 0.f;
-  if (real)
-    K::softmax_xent_backward(f(s.probs), f(s.probs), s.targets.data<int32_t>(), scale, N, V);
-  s.losses.reset();
+  SNUG_CHECK(!s.dlnf.defined() || loss_scale == s.loss_scale, "backward: loss_scale ", loss_scale,
+             " differs from the ", s.loss_scale,
+             " given to forward (the chunked LM head computes its gradient in forward)");
   Tensor dres = tmp({B, T, C});  // gradient of the residual stream, reused layer to layer
   {
-    Tensor dlnf = tmp({B, T, C});
-    float* dwte = grad(wte_);
-    if (real) {
-      // dlnf(N,C) = dlogits(N,V) @ wte(V,C);  dwte(V,C) += dlogits^T @ lnf
-      K::gemm_f32(false, false, N, C, V, 1.0f, f(s.probs), V, f(wte_->value), C, 0.0f, f(dlnf), C);
-      if (dwte) K::gemm_f32(true, false, V, C, N, 1.0f, f(s.probs), V, f(s.lnf), C, 1.0f, dwte, C);
+    Tensor dlnf;
+    if (s.dlnf.defined()) {
+      dlnf = std::move(s.dlnf);
+    } else {
+      // dlogits, in place of the probabilities.
+      const float scale =
+          valid_targets_ > 0 ? loss_scale / static_cast<float>(valid_targets_) : 0.f;
+      if (real)
+        K::softmax_xent_backward(f(s.probs), f(s.probs), s.targets.data<int32_t>(), scale, N, V);
+      s.losses.reset();
+      dlnf = tmp({B, T, C});
+      float* dwte = grad(wte_);
+      if (real) {
+        // dlnf(N,C) = dlogits(N,V) @ wte(V,C);  dwte(V,C) += dlogits^T @ lnf
+        K::gemm_f32(false, false, N, C, V, 1.0f, f(s.probs), V, f(wte_->value), C, 0.0f, f(dlnf),
+                    C);
+        if (dwte)
+          K::gemm_f32(true, false, V, C, N, 1.0f, f(s.probs), V, f(s.lnf), C, 1.0f, dwte, C);
+      }
+      s.probs.reset();
     }
-    s.probs.reset();
     if (real) {
       dres.zero_();
       K::layernorm_backward(f(dres), grad(lnf_w_), grad(lnf_b_), f(dlnf), f(s.layers.back().out),

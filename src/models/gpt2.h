@@ -49,6 +49,12 @@ CheckpointConfig parse_checkpoint_policy(const std::string& text, int64_t n_laye
 enum class AttentionImpl { flash, naive };
 AttentionImpl parse_attention_impl(const std::string& text);  // "flash" | "naive"
 
+// LM head + cross-entropy. chunked: logits computed and consumed a chunk of rows at a time
+// (about 32 MiB of scratch), the head's gradient produced in the same pass; the (B,T,V) logits
+// never exist. full: materialize the logits (needed to read them, e.g. for generation).
+enum class LogitsMode { chunked, full };
+LogitsMode parse_logits_mode(const std::string& text);  // "chunked" | "full"
+
 struct GPT2Saved;
 struct GPT2LayerActivations;
 
@@ -77,9 +83,11 @@ class GPT2 {
   // tokens, targets: (B,T) host arrays; targets < 0 are ignored (HF's -100). T <= n_positions.
   // Returns the mean cross-entropy over the valid targets (0 on meta, NaN never hidden).
   // With targets == nullptr only the logits are computed and kept (see logits()).
-  // Saves what backward needs unless `for_backward` is false.
+  // Saves what backward needs unless `for_backward` is false. `loss_scale` must be the value
+  // the following backward() gets: with chunked logits the LM head's gradient (including
+  // wte's) is computed during forward.
   float forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
-                bool for_backward = true);
+                bool for_backward = true, float loss_scale = 1.0f);
   // Number of valid (non-ignored) targets in the last forward.
   int64_t last_valid_targets() const { return valid_targets_; }
   // (B,T,V) logits of the last forward without targets (probabilities when targets were given).
@@ -97,6 +105,8 @@ class GPT2 {
   void zero_grad();
 
   void set_attention(AttentionImpl a) { attention_ = a; }
+  void set_logits_mode(LogitsMode m) { logits_ = m; }
+  LogitsMode logits_mode() const { return logits_; }
   AttentionImpl attention() const { return attention_; }
   void set_checkpointing(const CheckpointConfig& c);
   const CheckpointConfig& checkpointing() const { return ckpt_; }
@@ -120,6 +130,7 @@ class GPT2 {
   std::unique_ptr<GPT2Saved> saved_;
   CheckpointConfig ckpt_;
   AttentionImpl attention_ = AttentionImpl::flash;
+  LogitsMode logits_ = LogitsMode::chunked;
   int64_t valid_targets_ = 0;
 };
 

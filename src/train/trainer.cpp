@@ -22,6 +22,7 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
   o.eps = static_cast<float>(args_.adam_epsilon);
   o.weight_decay = static_cast<float>(args_.weight_decay);
   model_.set_attention(parse_attention_impl(args_.attention));
+  model_.set_logits_mode(parse_logits_mode(args_.logits));
   if (args_.gradient_checkpointing)
     model_.set_checkpointing(
         parse_checkpoint_policy(args_.checkpoint_policy, model_.config().n_layer));
@@ -43,16 +44,19 @@ double accumulate_gradients(GPT2& model, const int32_t* inputs, const int32_t* t
   double loss_sum = 0.0;  // sum of per-token losses over the window
   for (int64_t micro = 0; micro < accum; ++micro) {
     const int64_t off = micro * B * T;
-    const float loss = model.forward(inputs + off, targets + off, B, T);
+    int64_t n = 0;
+    for (int64_t i = off; i < off + B * T; ++i) n += targets[i] >= 0 ? 1 : 0;
+    const float scale =
+        window_targets > 0
+            ? static_cast<float>(static_cast<double>(n) / static_cast<double>(window_targets))
+            : 0.0f;
+    const float loss = model.forward(inputs + off, targets + off, B, T, true, scale);
     if (!std::isfinite(loss)) {
       model.free_activations();
       return loss;
     }
-    const int64_t n = model.last_valid_targets();
     loss_sum += static_cast<double>(loss) * static_cast<double>(n);
-    model.backward(window_targets > 0 ? static_cast<float>(static_cast<double>(n) /
-                                                           static_cast<double>(window_targets))
-                                      : 0.0f);
+    model.backward(scale);
   }
   return window_targets > 0 ? loss_sum / static_cast<double>(window_targets) : 0.0;
 }

@@ -28,6 +28,7 @@ void TrainingArguments::validate() const {
   validate_scheduler(lr_scheduler_type);
   parse_checkpoint_policy(checkpoint_policy, 1);
   parse_attention_impl(attention);
+  parse_logits_mode(logits);
   parse_device_kind(device);
   bool known_optim = false;
   for (const auto& n : optimizer_names()) known_optim = known_optim || n == optim;
@@ -56,6 +57,7 @@ nlohmann::json TrainingArguments::to_json() const {
   j["dataloader_num_workers"] = dataloader_num_workers;
   j["dataloader_pin_memory"] = dataloader_pin_memory;
   j["attention"] = attention;
+  j["logits"] = logits;
   j["gradient_checkpointing"] = gradient_checkpointing;
   j["checkpoint_policy"] = checkpoint_policy;
   j["device"] = device;

@@ -37,6 +37,7 @@ struct TrainingArguments {
   int dataloader_num_workers = 0;
   bool dataloader_pin_memory = true;  // accepted; a CUDA host-allocation mode (see data/prefetch.h)
   std::string attention = "flash";    // flash (memory linear in T) or naive (materialized T x T)
+  std::string logits = "chunked";     // chunked (no B x T x V tensor) or full
   bool gradient_checkpointing = false;
   std::string checkpoint_policy = "every-layer";  // every-layer, every-k:K, sqrt, selective
   std::string device = "cpu";

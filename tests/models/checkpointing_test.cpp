@@ -32,7 +32,7 @@ Result run(const std::string& policy, DeviceKind kind = DeviceKind::cpu,
   tg[5] = -100;
   Result r;
   for (int rep = 0; rep < 2; ++rep) {  // twice: gradients accumulate across micro-batches too
-    r.loss = model.forward(in.data(), tg.data(), B, T);
+    r.loss = model.forward(in.data(), tg.data(), B, T, true, 0.5f);
     model.backward(0.5f);
   }
   for (Parameter* p : model.parameters())

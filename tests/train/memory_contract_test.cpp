@@ -61,11 +61,14 @@ TrainingArguments args(int64_t B, int64_t T, int64_t steps) {
 
 // Bytes GPT-2's forward keeps for backward (see GPT2Saved): per layer 16BTC + 4BT floats plus
 // the attention's NH*B*T^2 probabilities (naive) or NH*B*T log-sum-exps (flash); embeddings BTC;
-// ln_f BTC + 2BT; probabilities BTV; per-token losses BT.
-int64_t expected_activation_bytes(const GPT2Config& c, int64_t B, int64_t T, bool naive) {
+// ln_f BTC + 2BT; with full logits also the probabilities BTV and per-token losses BT (chunked
+// logits keep neither: the head's gradient is computed in forward, into `temporary`).
+int64_t expected_activation_bytes(const GPT2Config& c, int64_t B, int64_t T, bool naive,
+                                  bool full_logits) {
   const int64_t C = c.n_embd, BT = B * T;
   const int64_t per_layer = 16 * BT * C + 4 * BT + c.n_head * B * T * (naive ? T : 1);
-  return 4 * (c.n_layer * per_layer + BT * C + BT * C + 2 * BT + BT * c.vocab_size + BT);
+  return 4 * (c.n_layer * per_layer + BT * C + BT * C + 2 * BT +
+              (full_logits ? BT * c.vocab_size + BT : 0));
 }
 
 int64_t at(const ByCategory& b, Category c) {
@@ -89,19 +92,22 @@ TEST(MemoryContract, AdamWFp32IsFourFourEightBytesPerParameter) {
 
 TEST(MemoryContract, ActivationsMatchClosedForm) {
   for (auto [B, T] : {std::pair<int64_t, int64_t>{2, 32}, {3, 17}})
-    for (const char* attention : {"flash", "naive"}) {
-      const RunOutcome r = train_on(DeviceKind::cpu, odd_config(), [&] {
-        auto a = args(B, T, 1);
-        a.data = "dummy";
-        a.attention = attention;
-        return a;
-      }());
-      ASSERT_TRUE(r.result.error.empty()) << r.result.error;
-      EXPECT_EQ(at(r.mem.max_by_category, Category::activations),
-                expected_activation_bytes(odd_config(), B, T, std::string(attention) == "naive"))
-          << "B=" << B << " T=" << T << " " << attention;
-      EXPECT_EQ(at(r.mem.max_by_category, Category::input_data), 2 * 4 * B * T);
-    }
+    for (const char* attention : {"flash", "naive"})
+      for (const char* logits : {"chunked", "full"}) {
+        const RunOutcome r = train_on(DeviceKind::cpu, odd_config(), [&] {
+          auto a = args(B, T, 1);
+          a.data = "dummy";
+          a.attention = attention;
+          a.logits = logits;
+          return a;
+        }());
+        ASSERT_TRUE(r.result.error.empty()) << r.result.error;
+        EXPECT_EQ(at(r.mem.max_by_category, Category::activations),
+                  expected_activation_bytes(odd_config(), B, T, std::string(attention) == "naive",
+                                            std::string(logits) == "full"))
+            << "B=" << B << " T=" << T << " " << attention << " " << logits;
+        EXPECT_EQ(at(r.mem.max_by_category, Category::input_data), 2 * 4 * B * T);
+      }
 }
 
 TEST(MemoryContract, MetaDeviceReportsTheSameBytesAsCpu) {
