@@ -1,23 +1,70 @@
 #include "optim/optimizer.h"
 
 #include "core/error.h"
+#include "optim/adafactor.h"
 #include "optim/adamw.h"
+#include "optim/adamw8bit.h"
+#include "optim/lion.h"
+#include "optim/sgd.h"
 
 namespace snug {
 
-std::vector<std::string> optimizer_names() {
-  return {"adamw_torch", "adamw"};
-}
+namespace {
 
-std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const ParameterList& params,
-                                          const OptimizerOptions& opts) {
-  if (name == "adamw_torch" || name == "adamw") return std::make_unique<AdamW>(params, opts);
+[[noreturn]] void unknown_optimizer(const std::string& name) {
   std::string known;
   for (const auto& n : optimizer_names()) {
     if (!known.empty()) known += ", ";
     known += n;
   }
   throw Error(detail::concat("--optim: unknown optimizer '", name, "' (known: ", known, ")"));
+}
+
+bool is_adamw(const std::string& name) {
+  return name == "adamw_torch" || name == "adamw";
+}
+bool is_adamw8bit(const std::string& name) {
+  return name == "adamw_bnb_8bit" || name == "adamw_8bit";
+}
+
+}  // namespace
+
+std::vector<std::string> optimizer_names() {
+  return {"adamw_torch", "adamw", "sgd", "adafactor", "adamw_bnb_8bit", "adamw_8bit", "lion"};
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const ParameterList& params,
+                                          const OptimizerOptions& opts) {
+  if (is_adamw(name)) return std::make_unique<AdamW>(params, opts);
+  if (name == "sgd") return std::make_unique<SGD>(params, opts);
+  if (name == "adafactor") return std::make_unique<Adafactor>(params, opts);
+  if (is_adamw8bit(name)) return std::make_unique<AdamW8bit>(params, opts, name);
+  if (name == "lion") return std::make_unique<Lion>(params, opts);
+  unknown_optimizer(name);
+}
+
+int64_t state_bytes_formula(const std::string& name, const ParameterList& params,
+                            const OptimizerOptions& opts) {
+  int64_t per_elem = -1;  // bytes per element for the uniform ones
+  if (is_adamw(name))
+    per_elem = 8;
+  else if (name == "sgd")
+    per_elem = opts.momentum != 0.0f ? 4 : 0;
+  else if (name == "lion")
+    per_elem = 4;
+  else if (name != "adafactor" && !is_adamw8bit(name))
+    unknown_optimizer(name);
+  int64_t total = 0;
+  for (const Parameter* p : params) {
+    if (!p->requires_grad) continue;
+    if (per_elem >= 0)
+      total += per_elem * p->value.numel();
+    else if (name == "adafactor")
+      total += Adafactor::state_bytes(p->value.shape());
+    else
+      total += AdamW8bit::state_bytes(*p, opts);
+  }
+  return total;
 }
 
 }  // namespace snug

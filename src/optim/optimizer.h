@@ -1,9 +1,17 @@
 // Optimizers update Parameters from their gradients. Their state lives in the device pool under
 // `optimizer_state`, allocated on the first step (as torch.optim does), so a report shows exactly
-// what each optimizer costs: AdamW 8 bytes per trainable parameter, SGD without momentum 0, ...
+// what each optimizer costs per trainable parameter P (docs/optimizers.md):
+//   sgd             0 (momentum 0) or 4 bytes (momentum buffer)
+//   adamw_torch     8 bytes (exp_avg, exp_avg_sq in fp32)
+//   lion            4 bytes (exp_avg)
+//   adafactor       4*(rows+cols) per matrix, 4*n per vector (factored second moment)
+//   adamw_bnb_8bit  2 bytes + 8 bytes per 256-element block for 8-bit tensors; tensors under
+//                   4096 elements and (by default) the embeddings keep fp32 states (8 bytes)
+// state_bytes_formula() gives that number to the byte for a parameter list.
 //
 // Parameters whose `grad` is undefined at step time (frozen, or untouched by backward) are
-// skipped, like PyTorch does for `p.grad is None`.
+// skipped, like PyTorch does for `p.grad is None`. On the meta device the state is allocated
+// (so it is accounted) but no arithmetic runs.
 #pragma once
 
 #include <cstdint>
@@ -16,10 +24,25 @@
 namespace snug {
 
 struct OptimizerOptions {
-  float beta1 = 0.9f;    // adam_beta1
-  float beta2 = 0.999f;  // adam_beta2
-  float eps = 1e-8f;     // adam_epsilon
+  float beta1 = 0.9f;    // adam_beta1 (AdamW, 8-bit AdamW)
+  float beta2 = 0.999f;  // adam_beta2 (AdamW, 8-bit AdamW)
+  float eps = 1e-8f;     // adam_epsilon (AdamW, 8-bit AdamW)
   float weight_decay = 0.0f;
+  // SGD (torch.optim.SGD): momentum 0 keeps no state; dampening 0, nesterov off.
+  float momentum = 0.0f;
+  // Lion has its own betas (paper and lion-pytorch defaults), so that the Adam betas a run
+  // carries for AdamW (0.9, 0.999) do not silently become Lion's.
+  float lion_beta1 = 0.9f;
+  float lion_beta2 = 0.99f;
+  // Adafactor: false = the HF Trainer's optim="adafactor" (external lr, scale_parameter=False,
+  // relative_step=False); true = the paper's relative step, lr_t = min(1e-2, 1/sqrt(t)) *
+  // max(1e-3, RMS(param)), ignoring the scheduled learning rate.
+  bool adafactor_relative_step = false;
+  // 8-bit AdamW: give the token/position embeddings (names containing "wte"/"wpe") 8-bit states
+  // too. Off by default: the HF Trainer keeps nn.Embedding states in fp32 (transformers #14819).
+  bool optim_8bit_embeddings = false;
+  // 8-bit AdamW: tensors with fewer elements keep fp32 states (bitsandbytes min_8bit_size).
+  int64_t min_8bit_size = 4096;
 };
 
 class Optimizer {
@@ -41,5 +64,9 @@ std::vector<std::string> optimizer_names();
 // Throws snug::Error listing the accepted names for an unknown one.
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const ParameterList& params,
                                           const OptimizerOptions& opts);
+// Exact bytes of optimizer_state that optimizer `name` allocates for `params` once every
+// trainable parameter has had a gradient at a step. Throws like make_optimizer for unknown names.
+int64_t state_bytes_formula(const std::string& name, const ParameterList& params,
+                            const OptimizerOptions& opts);
 
 }  // namespace snug

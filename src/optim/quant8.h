@@ -1,0 +1,59 @@
+// 8-bit block-wise quantization with a dynamic (tree) code, as bitsandbytes uses it for optimizer
+// states (Dettmers et al., "8-bit Optimizers via Block-wise Quantization", arXiv:2110.02861;
+// bitsandbytes functional.py::create_dynamic_map and quantize_blockwise, csrc/kernels.cu).
+//
+// A code is 256 sorted float values in [-1, 1]. A block of `block` consecutive elements keeps one
+// fp32 absmax; element x is stored as the index of the code value nearest to x / absmax (ties go
+// to the lower value, as torch.bucketize against the midpoints does) and read back as
+// code[q] * absmax. The optimizer states use block 256 (bitsandbytes >= 0.44.0).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace snug::quant8 {
+
+inline constexpr int64_t kOptimizerBlock = 256;
+
+// bitsandbytes create_dynamic_map(signed, max_exponent_bits, total_bits), reproduced in float32
+// exactly as the Python builds it: for each decade i in [0, max_exponent_bits) the midpoints of
+// linspace(0.1, 1, k) (k = 2^(i + non_sign_bits - max_exponent_bits) + 1, one more power of two
+// when unsigned) scaled by 10^(i - max_exponent_bits + 1), negated copies when signed, then 0 and
+// 1.0, sorted. Signed: 127 negative values (down to -0.99296875), 0, 127 positive up to 1.0.
+// Unsigned: 0, 254 values, 1.0. Both have 2^total_bits entries.
+std::vector<float> create_dynamic_map(bool signed_, int max_exponent_bits = 7, int total_bits = 8);
+
+// A 256-entry code with the midpoints for nearest-value search.
+class Code {
+ public:
+  explicit Code(const std::vector<float>& values);  // 256 sorted values
+  float value(uint8_t q) const { return values_[q]; }
+  const std::array<float, 256>& values() const { return values_; }
+  // Index of the nearest code value (ties: the lower one).
+  uint8_t nearest(float x) const;
+  // nearest(x) with bitsandbytes' sign fix for signed states: when the chosen code value's sign
+  // differs from x's (a small negative x landing on 0), move one code towards x's sign.
+  uint8_t nearest_signed(float x) const;
+
+ private:
+  std::array<float, 256> values_{};
+  std::array<float, 255> mid_{};
+};
+
+// The two maps the 8-bit optimizers use (built once).
+const Code& signed_code();    // first moment (exp_avg)
+const Code& unsigned_code();  // second moment (exp_avg_sq)
+
+inline int64_t num_blocks(int64_t n, int64_t block) {
+  return (n + block - 1) / block;
+}
+
+// Generic block-wise quantization of x[0..n): absmax[b] = max |x| over block b (the last block
+// may be shorter), q[i] = code.nearest(x[i] / absmax) (absmax clamped to >= 1e-38 first).
+void quantize_blockwise(const float* x, int64_t n, const Code& code, int64_t block, uint8_t* q,
+                        float* absmax);
+void dequantize_blockwise(const uint8_t* q, const float* absmax, int64_t n, const Code& code,
+                          int64_t block, float* x);
+
+}  // namespace snug::quant8

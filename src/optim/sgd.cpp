@@ -1,0 +1,47 @@
+#include "optim/sgd.h"
+
+#include <algorithm>
+
+namespace snug {
+
+SGD::SGD(const ParameterList& params, const OptimizerOptions& opts) : opts_(opts) {
+  for (Parameter* p : params)
+    if (p->requires_grad) state_.push_back({p, {}});
+}
+
+void SGD::step(float lr) {
+  ++steps_;
+  const bool use_momentum = opts_.momentum != 0.0f;
+  for (State& s : state_) {
+    Parameter& p = *s.p;
+    if (!p.grad.defined()) continue;
+    const bool first = use_momentum && !s.momentum_buffer.defined();
+    if (first)
+      s.momentum_buffer =
+          Tensor::empty(p.value.shape(), DType::f32, Category::optimizer_state, p.value.device());
+    if (p.value.is_meta()) continue;
+    const float wd = p.decay ? opts_.weight_decay : 0.0f;
+    const float mu = opts_.momentum;
+    float* w = p.value.data<float>();
+    const float* g = p.grad.data<float>();
+    float* buf = use_momentum ? s.momentum_buffer.data<float>() : nullptr;
+    const int64_t n = p.value.numel();
+    constexpr int64_t kGrain = 8192;
+#pragma omp parallel for schedule(static)
+    for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
+      const int64_t i1 = std::min(n, i0 + kGrain);
+      for (int64_t i = i0; i < i1; ++i) {
+        float d = g[i];
+        if (wd != 0.0f) d = d + wd * w[i];
+        if (buf) {
+          // torch: buf = clone(d) at the first step, else buf.mul_(momentum).add_(d).
+          d = first ? d : buf[i] * mu + d;
+          buf[i] = d;
+        }
+        w[i] = w[i] + (-lr) * d;
+      }
+    }
+  }
+}
+
+}  // namespace snug

@@ -1,0 +1,109 @@
+// Optimizer state bytes on GPT-2 124M, shapes only (meta device): each optimizer allocates
+// exactly state_bytes_formula(), which is 0 / 4P / 8P / 4P for sgd / sgd+momentum / adamw / lion.
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <string>
+
+#include "core/device.h"
+#include "models/gpt2.h"
+#include "optim/optimizer.h"
+
+namespace snug {
+namespace {
+
+int64_t measure(const std::string& optim, const OptimizerOptions& o, int64_t* formula,
+                int64_t* params) {
+  Device dev(DeviceKind::meta);
+  GPT2 model(resolve_model("gpt2-124m"), dev);
+  auto opt = make_optimizer(optim, model.parameters(), o);
+  for (Parameter* p : model.parameters()) p->grad_for_accumulation();
+  opt->step(1e-3f);
+  opt->step(1e-3f);  // nothing more is allocated after the first step
+  *formula = state_bytes_formula(optim, model.parameters(), o);
+  *params = count_params(model.parameters(), true);
+  const MemoryStats st = dev.pool().stats();
+  EXPECT_EQ(st.live[static_cast<int>(Category::optimizer_state)],
+            st.max_by_category[static_cast<int>(Category::optimizer_state)])
+      << optim;
+  return st.max_by_category[static_cast<int>(Category::optimizer_state)];
+}
+
+struct Case {
+  std::string label, optim;
+  float momentum = 0.0f;
+  bool emb8 = false;
+  double bytes_per_param = -1;  // exact expectation where there is a closed form
+};
+
+class OptimMemory : public ::testing::TestWithParam<Case> {};
+
+TEST_P(OptimMemory, Gpt2StateBytesEqualTheFormula) {
+  const Case c = GetParam();
+  OptimizerOptions o;
+  o.momentum = c.momentum;
+  o.optim_8bit_embeddings = c.emb8;
+  o.weight_decay = 0.01f;
+  int64_t formula = 0, P = 0;
+  const int64_t got = measure(c.optim, o, &formula, &P);
+  EXPECT_EQ(got, formula) << c.label;
+  if (c.bytes_per_param >= 0) {
+    EXPECT_EQ(got, static_cast<int64_t>(c.bytes_per_param) * P) << c.label;
+  }
+  std::cout << "[ optim state ] gpt2-124m " << c.label << ": " << got << " bytes, "
+            << static_cast<double>(got) / static_cast<double>(P) << " bytes/param (P = " << P
+            << ")\n";
+  RecordProperty("state_bytes", std::to_string(got));
+}
+
+INSTANTIATE_TEST_SUITE_P(OptimGpt2_124m, OptimMemory,
+                         ::testing::Values(Case{"sgd", "sgd", 0.0f, false, 0},
+                                           Case{"sgd_momentum", "sgd", 0.9f, false, 4},
+                                           Case{"adamw_torch", "adamw_torch", 0.0f, false, 8},
+                                           Case{"adamw", "adamw", 0.0f, false, 8},
+                                           Case{"lion", "lion", 0.0f, false, 4},
+                                           Case{"adafactor", "adafactor"},
+                                           Case{"adamw_bnb_8bit", "adamw_bnb_8bit"},
+                                           Case{"adamw_8bit_embeddings", "adamw_8bit", 0.0f, true}),
+                         [](const ::testing::TestParamInfo<Case>& pi) { return pi.param.label; });
+
+TEST(OptimMemoryFormula, ClosedFormsOnGpt2) {
+  Device dev(DeviceKind::meta);
+  const GPT2Config cfg = resolve_model("gpt2-124m");
+  GPT2 model(cfg, dev);
+  OptimizerOptions o;
+  // Adafactor: 4 (rows + cols) per matrix, 4 n per vector.
+  int64_t want = 0;
+  for (const Parameter* p : model.parameters()) {
+    const Shape& s = p->value.shape();
+    want += s.size() >= 2 ? 4 * (s[0] + s[1]) : 4 * s[0];
+  }
+  EXPECT_EQ(state_bytes_formula("adafactor", model.parameters(), o), want);
+  // 8-bit AdamW: 2 bytes + 8 bytes per 256-block for 8-bit tensors, 8 bytes otherwise.
+  auto q8 = [](int64_t n) { return 2 * n + 8 * ((n + 255) / 256); };
+  int64_t want8 = 0, want8_emb = 0;
+  for (const Parameter* p : model.parameters()) {
+    const int64_t n = p->value.numel();
+    const bool emb =
+        p->name.find("wte") != std::string::npos || p->name.find("wpe") != std::string::npos;
+    want8 += n >= 4096 && !emb ? q8(n) : 8 * n;
+    want8_emb += n >= 4096 ? q8(n) : 8 * n;
+  }
+  EXPECT_EQ(state_bytes_formula("adamw_bnb_8bit", model.parameters(), o), want8);
+  o.optim_8bit_embeddings = true;
+  EXPECT_EQ(state_bytes_formula("adamw_8bit", model.parameters(), o), want8_emb);
+  const int64_t P = count_params(model.parameters(), true);
+  EXPECT_LE(want8_emb, static_cast<int64_t>(2.1 * static_cast<double>(P)));
+  EXPECT_THROW(state_bytes_formula("adamw_nope", model.parameters(), o), Error);
+}
+
+TEST(OptimMemoryFormula, FrozenParametersCostNothing) {
+  Device dev(DeviceKind::meta);
+  GPT2 model(resolve_model("gpt2-tiny"), dev);
+  for (Parameter* p : model.parameters()) p->requires_grad = false;
+  for (const std::string& name : optimizer_names())
+    EXPECT_EQ(state_bytes_formula(name, model.parameters(), OptimizerOptions{}), 0) << name;
+}
+
+}  // namespace
+}  // namespace snug
