@@ -12,6 +12,7 @@
 #include "models/gpt2.h"
 #include "train/report.h"
 #include "train/trainer.h"
+#include "train/what_if.h"
 
 namespace snug::cli {
 
@@ -66,8 +67,14 @@ int run_train(const TrainingArguments& args) {
   std::printf("%s", summary_lines(r, mem).c_str());
   if (real && !r.loss.empty()) std::printf("Loss: %.4f -> %.4f\n", r.loss.front(), r.loss.back());
   std::printf("\n%s", memory_table(mem, capacity).c_str());
+  // What each memory switch that is off would change, from dry runs of the same arguments.
+  const std::vector<WhatIf> alternatives = what_if(args);
+  const int64_t baseline = dry_run(args).peak_total;
+  if (!alternatives.empty()) std::printf("\n%s", what_if_table(alternatives, baseline).c_str());
   if (!args.report_json.empty()) {
-    write_json_file(args.report_json, make_report(args, *model, r, mem, capacity));
+    nlohmann::json report = make_report(args, *model, r, mem, capacity);
+    report["what_if"] = what_if_json(alternatives, baseline);
+    write_json_file(args.report_json, report);
     std::printf("report written to %s\n", args.report_json.c_str());
   }
   std::fflush(stdout);

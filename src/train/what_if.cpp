@@ -1,0 +1,91 @@
+#include "train/what_if.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "core/device.h"
+#include "models/gpt2.h"
+#include "optim/optimizer.h"
+#include "train/trainer.h"
+
+namespace snug {
+
+MemoryStats dry_run(const TrainingArguments& args) {
+  TrainingArguments a = args;
+  a.device = "meta";
+  a.max_steps = 2;
+  a.report_json.clear();
+  Device dev(DeviceKind::meta);
+  GPT2 model(resolve_model(a.model), dev);
+  Trainer trainer(a, model, nullptr);
+  const TrainResult r = trainer.train();
+  SNUG_CHECK(r.error.empty(), "dry run failed: ", r.error);
+  return dev.pool().stats();
+}
+
+std::vector<WhatIf> what_if(const TrainingArguments& args) {
+  std::vector<std::pair<std::string, TrainingArguments>> variants;
+  auto add = [&](const std::string& flags, auto&& change) {
+    TrainingArguments a = args;
+    change(a);
+    variants.emplace_back(flags, a);
+  };
+  if (!args.gradient_checkpointing) {
+    add("--gradient-checkpointing", [](TrainingArguments& a) {
+      a.gradient_checkpointing = true;
+      a.checkpoint_policy = "every-layer";
+    });
+    add("--gradient-checkpointing --checkpoint-policy selective", [](TrainingArguments& a) {
+      a.gradient_checkpointing = true;
+      a.checkpoint_policy = "selective";
+    });
+  }
+  if (args.attention != "flash")
+    add("--attention flash", [](TrainingArguments& a) { a.attention = "flash"; });
+  if (args.logits != "chunked")
+    add("--logits chunked", [](TrainingArguments& a) { a.logits = "chunked"; });
+  if (args.per_device_train_batch_size > 1 && args.per_device_train_batch_size % 2 == 0) {
+    const int64_t b = args.per_device_train_batch_size / 2;
+    const int64_t g = args.gradient_accumulation_steps * 2;
+    add("--per-device-train-batch-size " + std::to_string(b) + " --gradient-accumulation-steps " +
+            std::to_string(g),
+        [&](TrainingArguments& a) {
+          a.per_device_train_batch_size = b;
+          a.gradient_accumulation_steps = g;
+        });
+  }
+  const auto names = optimizer_names();
+  for (const char* opt : {"adafactor", "adamw_bnb_8bit", "lion", "sgd"})
+    if (args.optim != opt && std::find(names.begin(), names.end(), opt) != names.end())
+      add(std::string("--optim ") + opt, [&](TrainingArguments& a) { a.optim = opt; });
+
+  std::vector<WhatIf> rows;
+  for (const auto& [flags, a] : variants) rows.push_back({flags, dry_run(a).peak_total});
+  return rows;
+}
+
+std::string what_if_table(const std::vector<WhatIf>& rows, int64_t baseline_peak) {
+  std::ostringstream os;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-62s %12s %12s\n", "what if you add", "peak MB", "saves MB");
+  os << buf;
+  for (const WhatIf& w : rows) {
+    std::snprintf(buf, sizeof buf, "%-62s %12.1f %12.1f\n", w.flags.c_str(),
+                  static_cast<double>(w.peak_bytes) / (1024.0 * 1024.0),
+                  static_cast<double>(baseline_peak - w.peak_bytes) / (1024.0 * 1024.0));
+    os << buf;
+  }
+  return os.str();
+}
+
+nlohmann::json what_if_json(const std::vector<WhatIf>& rows, int64_t baseline_peak) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const WhatIf& w : rows)
+    j.push_back({{"flags", w.flags},
+                 {"peak_bytes", w.peak_bytes},
+                 {"saves_bytes", baseline_peak - w.peak_bytes}});
+  return j;
+}
+
+}  // namespace snug

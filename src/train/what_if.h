@@ -1,0 +1,31 @@
+// "What would each switch save?" Dry runs on the meta device (shapes only, the same code as a
+// real run, so the bytes are exact) of the same training arguments with one memory switch that
+// is off turned on: the report's answer to which flag to reach for when a run does not fit.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/memory.h"
+#include "train/training_args.h"
+
+namespace snug {
+
+// Peak statistics of `args` replayed on the meta device for two optimizer steps (the second
+// step holds optimizer state, so it contains the run's peak). No data is read.
+MemoryStats dry_run(const TrainingArguments& args);
+
+struct WhatIf {
+  std::string flags;   // what to add to the command line, e.g. "--gradient-checkpointing"
+  int64_t peak_bytes;  // the dry run's peak with it
+};
+
+// One row per switch that is off in `args` and would change memory.
+std::vector<WhatIf> what_if(const TrainingArguments& args);
+// Text table: flags, peak, saving against `baseline_peak` (negative: costs more).
+std::string what_if_table(const std::vector<WhatIf>& rows, int64_t baseline_peak);
+nlohmann::json what_if_json(const std::vector<WhatIf>& rows, int64_t baseline_peak);
+
+}  // namespace snug
