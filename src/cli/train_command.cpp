@@ -10,6 +10,7 @@
 #include "core/parallel.h"
 #include "data/dataset.h"
 #include "models/gpt2.h"
+#include "optim/optimizer.h"
 #include "train/report.h"
 #include "train/trainer.h"
 #include "train/what_if.h"
@@ -125,7 +126,19 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--adam-beta1", a.adam_beta1, "AdamW beta1")->capture_default_str();
   sub->add_option("--adam-beta2", a.adam_beta2, "AdamW beta2")->capture_default_str();
   sub->add_option("--adam-epsilon", a.adam_epsilon, "AdamW epsilon")->capture_default_str();
-  sub->add_option("--optim", a.optim, "Optimizer: adamw_torch")->capture_default_str();
+  std::string optims;
+  for (const auto& n : optimizer_names()) {
+    if (!optims.empty()) optims += ", ";
+    optims += n;
+  }
+  sub->add_option("--optim", a.optim, "Optimizer: " + optims + " (docs/optimizers.md)")
+      ->capture_default_str();
+  sub->add_option("--momentum", a.momentum, "SGD momentum (0: no momentum buffer)")
+      ->capture_default_str();
+  sub->add_flag("--optim-8bit-embeddings", a.optim_8bit_embeddings,
+                "adamw_bnb_8bit: 8-bit states for the embeddings too (default: fp32, as HF)");
+  sub->add_flag("--adafactor-relative-step", a.adafactor_relative_step,
+                "adafactor: the paper's relative step size instead of --learning-rate");
   sub->add_option("--dataloader-num-workers", a.dataloader_num_workers,
                   "Prepare batches ahead on a background thread (queue of 2 per worker)")
       ->capture_default_str();

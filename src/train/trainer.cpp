@@ -21,6 +21,9 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
   o.beta2 = static_cast<float>(args_.adam_beta2);
   o.eps = static_cast<float>(args_.adam_epsilon);
   o.weight_decay = static_cast<float>(args_.weight_decay);
+  o.momentum = static_cast<float>(args_.momentum);
+  o.optim_8bit_embeddings = args_.optim_8bit_embeddings;
+  o.adafactor_relative_step = args_.adafactor_relative_step;
   model_.set_attention(parse_attention_impl(args_.attention));
   model_.set_logits_mode(parse_logits_mode(args_.logits));
   if (args_.gradient_checkpointing)

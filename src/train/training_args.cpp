@@ -21,6 +21,7 @@ void TrainingArguments::validate() const {
   SNUG_CHECK(weight_decay >= 0, "--weight-decay must be >= 0, got ", weight_decay);
   SNUG_CHECK(adam_beta1 >= 0 && adam_beta1 < 1 && adam_beta2 >= 0 && adam_beta2 < 1,
              "--adam-beta1/--adam-beta2 must be in [0, 1)");
+  SNUG_CHECK(momentum >= 0 && momentum < 1, "--momentum must be in [0, 1), got ", momentum);
   SNUG_CHECK(threads >= 0, "--threads must be >= 0, got ", threads);
   SNUG_CHECK(logging_steps > 0, "--log-every must be positive, got ", logging_steps);
   SNUG_CHECK(dataloader_num_workers >= 0, "--dataloader-num-workers must be >= 0, got ",
@@ -54,6 +55,9 @@ nlohmann::json TrainingArguments::to_json() const {
   j["adam_epsilon"] = adam_epsilon;
   j["seed"] = seed;
   j["optim"] = optim;
+  j["momentum"] = momentum;
+  j["optim_8bit_embeddings"] = optim_8bit_embeddings;
+  j["adafactor_relative_step"] = adafactor_relative_step;
   j["dataloader_num_workers"] = dataloader_num_workers;
   j["dataloader_pin_memory"] = dataloader_pin_memory;
   j["attention"] = attention;

@@ -34,6 +34,9 @@ struct TrainingArguments {
   double adam_epsilon = 1e-8;
   uint64_t seed = 42;
   std::string optim = "adamw_torch";
+  double momentum = 0.0;                 // sgd (torch.optim.SGD momentum)
+  bool optim_8bit_embeddings = false;    // adamw_bnb_8bit: 8-bit states for embeddings too
+  bool adafactor_relative_step = false;  // adafactor: the paper's relative step size
   int dataloader_num_workers = 0;
   bool dataloader_pin_memory = true;  // accepted; a CUDA host-allocation mode (see data/prefetch.h)
   std::string attention = "flash";    // flash (memory linear in T) or naive (materialized T x T)
