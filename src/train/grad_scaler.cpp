@@ -1,0 +1,43 @@
+#include "train/grad_scaler.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/kernels.h"
+
+namespace snug {
+
+GradScaler::GradScaler(const GradScalerOptions& o) : o_(o), scale_(o.init_scale) {
+  SNUG_CHECK(o.init_scale > 0 && o.growth_factor > 1 && o.backoff_factor > 0 &&
+                 o.backoff_factor < 1 && o.growth_interval > 0,
+             "GradScaler: invalid options");
+}
+
+bool GradScaler::unscale_and_check(const ParameterList& params) {
+  const auto inv = static_cast<float>(1.0 / scale_);
+  bool found_inf = false;
+  for (Parameter* p : params) {
+    if (!p->grad.defined() || p->grad.is_meta()) continue;
+    float* g = p->grad.data<float>();
+    kernels::scale(g, inv, p->grad.numel());
+    // sum of squares is inf/NaN exactly when some element is (or the sum overflows double,
+    // which needs values beyond 1e150: not finite in fp16 terms either).
+    if (!std::isfinite(kernels::sum_squares(g, p->grad.numel()))) found_inf = true;
+  }
+  return found_inf;
+}
+
+void GradScaler::update(bool found_inf) {
+  if (found_inf) {
+    scale_ *= o_.backoff_factor;
+    tracker_ = 0;
+    ++skipped_;
+    return;
+  }
+  if (++tracker_ >= o_.growth_interval) {
+    scale_ *= o_.growth_factor;
+    tracker_ = 0;
+  }
+}
+
+}  // namespace snug
