@@ -12,5 +12,6 @@ struct Command {
 };
 
 Command add_train_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);  // `snug bench seeds`
 
 }  // namespace snug::cli

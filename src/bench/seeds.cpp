@@ -1,0 +1,576 @@
+#include "bench/seeds.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "data/dataset.h"
+#include "models/gpt2.h"
+#include "optim/optimizer.h"
+#include "train/trainer.h"
+#include "train/what_if.h"
+
+namespace snug {
+
+namespace {
+
+// Mixed precision switches, as Hugging Face names them (TrainingArguments.fp16 / .bf16). Checked
+// at compile time: when TrainingArguments gains the member, the rows that need it run.
+template <class A>
+constexpr bool kHasFp16 = requires(A& a) {
+  a.fp16 = true;
+};
+template <class A>
+constexpr bool kHasBf16 = requires(A& a) {
+  a.bf16 = true;
+};
+
+template <class A>
+void set_precision(A& a, const std::string& precision) {
+  if constexpr (kHasFp16<A>) a.fp16 = precision == "fp16";
+  if constexpr (kHasBf16<A>) a.bf16 = precision == "bf16";
+}
+
+constexpr const char* kNoMixedPrecision = "not available (issue 3: mixed precision)";
+
+double mib(int64_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0);
+}
+
+bool has_optimizer(const std::string& name) {
+  const auto names = optimizer_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+nlohmann::json by_category_json(const ByCategory& b) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int i = 0; i < kNumCategories; ++i) j[category_name(category_at(i))] = b[i];
+  return j;
+}
+
+// A real run of `a` on the cpu device: a fresh model, the dataset, the Trainer.
+void run_real(BenchRow& row) {
+  const TrainingArguments& a = row.args;
+  const GPT2Config cfg = resolve_model(a.model);
+  Device dev(DeviceKind::cpu);
+  dev.pool().set_capacity(a.device_memory);
+  std::unique_ptr<GPT2> model;
+  try {
+    model = std::make_unique<GPT2>(cfg, dev);
+  } catch (const OutOfMemoryError& e) {
+    row.out_of_memory = true;
+    row.error = e.what();
+    row.memory = dev.pool().stats();
+    return;
+  }
+  model->init_weights(a.seed);
+  const auto data = open_dataset(a.data, cfg.vocab_size, a.seed);
+  Trainer trainer(a, *model, data.get());
+  const TrainResult r = trainer.train();
+  row.memory = dev.pool().stats();
+  row.train_runtime = r.runtime_s;
+  row.train_samples_per_second =
+      r.runtime_s > 0 ? static_cast<double>(r.samples) / r.runtime_s : 0.0;
+  row.out_of_memory = r.out_of_memory;
+  row.error = r.error;
+}
+
+// A dry run of `a` on the meta device under a.device_memory (two optimizer steps: the second
+// holds the optimizer state, so it has the run's peak).
+void run_dry(BenchRow& row) {
+  TrainingArguments& a = row.args;
+  a.device = "meta";
+  a.max_steps = 2;
+  row.dry = true;
+  Device dev(DeviceKind::meta);
+  dev.pool().set_capacity(a.device_memory);
+  try {
+    GPT2 model(resolve_model(a.model), dev);
+    Trainer trainer(a, model, nullptr);
+    const TrainResult r = trainer.train();
+    row.out_of_memory = r.out_of_memory;
+    row.error = r.error;
+  } catch (const OutOfMemoryError& e) {
+    row.out_of_memory = true;
+    row.error = e.what();
+  }
+  row.memory = dev.pool().stats();
+}
+
+void finish_oom(BenchRow& row) {
+  if (!row.out_of_memory) return;
+  TrainingArguments uncapped = row.args;
+  uncapped.device_memory.reset();
+  row.need_bytes = dry_run(uncapped).peak_total;
+  const int64_t cap = row.args.device_memory.value_or(0);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "OOM: needs %.1f MB, capacity %.1f MB", mib(row.need_bytes),
+                mib(cap));
+  row.note = buf;
+}
+
+std::string pad(const std::string& s, size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// Categories that are non-zero in some row (at the peak or at their own maximum).
+std::vector<int> used_categories(const std::vector<BenchRow>& rows) {
+  std::vector<int> used;
+  for (int i = 0; i < kNumCategories; ++i)
+    for (const BenchRow& r : rows)
+      if (r.available && (r.memory.peak_by_category[i] > 0 || r.memory.max_by_category[i] > 0)) {
+        used.push_back(i);
+        break;
+      }
+  return used;
+}
+
+}  // namespace
+
+std::vector<SeedRowSpec> seed_matrix() {
+  std::vector<SeedRowSpec> m;
+  auto add = [&](std::string name, std::string description, int64_t batch, int64_t accum, bool ckpt,
+                 std::string precision, std::string optim) {
+    m.push_back({std::move(name), std::move(description), batch, accum, ckpt, std::move(precision),
+                 std::move(optim)});
+  };
+  add("vanilla", "B=4", 4, 1, false, "fp32", "adamw_torch");
+  add("grad_accum", "B=1, accum 4", 1, 4, false, "fp32", "adamw_torch");
+  add("grad_ckpt", "B=1, accum 4, ckpt", 1, 4, true, "fp32", "adamw_torch");
+  add("fp16", "B=4, fp16", 4, 1, false, "fp16", "adamw_torch");
+  add("bf16", "B=4, bf16", 4, 1, false, "bf16", "adamw_torch");
+  add("combined", "B=1, accum 4, ckpt, fp16", 1, 4, true, "fp16", "adamw_torch");
+  add("adafactor", "B=4, adafactor", 4, 1, false, "fp32", "adafactor");
+  add("adafactor_combined", "B=1, accum 4, ckpt, fp16, adafactor", 1, 4, true, "fp16", "adafactor");
+  add("adamw_8bit", "B=4, adamw_bnb_8bit", 4, 1, false, "fp32", "adamw_bnb_8bit");
+  add("all", "B=1, accum 4, ckpt, fp16, adamw_bnb_8bit", 1, 4, true, "fp16", "adamw_bnb_8bit");
+  return m;
+}
+
+bool precision_available(const std::string& precision) {
+  if (precision == "fp16") return kHasFp16<TrainingArguments>;
+  if (precision == "bf16") return kHasBf16<TrainingArguments>;
+  return precision == "fp32";
+}
+
+TrainingArguments seeds_base_args(const SeedsOptions& opts) {
+  SNUG_CHECK(opts.max_steps > 0, "--max-steps must be positive, got ", opts.max_steps);
+  const GPT2Config cfg = resolve_model(opts.model);
+  TrainingArguments a;
+  a.model = opts.model;
+  a.data = opts.data;
+  a.seq_len = opts.seq_len.value_or(std::min<int64_t>(512, cfg.n_positions));
+  SNUG_CHECK(a.seq_len <= cfg.n_positions, "--seq-len ", a.seq_len, " exceeds ", cfg.name,
+             "'s context of ", cfg.n_positions, " positions");
+  a.per_device_train_batch_size = 4;
+  a.gradient_accumulation_steps = 1;
+  a.max_steps = opts.max_steps;
+  a.optim = "adamw_torch";
+  a.device = "cpu";
+  a.device_memory = opts.device_memory;
+  a.threads = opts.threads;
+  a.seed = opts.seed;
+  a.logging_steps = std::max<int64_t>(1, opts.max_steps);
+  a.validate();
+  return a;
+}
+
+TrainingArguments seed_row_args(const TrainingArguments& base, const SeedRowSpec& spec) {
+  TrainingArguments a = base;
+  a.per_device_train_batch_size = spec.batch;
+  a.gradient_accumulation_steps = spec.accumulation;
+  a.gradient_checkpointing = spec.checkpointing;
+  a.checkpoint_policy = "every-layer";
+  set_precision(a, spec.precision);
+  a.optim = spec.optim;
+  return a;
+}
+
+std::vector<BenchRow> run_seed_matrix(const SeedsOptions& opts, const BenchObserver& observe) {
+  const TrainingArguments base = seeds_base_args(opts);
+  set_num_threads(base.threads);
+  std::vector<BenchRow> rows;
+  for (const SeedRowSpec& spec : seed_matrix()) {
+    BenchRow row;
+    row.name = spec.name;
+    row.description = spec.description;
+    row.args = seed_row_args(base, spec);
+    const bool precision_ok = precision_available(spec.precision);
+    // Rows that differ from another row by precision alone say so instead of repeating it.
+    const bool precision_only = spec.optim == "adamw_torch";
+    if (!has_optimizer(spec.optim)) {
+      row.note = "not available (optimizer " + spec.optim + " not built in)";
+    } else if (!precision_ok && precision_only) {
+      row.note = kNoMixedPrecision;
+    } else {
+      row.available = true;
+      if (!precision_ok)
+        row.note = spec.precision + " not available yet (issue 3: mixed precision): ran in fp32";
+    }
+    if (observe) observe(row, false);
+    if (row.available) {
+      run_real(row);
+      if (row.out_of_memory) {
+        const std::string extra = row.note;
+        finish_oom(row);
+        if (!extra.empty()) row.note += "; " + extra;
+      }
+    }
+    if (observe) observe(row, true);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::vector<BenchRow> run_batch_sweep(const SeedsOptions& opts, int64_t capacity, int64_t max_batch,
+                                      const BenchObserver& observe) {
+  SNUG_CHECK(capacity > 0, "--sweep needs a positive --device-memory");
+  SeedsOptions o = opts;
+  o.device_memory = capacity;
+  const TrainingArguments base = seeds_base_args(o);
+  set_num_threads(base.threads);
+  std::vector<BenchRow> rows;
+  for (int64_t b = 4; b <= max_batch; b *= 2) {
+    BenchRow row;
+    row.name = "B=" + std::to_string(b);
+    row.description = "vanilla, B=" + std::to_string(b);
+    row.args = base;
+    row.args.per_device_train_batch_size = b;
+    row.available = true;
+    if (observe) observe(row, false);
+    run_dry(row);
+    finish_oom(row);
+    if (observe) observe(row, true);
+    const bool stop = row.out_of_memory;
+    rows.push_back(std::move(row));
+    if (stop) break;
+  }
+  return rows;
+}
+
+std::string seeds_table(const std::vector<BenchRow>& rows) {
+  size_t wn = 3, wd = 13;
+  for (const BenchRow& r : rows) {
+    wn = std::max(wn, r.name.size());
+    wd = std::max(wd, r.description.size());
+  }
+  std::ostringstream os;
+  char buf[256];
+  os << pad("row", wn) << "  " << pad("configuration", wd);
+  std::snprintf(buf, sizeof buf, "  %9s  %15s  %21s\n", "Time (s)", "Samples/second",
+                "Memory occupied (MB)");
+  os << buf;
+  std::vector<std::string> notes;
+  for (const BenchRow& r : rows) {
+    os << pad(r.name, wn) << "  " << pad(r.description, wd);
+    if (!r.available) {
+      os << "  " << r.note << "\n";
+      continue;
+    }
+    if (r.out_of_memory) {
+      os << "  " << r.note << "\n";
+      continue;
+    }
+    if (r.dry)
+      std::snprintf(buf, sizeof buf, "  %9s  %15s  %21.1f\n", "dry run", "-",
+                    mib(r.memory.peak_total));
+    else
+      std::snprintf(buf, sizeof buf, "  %9.2f  %15.2f  %21.1f\n", r.train_runtime,
+                    r.train_samples_per_second, mib(r.memory.peak_total));
+    os << buf;
+    if (!r.note.empty()) notes.push_back(r.name + ": " + r.note);
+    if (!r.error.empty()) notes.push_back(r.name + ": error: " + r.error);
+  }
+  for (const std::string& n : notes) os << "  note " << n << "\n";
+  return os.str();
+}
+
+std::string category_table(const std::vector<BenchRow>& rows) {
+  const std::vector<int> cats = used_categories(rows);
+  size_t wn = 3;
+  for (const BenchRow& r : rows) wn = std::max(wn, r.name.size());
+  std::ostringstream os;
+  char buf[64];
+  os << "peak memory by category (MB at the peak)\n" << pad("row", wn);
+  for (int c : cats) {
+    std::snprintf(buf, sizeof buf, "  %15s", category_name(category_at(c)));
+    os << buf;
+  }
+  std::snprintf(buf, sizeof buf, "  %9s  ", "total");
+  os << buf << "peak during\n";
+  for (const BenchRow& r : rows) {
+    if (!r.available) continue;
+    os << pad(r.name, wn);
+    for (int c : cats) {
+      std::snprintf(buf, sizeof buf, "  %15.2f", mib(r.memory.peak_by_category[c]));
+      os << buf;
+    }
+    std::snprintf(buf, sizeof buf, "  %9.2f  ", mib(r.memory.peak_total));
+    os << buf << (r.out_of_memory ? "(out of memory) " : "") << r.memory.peak_phase << "\n";
+  }
+  return os.str();
+}
+
+std::string sweep_table(const std::vector<BenchRow>& rows, int64_t capacity) {
+  const std::vector<int> cats = used_categories(rows);
+  std::ostringstream os;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%-8s", "batch");
+  os << buf;
+  for (int c : cats) {
+    std::snprintf(buf, sizeof buf, "  %15s", category_name(category_at(c)));
+    os << buf;
+  }
+  std::snprintf(buf, sizeof buf, "  %10s  %s\n", "total MB", "result");
+  os << buf;
+  for (const BenchRow& r : rows) {
+    std::snprintf(buf, sizeof buf, "%-8lld",
+                  static_cast<long long>(r.args.per_device_train_batch_size));
+    os << buf;
+    if (r.out_of_memory) {
+      for (size_t i = 0; i < cats.size(); ++i) os << "  " << std::string(15, ' ');
+      std::snprintf(buf, sizeof buf, "  %10.1f  ", mib(r.need_bytes));
+      os << buf << "OOM (needs " << format_bytes(r.need_bytes) << ", capacity "
+         << format_bytes(capacity) << ")\n";
+      continue;
+    }
+    for (int c : cats) {
+      std::snprintf(buf, sizeof buf, "  %15.1f", mib(r.memory.peak_by_category[c]));
+      os << buf;
+    }
+    std::snprintf(buf, sizeof buf, "  %10.1f  fits (%.1f%% of %s)\n", mib(r.memory.peak_total),
+                  100.0 * static_cast<double>(r.memory.peak_total) / static_cast<double>(capacity),
+                  format_bytes(capacity).c_str());
+    os << buf;
+  }
+  return os.str();
+}
+
+nlohmann::json bench_json(const std::vector<BenchRow>& rows) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const BenchRow& r : rows) {
+    nlohmann::json j;
+    j["name"] = r.name;
+    j["description"] = r.description;
+    j["config"] = r.args.to_json();
+    j["available"] = r.available;
+    j["note"] = r.note;
+    j["dry"] = r.dry;
+    const bool measured = r.available && !r.dry;
+    j["train_runtime"] = measured ? nlohmann::json(r.train_runtime) : nlohmann::json(nullptr);
+    j["train_samples_per_second"] =
+        measured ? nlohmann::json(r.train_samples_per_second) : nlohmann::json(nullptr);
+    j["peak_bytes"] = r.available ? nlohmann::json(r.memory.peak_total) : nlohmann::json(nullptr);
+    j["peak_phase"] = r.memory.peak_phase;
+    j["peak_by_category"] = by_category_json(r.memory.peak_by_category);
+    j["max_by_category"] = by_category_json(r.memory.max_by_category);
+    j["out_of_memory"] = r.out_of_memory;
+    j["need_bytes"] = r.out_of_memory ? nlohmann::json(r.need_bytes) : nlohmann::json(nullptr);
+    j["error"] = r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error);
+    arr.push_back(std::move(j));
+  }
+  return arr;
+}
+
+std::string memory_svg(const std::vector<BenchRow>& rows, const std::string& title) {
+  static constexpr const char* kColors[kNumCategories] = {
+      "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f"};
+  const std::vector<int> cats = used_categories(rows);
+  // Bars: the peak split by category; an OOM row shows what it needs, outlined in red.
+  auto bar_total = [](const BenchRow& r) {
+    return r.out_of_memory ? r.need_bytes : r.memory.peak_total;
+  };
+  int64_t ymax_bytes = 1;
+  std::optional<int64_t> capacity;
+  for (const BenchRow& r : rows) {
+    if (r.available) ymax_bytes = std::max(ymax_bytes, bar_total(r));
+    if (r.args.device_memory) capacity = r.args.device_memory;
+  }
+  const bool show_capacity = capacity && *capacity <= 2 * ymax_bytes;
+  if (show_capacity) ymax_bytes = std::max(ymax_bytes, *capacity);
+  // A round tick step in MB giving 4 to 10 ticks.
+  const double ymax = mib(ymax_bytes);
+  double step = std::pow(10.0, std::floor(std::log10(ymax)));
+  while (ymax / step < 4) step /= 2;
+  while (ymax / step > 10) step *= 2;
+  const double top_mb = std::ceil(ymax / step) * step;
+
+  const int n = static_cast<int>(rows.size());
+  const int bar_w = 46, gap = 34, left = 80, top = 60, plot_h = 320, legend_w = 170;
+  const int plot_w = n * (bar_w + gap) + gap;
+  const int title_w = left + 9 * static_cast<int>(title.size());
+  const int width = std::max(left + plot_w + legend_w, title_w), height = top + plot_h + 100;
+  auto y_of = [&](double mb) { return top + plot_h - mb / top_mb * plot_h; };
+
+  std::ostringstream os;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
+                width, height, width, height);
+  os << buf;
+  os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  std::snprintf(buf, sizeof buf,
+                "<text x=\"%d\" y=\"28\" font-size=\"15\" font-weight=\"bold\">%s</text>\n", left,
+                xml_escape(title).c_str());
+  os << buf;
+  // Axis, grid and ticks.
+  for (double t = 0; t <= top_mb + step / 2; t += step) {
+    const double y = y_of(t);
+    std::snprintf(buf, sizeof buf,
+                  "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n"
+                  "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
+                  left, y, left + plot_w, y, left - 6, y + 4, t);
+    os << buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "<text x=\"18\" y=\"%d\" transform=\"rotate(-90 18 %d)\" "
+                "text-anchor=\"middle\">Memory occupied (MB)</text>\n",
+                top + plot_h / 2, top + plot_h / 2);
+  os << buf;
+  std::snprintf(buf, sizeof buf,
+                "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n"
+                "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n",
+                left, top, left, top + plot_h, left, top + plot_h, left + plot_w, top + plot_h);
+  os << buf;
+  // Bars.
+  for (int i = 0; i < n; ++i) {
+    const BenchRow& r = rows[i];
+    const int x = left + gap + i * (bar_w + gap);
+    const int cx = x + bar_w / 2;
+    const int ly = top + plot_h + 14;
+    std::snprintf(buf, sizeof buf,
+                  "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" transform=\"rotate(-35 %d %d)\">"
+                  "%s</text>\n",
+                  cx + 4, ly, cx + 4, ly, xml_escape(r.name).c_str());
+    os << buf;
+    if (!r.available) {
+      std::snprintf(buf, sizeof buf,
+                    "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#888\">n/a</text>\n", cx,
+                    top + plot_h - 6);
+      os << buf;
+      continue;
+    }
+    os << "<g><title>" << xml_escape(r.name + " (" + r.description + "): ");
+    if (r.out_of_memory)
+      os << xml_escape(r.note);
+    else
+      os << format_bytes(r.memory.peak_total) << " at peak";
+    os << "</title>\n";
+    if (r.out_of_memory) {
+      const double y = y_of(mib(r.need_bytes));
+      std::snprintf(buf, sizeof buf,
+                    "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"none\" "
+                    "stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"4 3\"/>\n"
+                    "<text x=\"%d\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#d62728\" "
+                    "font-weight=\"bold\">OOM</text>\n"
+                    "<text x=\"%d\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#d62728\" "
+                    "font-size=\"11\">needs %.1f</text>\n",
+                    x, y, bar_w, top + plot_h - y, cx, y - 18, cx, y - 5, mib(r.need_bytes));
+      os << buf;
+    } else {
+      double base_mb = 0;
+      for (int c : cats) {
+        const double h_mb = mib(r.memory.peak_by_category[c]);
+        if (h_mb <= 0) continue;
+        const double y1 = y_of(base_mb + h_mb), y0 = y_of(base_mb);
+        std::snprintf(buf, sizeof buf,
+                      "<rect x=\"%d\" y=\"%.2f\" width=\"%d\" height=\"%.2f\" fill=\"%s\"/>\n", x,
+                      y1, bar_w, y0 - y1, kColors[c]);
+        os << buf;
+        base_mb += h_mb;
+      }
+      std::snprintf(buf, sizeof buf,
+                    "<text x=\"%d\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\">%.1f"
+                    "</text>\n",
+                    cx, y_of(base_mb) - 5, mib(r.memory.peak_total));
+      os << buf;
+    }
+    os << "</g>\n";
+  }
+  if (show_capacity) {
+    const double y = y_of(mib(*capacity));
+    std::snprintf(buf, sizeof buf,
+                  "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#d62728\" "
+                  "stroke-dasharray=\"6 4\"/>\n"
+                  "<text x=\"%d\" y=\"%.1f\" fill=\"#d62728\">capacity %s</text>\n",
+                  left, y, left + plot_w, y, left + 6, y - 4,
+                  xml_escape(format_bytes(*capacity)).c_str());
+    os << buf;
+  }
+  // Legend, top category first (as the bars stack).
+  int ly = top + 10;
+  for (auto it = cats.rbegin(); it != cats.rend(); ++it) {
+    std::snprintf(buf, sizeof buf,
+                  "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>\n"
+                  "<text x=\"%d\" y=\"%d\">%s</text>\n",
+                  left + plot_w + 20, ly, kColors[*it], left + plot_w + 38, ly + 10,
+                  category_name(category_at(*it)));
+    os << buf;
+    ly += 20;
+  }
+  os << "</svg>\n";
+  return os.str();
+}
+
+std::vector<SeedReference> seeds_reference() {
+  return {
+      {"vanilla", "B=4", 57.82, 8.86, 14949},
+      {"grad_accum", "B=1, accum 4", 66.03, 7.75, 8681},
+      {"grad_ckpt", "B=1, accum 4, ckpt", 85.47, 5.99, 6775},
+      {"fp16", "B=4, fp16", 27.46, 18.64, 13939},
+      {"combined", "B=1, accum 4, ckpt, fp16", 50.76, 10.09, 7275},
+      {"adafactor", "B=4, adafactor", 64.31, 7.96, 12295},
+      {"adafactor_combined", "B=1, accum 4, ckpt, fp16, adafactor", 56.54, 9.06, 4847},
+      {"adamw_8bit", "B=4, adamw_bnb_8bit", 55.95, 9.15, 13085},
+      {"all", "B=1, accum 4, ckpt, fp16, adamw_bnb_8bit", 49.46, 10.35, 5363},
+  };
+}
+
+std::string seeds_reference_table() {
+  std::ostringstream os;
+  os << "the seeds' table: bert-large-uncased on a V100 16 GB, 512 samples of 512 tokens, one "
+        "epoch;\n\"GPU memory occupied\" is nvidia-smi's, including about 1343 MB of CUDA "
+        "context and kernels\n";
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-18s  %-40s  %9s  %15s  %24s\n", "row", "configuration",
+                "Time (s)", "Samples/second", "GPU memory occupied (MB)");
+  os << buf;
+  for (const SeedReference& r : seeds_reference()) {
+    std::snprintf(buf, sizeof buf, "%-18s  %-40s  %9.2f  %15.2f  %24lld\n", r.name.c_str(),
+                  r.description.c_str(), r.time_s, r.samples_per_second,
+                  static_cast<long long>(r.memory_mb));
+    os << buf;
+  }
+  return os.str();
+}
+
+}  // namespace snug
