@@ -52,10 +52,10 @@ void BM_TrainStep(benchmark::State& state, const std::string& model, int64_t B, 
   state.counters["peak_bytes"] = static_cast<double>(dev.pool().stats().peak_total);
 }
 
-BENCHMARK_CAPTURE(BM_TrainStep, gpt2 - tiny / B8 / T128, "gpt2-tiny", 8, 128)
+BENCHMARK_CAPTURE(BM_TrainStep, gpt2_tiny_B8_T128, "gpt2-tiny", 8, 128)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0);
-BENCHMARK_CAPTURE(BM_TrainStep, gpt2 - 124m / B4 / T256, "gpt2-124m", 4, 256)
+BENCHMARK_CAPTURE(BM_TrainStep, gpt2_124m_B4_T256, "gpt2-124m", 4, 256)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
 
