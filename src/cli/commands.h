@@ -3,8 +3,17 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+
+namespace snug {
+struct TrainingArguments;
+}
 
 namespace snug::cli {
+
+// Registers every TrainingArguments flag on `sub`; --device-memory lands in `device_memory`
+// (parsed later, so that presets and sizes share one message on error).
+void add_training_flags(CLI::App* sub, TrainingArguments& a, std::string& device_memory);
 
 struct Command {
   CLI::App* sub = nullptr;
@@ -12,6 +21,7 @@ struct Command {
 };
 
 Command add_train_command(CLI::App& app);
+Command add_plan_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);  // `snug bench seeds`
 
 }  // namespace snug::cli

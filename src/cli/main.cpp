@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("snug ") + SNUG_VERSION);
   snug::cli::Command train = snug::cli::add_train_command(app);
+  snug::cli::Command plan = snug::cli::add_plan_command(app);
   snug::cli::Command bench_seeds = snug::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (train.sub->parsed()) return train.run();
+    if (plan.sub->parsed()) return plan.run();
     if (bench_seeds.sub->parsed()) return bench_seeds.run();
   } catch (const snug::OutOfMemoryError& e) {
     std::fprintf(stderr, "snug: %s\n", e.what());

@@ -35,6 +35,18 @@ int64_t parse_device_memory(const std::string& text) {
   }
 }
 
+std::vector<std::pair<std::string, int64_t>> device_memory_presets() {
+  std::vector<std::pair<std::string, int64_t>> v;
+  for (const auto& [name, bytes] : kPresets) v.emplace_back(name, bytes);
+  return v;
+}
+
+bool is_device_memory_preset(const std::string& text) {
+  for (const auto& [name, bytes] : kPresets)
+    if (text == name) return true;
+  return false;
+}
+
 std::string device_memory_presets_help() {
   std::string s;
   for (const auto& [name, bytes] : kPresets) {

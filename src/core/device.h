@@ -5,6 +5,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/memory.h"
 
@@ -31,6 +33,10 @@ DeviceKind parse_device_kind(const std::string& name);
 // Device memory presets (nominal capacities of common GPUs), e.g. "v100-16gb" -> 16 GiB, and any
 // size accepted by parse_bytes ("16GiB", "24GB", "1e9"). Returns bytes.
 int64_t parse_device_memory(const std::string& text);
+// Every GPU preset: name and nominal capacity in bytes.
+std::vector<std::pair<std::string, int64_t>> device_memory_presets();
+// True when `text` names a GPU preset (rather than a size).
+bool is_device_memory_preset(const std::string& text);
 // "name=bytes" lines of every preset, for --help.
 std::string device_memory_presets_help();
 

@@ -1,0 +1,116 @@
+// `snug plan`: the same flags as `snug train`, replayed on the meta device (no data, no kernels,
+// the same allocations), answering "does it fit, with how much headroom, and if not, what to
+// turn on". A GPU preset adds the CUDA runtime's own footprint as its own line: the seeds
+// measured about 1343 MB of context and kernels on their V100 before any tensor, which is what
+// nvidia-smi shows on top of the tensors.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "models/gpt2.h"
+#include "train/report.h"
+#include "train/training_args.h"
+#include "train/what_if.h"
+
+namespace snug::cli {
+
+namespace {
+
+constexpr int64_t kCudaContextBytes = int64_t{1343} * 1024 * 1024;
+
+struct Verdict {
+  std::string device;
+  int64_t capacity, overhead, need;
+  bool fits() const { return need + overhead <= capacity; }
+};
+
+nlohmann::json verdict_json(const Verdict& v) {
+  return {{"device", v.device},
+          {"capacity_bytes", v.capacity},
+          {"runtime_overhead_bytes", v.overhead},
+          {"need_bytes", v.need + v.overhead},
+          {"fits", v.fits()},
+          {"headroom_bytes", v.capacity - v.need - v.overhead}};
+}
+
+void print_verdict(const Verdict& v) {
+  const double mb = 1024.0 * 1024.0;
+  std::printf("%-14s capacity %9.0f MB  need %9.0f MB (tensors %.0f + runtime %.0f)  %s %.0f MB\n",
+              v.device.c_str(), v.capacity / mb, (v.need + v.overhead) / mb, v.need / mb,
+              v.overhead / mb, v.fits() ? "fits, headroom" : "DOES NOT FIT, short by",
+              std::abs(static_cast<double>(v.capacity - v.need - v.overhead)) / mb);
+}
+
+int run_plan(TrainingArguments args, const std::string& device_memory, bool all_gpus,
+             const std::string& json_path) {
+  args.device = "meta";
+  args.device_memory.reset();
+  args.validate();
+  const GPT2Config cfg = resolve_model(args.model);
+  SNUG_CHECK(args.seq_len <= cfg.n_positions, "--seq-len ", args.seq_len, " exceeds ", cfg.name,
+             "'s context of ", cfg.n_positions, " positions");
+  const MemoryStats mem = dry_run(args);
+  std::printf(
+      "snug plan: %s (%.2fM parameters), batch %lld x %lld tokens, accumulation %lld, "
+      "%s, fp32 — dry run on meta\n\n",
+      cfg.name.c_str(), static_cast<double>(cfg.num_params()) / 1e6,
+      static_cast<long long>(args.per_device_train_batch_size),
+      static_cast<long long>(args.seq_len),
+      static_cast<long long>(args.gradient_accumulation_steps), args.optim.c_str());
+  std::printf("%s\n", memory_table(mem, std::nullopt).c_str());
+
+  std::vector<Verdict> verdicts;
+  if (!device_memory.empty()) {
+    verdicts.push_back({device_memory, parse_device_memory(device_memory),
+                        is_device_memory_preset(device_memory) ? kCudaContextBytes : 0,
+                        mem.peak_total});
+  }
+  if (all_gpus)
+    for (const auto& [name, bytes] : device_memory_presets())
+      verdicts.push_back({name, bytes, kCudaContextBytes, mem.peak_total});
+  for (const Verdict& v : verdicts) print_verdict(v);
+
+  const bool any_short =
+      std::any_of(verdicts.begin(), verdicts.end(), [](const Verdict& v) { return !v.fits(); });
+  std::vector<WhatIf> alternatives;
+  if (verdicts.empty() || any_short) {
+    alternatives = what_if(args);
+    if (!alternatives.empty())
+      std::printf("\n%s", what_if_table(alternatives, mem.peak_total).c_str());
+  }
+  if (!json_path.empty()) {
+    nlohmann::json j;
+    j["config"] = args.to_json();
+    j["memory"] = memory_json(mem, std::nullopt);
+    j["memory"].erase("peak_rss_bytes");
+    j["devices"] = nlohmann::json::array();
+    for (const Verdict& v : verdicts) j["devices"].push_back(verdict_json(v));
+    j["what_if"] = what_if_json(alternatives, mem.peak_total);
+    write_json_file(json_path, j);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_plan_command(CLI::App& app) {
+  auto args = std::make_shared<TrainingArguments>();
+  auto device_memory = std::make_shared<std::string>();
+  auto all_gpus = std::make_shared<bool>(false);
+  auto json_path = std::make_shared<std::string>();
+  CLI::App* sub = app.add_subcommand(
+      "plan", "Will it fit? Replay a training step with shapes only and report peak memory");
+  add_training_flags(sub, *args, *device_memory);
+  sub->add_flag("--all-gpus", *all_gpus, "Check every GPU preset");
+  sub->add_option("--json", *json_path, "Write the plan as JSON to this path");
+  Command c;
+  c.sub = sub;
+  c.run = [=]() { return run_plan(*args, *device_memory, *all_gpus, *json_path); };
+  return c;
+}
+
+}  // namespace snug::cli

@@ -1,0 +1,92 @@
+// The flags shared by `snug train` and `snug plan` (TrainingArguments, kebab-case).
+#include "cli/commands.h"
+#include "core/device.h"
+#include "optim/optimizer.h"
+#include "train/training_args.h"
+
+namespace snug::cli {
+
+void add_training_flags(CLI::App* sub, TrainingArguments& a, std::string& device_memory) {
+  sub->add_option("--model", a.model,
+                  "Model preset (gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b) or a "
+                  "Hugging Face config.json")
+      ->capture_default_str();
+  sub->add_option("--data", a.data,
+                  "builtin (generated corpus), dummy (random tokens) or a PATH to a text or "
+                  "token file")
+      ->capture_default_str();
+  sub->add_option("--seq-len", a.seq_len, "Tokens per sequence")->capture_default_str();
+  sub->add_option("--per-device-train-batch-size", a.per_device_train_batch_size,
+                  "Sequences per micro-batch")
+      ->capture_default_str();
+  sub->add_option("--gradient-accumulation-steps", a.gradient_accumulation_steps,
+                  "Micro-batches per optimizer step")
+      ->capture_default_str();
+  sub->add_option("--max-steps", a.max_steps, "Optimizer steps; -1: use --num-train-epochs")
+      ->capture_default_str();
+  sub->add_option("--num-train-epochs", a.num_train_epochs, "Epochs when --max-steps is -1")
+      ->capture_default_str();
+  sub->add_option("--learning-rate", a.learning_rate,
+                  "Peak learning rate (Trainer's default is 5e-5; snug's 6e-4 suits training "
+                  "from scratch)")
+      ->capture_default_str();
+  sub->add_option("--warmup-steps", a.warmup_steps, "Linear warm-up steps")->capture_default_str();
+  sub->add_option("--lr-scheduler-type", a.lr_scheduler_type,
+                  "linear, cosine, constant or constant_with_warmup")
+      ->capture_default_str();
+  sub->add_option("--max-grad-norm", a.max_grad_norm, "Gradient clipping norm (0: off)")
+      ->capture_default_str();
+  sub->add_option("--weight-decay", a.weight_decay,
+                  "AdamW weight decay (not applied to biases and LayerNorm weights)")
+      ->capture_default_str();
+  sub->add_option("--adam-beta1", a.adam_beta1, "AdamW beta1")->capture_default_str();
+  sub->add_option("--adam-beta2", a.adam_beta2, "AdamW beta2")->capture_default_str();
+  sub->add_option("--adam-epsilon", a.adam_epsilon, "AdamW epsilon")->capture_default_str();
+  std::string optims;
+  for (const auto& n : optimizer_names()) {
+    if (!optims.empty()) optims += ", ";
+    optims += n;
+  }
+  sub->add_option("--optim", a.optim, "Optimizer: " + optims + " (docs/optimizers.md)")
+      ->capture_default_str();
+  sub->add_option("--momentum", a.momentum, "SGD momentum (0: no momentum buffer)")
+      ->capture_default_str();
+  sub->add_flag("--optim-8bit-embeddings", a.optim_8bit_embeddings,
+                "adamw_bnb_8bit: 8-bit states for the embeddings too (default: fp32, as HF)");
+  sub->add_flag("--adafactor-relative-step", a.adafactor_relative_step,
+                "adafactor: the paper's relative step size instead of --learning-rate");
+  sub->add_option("--dataloader-num-workers", a.dataloader_num_workers,
+                  "Prepare batches ahead on a background thread (queue of 2 per worker)")
+      ->capture_default_str();
+  sub->add_option("--dataloader-pin-memory", a.dataloader_pin_memory,
+                  "Accepted for compatibility; pinned host memory matters for CUDA only")
+      ->capture_default_str();
+  sub->add_option("--attention", a.attention,
+                  "flash (tiled, online softmax: memory linear in sequence length) or naive "
+                  "(materializes the T x T probabilities)")
+      ->capture_default_str();
+  sub->add_option("--logits", a.logits,
+                  "chunked (LM head + cross-entropy a chunk of rows at a time, no B x T x V "
+                  "tensor) or full (materialize the logits)")
+      ->capture_default_str();
+  sub->add_flag("--gradient-checkpointing", a.gradient_checkpointing,
+                "Recompute activations in backward instead of keeping them");
+  sub->add_option("--checkpoint-policy", a.checkpoint_policy,
+                  "With --gradient-checkpointing: every-layer (as Hugging Face), every-k:K, sqrt "
+                  "(about sqrt(L) checkpoints) or selective (recompute norms, softmax, GELU)")
+      ->capture_default_str();
+  sub->add_option("--seed", a.seed, "Seed for initialization and data order")
+      ->capture_default_str();
+  sub->add_option("--device", a.device, "cpu (real run) or meta (shapes only, exact memory)")
+      ->capture_default_str();
+  sub->add_option("--device-memory", device_memory,
+                  "Modelled device capacity: bytes (16GiB, 24GB, 1e9) or a GPU preset (" +
+                      device_memory_presets_help() + "); default: unlimited");
+  sub->add_option("--threads", a.threads, "CPU threads (0: OMP_NUM_THREADS or all cores)")
+      ->capture_default_str();
+  sub->add_option("--log-every,--logging-steps", a.logging_steps, "Log a line every N steps")
+      ->capture_default_str();
+  sub->add_option("--report-json", a.report_json, "Write the run report as JSON to this path");
+}
+
+}  // namespace snug::cli

@@ -1,0 +1,49 @@
+// `snug plan`: a dry run of the training flags with a fit verdict per device.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/run_cli.h"
+
+namespace snug::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(PlanCli, VerdictAndAlternativesAsJson) {
+  TempDir tmp;
+  const std::string path = tmp.path("plan.json");
+  const CliResult r = run_snug(
+      "plan --model gpt2-tiny --per-device-train-batch-size 8 "
+      "--seq-len 128 --device-memory 20MB --json " +
+      path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("DOES NOT FIT"));
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["devices"].size(), 1u);
+  EXPECT_FALSE(j["devices"][0]["fits"].get<bool>());
+  EXPECT_EQ(j["devices"][0]["runtime_overhead_bytes"], 0);  // a size, not a GPU preset
+  EXPECT_GT(j["what_if"].size(), 0u);
+  // The plan's peak is the same number a training run on meta reports.
+  const std::string report = tmp.path("train.json");
+  ASSERT_EQ(run_snug("train --device meta --max-steps 2 --per-device-train-batch-size 8 "
+                     "--seq-len 128 --report-json " +
+                     report)
+                .exit_code,
+            0);
+  std::ifstream rin(report);
+  EXPECT_EQ(nlohmann::json::parse(rin)["memory"]["peak_bytes"], j["memory"]["peak_bytes"]);
+}
+
+TEST(PlanCli, AllGpusAddsTheRuntimeOverheadLine) {
+  const CliResult r = run_snug("plan --model gpt2-124m --all-gpus");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("h100-80gb"));
+  EXPECT_THAT(r.out, HasSubstr("runtime 1343"));
+}
+
+}  // namespace
+}  // namespace snug::test
