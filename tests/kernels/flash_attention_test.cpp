@@ -12,13 +12,16 @@
 
 #include "kernels/kernels.h"
 #include "support/compare.h"
+#include "support/gradcheck.h"
 #include "support/random.h"
 
 namespace snug {
 namespace {
 
 using test::all_close;
+using test::expect_grad_close;
 using test::max_abs;
+using test::numerical_grad;
 using test::random_floats;
 using Vec = std::vector<float>;
 
@@ -183,47 +186,6 @@ TEST(FlashAttention, OverwritesAndIsRepeatable) {
 
 // Finite-difference check in the style of gradcheck_test.cpp: L = sum(out * R), central
 // differences of the reference forward in double, eps = 1e-3.
-constexpr float kEps = 1e-3f;
-
-std::vector<double> numerical_grad(Vec& x, const std::function<double()>& loss) {
-  std::vector<double> g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const float orig = x[i];
-    const float hi = orig + kEps;
-    const float lo = orig - kEps;
-    x[i] = hi;
-    const double lp = loss();
-    x[i] = lo;
-    const double lm = loss();
-    x[i] = orig;
-    g[i] = (lp - lm) / (static_cast<double>(hi) - static_cast<double>(lo));
-  }
-  return g;
-}
-
-void expect_grad_close(const Vec& analytic, const std::vector<double>& numeric,
-                       const std::string& what) {
-  ASSERT_EQ(analytic.size(), numeric.size()) << what;
-  double scale = 1e-3;
-  for (double x : numeric) scale = std::max(scale, std::abs(x));
-  size_t tight = 0;
-  double worst = 0.0;
-  size_t worst_i = 0;
-  for (size_t i = 0; i < numeric.size(); ++i) {
-    const double err = std::abs(analytic[i] - numeric[i]) / scale;
-    if (err <= 1e-3) ++tight;
-    if (!(err <= worst)) {
-      worst = err;
-      worst_i = i;
-    }
-  }
-  EXPECT_LE(worst, 1e-2) << what << ": worst element " << worst_i << " analytic "
-                         << analytic[worst_i] << " numeric " << numeric[worst_i] << " (scale "
-                         << scale << ")";
-  EXPECT_GE(static_cast<double>(tight), 0.9 * static_cast<double>(numeric.size()))
-      << what << ": only " << tight << " of " << numeric.size() << " elements within 1e-3";
-}
-
 TEST(FlashAttention, GradCheck) {
   // T = 70 crosses a tile boundary of the fast kernels (64), so tiles off the diagonal, the
   // online rescaling and the dK/dV accumulation over several query tiles are all exercised.

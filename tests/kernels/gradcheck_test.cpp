@@ -4,6 +4,8 @@
 // is what the backward receives). Numerical gradients are central differences of L, with the
 // forward evaluated by the reference kernels and L accumulated in double; the step is
 // eps = 1e-3 on float inputs, divided by the step actually representable in float.
+#include "support/gradcheck.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,58 +20,16 @@
 namespace snug {
 namespace {
 
+using test::expect_grad_close;
+using test::numerical_grad;
 using test::random_floats;
 using test::random_ints;
 using Vec = std::vector<float>;
-
-constexpr float kEps = 1e-3f;
 
 double dot(const Vec& a, const Vec& b) {
   double s = 0.0;
   for (size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
   return s;
-}
-
-// dL/dx[i] by central differences; loss() reads x.
-std::vector<double> numerical_grad(Vec& x, const std::function<double()>& loss) {
-  std::vector<double> g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const float orig = x[i];
-    const float hi = orig + kEps;
-    const float lo = orig - kEps;
-    x[i] = hi;
-    const double lp = loss();
-    x[i] = lo;
-    const double lm = loss();
-    x[i] = orig;
-    g[i] = (lp - lm) / (static_cast<double>(hi) - static_cast<double>(lo));
-  }
-  return g;
-}
-
-// fp32 finite differences are noisy: every element must agree to 1e-2 of the gradient's
-// scale, and 90% of them to 1e-3.
-void expect_grad_close(const Vec& analytic, const std::vector<double>& numeric,
-                       const std::string& what) {
-  ASSERT_EQ(analytic.size(), numeric.size()) << what;
-  double scale = 1e-3;
-  for (double x : numeric) scale = std::max(scale, std::abs(x));
-  size_t tight = 0;
-  double worst = 0.0;
-  size_t worst_i = 0;
-  for (size_t i = 0; i < numeric.size(); ++i) {
-    const double err = std::abs(analytic[i] - numeric[i]) / scale;
-    if (err <= 1e-3) ++tight;
-    if (!(err <= worst)) {
-      worst = err;
-      worst_i = i;
-    }
-  }
-  EXPECT_LE(worst, 1e-2) << what << ": worst element " << worst_i << " analytic "
-                         << analytic[worst_i] << " numeric " << numeric[worst_i] << " (scale "
-                         << scale << ")";
-  EXPECT_GE(static_cast<double>(tight), 0.9 * static_cast<double>(numeric.size()))
-      << what << ": only " << tight << " of " << numeric.size() << " elements within 1e-3";
 }
 
 // Runs body(impl) for impl = "ref" and "fast".

@@ -14,13 +14,16 @@
 #include "core/error.h"
 #include "kernels/kernels.h"
 #include "support/compare.h"
+#include "support/gradcheck.h"
 #include "support/random.h"
 
 namespace snug {
 namespace {
 
 using test::all_close;
+using test::expect_grad_close;
 using test::max_abs;
+using test::numerical_grad;
 using test::random_floats;
 using test::random_ints;
 using Vec = std::vector<float>;
@@ -290,48 +293,6 @@ TEST(LmHead, RejectsBadArguments) {
                    1.0f, scratch.data(), 0),
                  Error);
   }
-}
-
-// Finite differences of L = scale * sum(losses), the forward evaluated by the reference in
-// double (the step is 1e-3, divided by the step actually representable in float).
-std::vector<double> numerical_grad(Vec& x, const std::function<double()>& loss) {
-  constexpr float kEps = 1e-3f;
-  std::vector<double> g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const float orig = x[i];
-    const float hi = orig + kEps, lo = orig - kEps;
-    x[i] = hi;
-    const double lp = loss();
-    x[i] = lo;
-    const double lm = loss();
-    x[i] = orig;
-    g[i] = (lp - lm) / (static_cast<double>(hi) - static_cast<double>(lo));
-  }
-  return g;
-}
-
-// As in gradcheck_test.cpp: all elements within 1e-2 of the gradient's scale, 90% within 1e-3.
-void expect_grad_close(const Vec& analytic, const std::vector<double>& numeric,
-                       const std::string& what) {
-  ASSERT_EQ(analytic.size(), numeric.size()) << what;
-  double scale = 1e-3;
-  for (double x : numeric) scale = std::max(scale, std::abs(x));
-  size_t tight = 0;
-  double worst = 0.0;
-  size_t worst_i = 0;
-  for (size_t i = 0; i < numeric.size(); ++i) {
-    const double err = std::abs(analytic[i] - numeric[i]) / scale;
-    if (err <= 1e-3) ++tight;
-    if (!(err <= worst)) {
-      worst = err;
-      worst_i = i;
-    }
-  }
-  EXPECT_LE(worst, 1e-2) << what << ": worst element " << worst_i << " analytic "
-                         << analytic[worst_i] << " numeric " << numeric[worst_i] << " (scale "
-                         << scale << ")";
-  EXPECT_GE(static_cast<double>(tight), 0.9 * static_cast<double>(numeric.size()))
-      << what << ": only " << tight << " of " << numeric.size() << " elements within 1e-3";
 }
 
 TEST(LmHead, GradCheck) {
