@@ -86,6 +86,13 @@ void add_training_flags(CLI::App* sub, TrainingArguments& a, std::string& device
       ->capture_default_str();
   sub->add_option("--log-every,--logging-steps", a.logging_steps, "Log a line every N steps")
       ->capture_default_str();
+  sub->add_option("--save-steps", a.save_steps,
+                  "Save a checkpoint every N optimizer steps into --output-dir (0: never)")
+      ->capture_default_str();
+  sub->add_option("--output-dir", a.output_dir, "Where checkpoint-<step> folders are written")
+      ->capture_default_str();
+  sub->add_option("--resume-from", a.resume_from,
+                  "Resume from a checkpoint folder, or the latest complete one of an output dir");
   sub->add_option("--report-json", a.report_json, "Write the run report as JSON to this path");
 }
 

@@ -34,24 +34,52 @@ int64_t Adafactor::state_bytes(const Shape& shape) {
   return 4 * shape_numel(shape);
 }
 
+void Adafactor::allocate(State& s) {
+  const Parameter& p = *s.p;
+  const Shape& sh = p.value.shape();
+  Device& dev = p.value.device();
+  if (sh.size() >= 2) {
+    const Shape row_shape(sh.begin(), sh.end() - 1);
+    Shape col_shape(sh.begin(), sh.end() - 2);
+    col_shape.push_back(sh.back());
+    s.row = Tensor::zeros(row_shape, DType::f32, Category::optimizer_state, dev);
+    s.col = Tensor::zeros(col_shape, DType::f32, Category::optimizer_state, dev);
+  } else {
+    s.full = Tensor::zeros(sh, DType::f32, Category::optimizer_state, dev);
+  }
+}
+
+std::vector<std::pair<std::string, Tensor*>> Adafactor::state_tensors() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (State& s : state_) {
+    if (!s.row.defined() && !s.full.defined()) allocate(s);
+    if (s.full.defined()) {
+      out.emplace_back(s.p->name + ".exp_avg_sq", &s.full);
+    } else {
+      out.emplace_back(s.p->name + ".exp_avg_sq_row", &s.row);
+      out.emplace_back(s.p->name + ".exp_avg_sq_col", &s.col);
+    }
+  }
+  return out;
+}
+
+nlohmann::json Adafactor::extra_state() const {
+  nlohmann::json steps = nlohmann::json::object();
+  for (const State& s : state_) steps[s.p->name] = s.step;
+  return {{"param_steps", steps}};
+}
+
+void Adafactor::load_extra_state(const nlohmann::json& state) {
+  const nlohmann::json& steps = state.at("param_steps");
+  for (State& s : state_) s.step = steps.at(s.p->name).get<int64_t>();
+}
+
 void Adafactor::step(float lr) {
   ++steps_;
   for (State& s : state_) {
     Parameter& p = *s.p;
     if (!p.grad.defined()) continue;
-    if (s.step == 0) {
-      const Shape& sh = p.value.shape();
-      Device& dev = p.value.device();
-      if (sh.size() >= 2) {
-        const Shape row_shape(sh.begin(), sh.end() - 1);
-        Shape col_shape(sh.begin(), sh.end() - 2);
-        col_shape.push_back(sh.back());
-        s.row = Tensor::zeros(row_shape, DType::f32, Category::optimizer_state, dev);
-        s.col = Tensor::zeros(col_shape, DType::f32, Category::optimizer_state, dev);
-      } else {
-        s.full = Tensor::zeros(sh, DType::f32, Category::optimizer_state, dev);
-      }
-    }
+    if (!s.row.defined() && !s.full.defined()) allocate(s);
     ++s.step;
     if (p.value.is_meta()) continue;
     update_one(s, lr);

@@ -28,6 +28,9 @@ class Adafactor final : public Optimizer {
   Adafactor(const ParameterList& params, const OptimizerOptions& opts);
   void step(float lr) override;
   std::string name() const override { return "adafactor"; }
+  std::vector<std::pair<std::string, Tensor*>> state_tensors() override;
+  nlohmann::json extra_state() const override;
+  void load_extra_state(const nlohmann::json& state) override;
 
   static constexpr float kEps1 = 1e-30f;
   static constexpr double kEps2 = 1e-3;
@@ -44,6 +47,7 @@ class Adafactor final : public Optimizer {
     Tensor full;      // vectors
     int64_t step = 0;
   };
+  static void allocate(State& s);
   void update_one(State& s, float lr);
   std::vector<State> state_;
   OptimizerOptions opts_;

@@ -12,12 +12,14 @@ class AdamW final : public Optimizer {
   AdamW(const ParameterList& params, const OptimizerOptions& opts);
   void step(float lr) override;
   std::string name() const override { return "adamw_torch"; }
+  std::vector<std::pair<std::string, Tensor*>> state_tensors() override;
 
  private:
   struct State {
     Parameter* p;
     Tensor exp_avg, exp_avg_sq;
   };
+  static void allocate(State& s);
   std::vector<State> state_;
   OptimizerOptions opts_;
 };

@@ -73,6 +73,37 @@ const AdamW8bit::State& AdamW8bit::state_of(const Parameter* p) const {
   throw Error(detail::concat("AdamW8bit: parameter '", p->name, "' is not optimized here"));
 }
 
+void AdamW8bit::allocate(State& s) {
+  const Parameter& p = *s.p;
+  const int64_t n = p.value.numel();
+  Device& dev = p.value.device();
+  const Shape flat{n};
+  if (s.q8) {
+    const Shape blocks{quant8::num_blocks(n, kBlock)};
+    s.m = Tensor::zeros(flat, DType::u8, Category::optimizer_state, dev);
+    s.v = Tensor::zeros(flat, DType::u8, Category::optimizer_state, dev);
+    s.absmax_m = Tensor::zeros(blocks, DType::f32, Category::optimizer_state, dev);
+    s.absmax_v = Tensor::zeros(blocks, DType::f32, Category::optimizer_state, dev);
+  } else {
+    s.m = Tensor::zeros(flat, DType::f32, Category::optimizer_state, dev);
+    s.v = Tensor::zeros(flat, DType::f32, Category::optimizer_state, dev);
+  }
+}
+
+std::vector<std::pair<std::string, Tensor*>> AdamW8bit::state_tensors() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (State& s : state_) {
+    if (!s.m.defined()) allocate(s);
+    out.emplace_back(s.p->name + ".exp_avg", &s.m);
+    out.emplace_back(s.p->name + ".exp_avg_sq", &s.v);
+    if (s.q8) {
+      out.emplace_back(s.p->name + ".absmax_exp_avg", &s.absmax_m);
+      out.emplace_back(s.p->name + ".absmax_exp_avg_sq", &s.absmax_v);
+    }
+  }
+  return out;
+}
+
 void AdamW8bit::step(float lr) {
   ++steps_;
   const quant8::Code& c1 = quant8::signed_code();
@@ -81,20 +112,7 @@ void AdamW8bit::step(float lr) {
     Parameter& p = *s.p;
     if (!p.grad.defined()) continue;
     const int64_t n = p.value.numel();
-    if (!s.m.defined()) {
-      Device& dev = p.value.device();
-      const Shape flat{n};
-      if (s.q8) {
-        const Shape blocks{quant8::num_blocks(n, kBlock)};
-        s.m = Tensor::zeros(flat, DType::u8, Category::optimizer_state, dev);
-        s.v = Tensor::zeros(flat, DType::u8, Category::optimizer_state, dev);
-        s.absmax_m = Tensor::zeros(blocks, DType::f32, Category::optimizer_state, dev);
-        s.absmax_v = Tensor::zeros(blocks, DType::f32, Category::optimizer_state, dev);
-      } else {
-        s.m = Tensor::zeros(flat, DType::f32, Category::optimizer_state, dev);
-        s.v = Tensor::zeros(flat, DType::f32, Category::optimizer_state, dev);
-      }
-    }
+    if (!s.m.defined()) allocate(s);
     if (p.value.is_meta()) continue;
     const Scalars sc = scalars(opts_, lr, p.decay ? opts_.weight_decay : 0.0f, steps_);
     float* w = p.value.data<float>();

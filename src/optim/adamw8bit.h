@@ -28,6 +28,8 @@ class AdamW8bit final : public Optimizer {
   AdamW8bit(const ParameterList& params, const OptimizerOptions& opts, std::string name);
   void step(float lr) override;
   std::string name() const override { return name_; }
+  // "<name>.exp_avg", ".exp_avg_sq" (u8 codes or f32), ".absmax_exp_avg", ".absmax_exp_avg_sq".
+  std::vector<std::pair<std::string, Tensor*>> state_tensors() override;
 
   // Whether `p` gets 8-bit states under `opts`.
   static bool uses_8bit(const Parameter& p, const OptimizerOptions& opts);
@@ -44,6 +46,7 @@ class AdamW8bit final : public Optimizer {
   const State& state_of(const Parameter* p) const;
 
  private:
+  static void allocate(State& s);
   std::vector<State> state_;
   OptimizerOptions opts_;
   std::string name_;

@@ -9,6 +9,18 @@ Lion::Lion(const ParameterList& params, const OptimizerOptions& opts) : opts_(op
     if (p->requires_grad) state_.push_back({p, {}});
 }
 
+std::vector<std::pair<std::string, Tensor*>> Lion::state_tensors() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (State& s : state_) {
+    const Parameter& p = *s.p;
+    if (!s.exp_avg.defined())
+      s.exp_avg =
+          Tensor::zeros(p.value.shape(), DType::f32, Category::optimizer_state, p.value.device());
+    out.emplace_back(p.name + ".exp_avg", &s.exp_avg);
+  }
+  return out;
+}
+
 void Lion::step(float lr) {
   ++steps_;
   for (State& s : state_) {

@@ -17,6 +17,7 @@ class Lion final : public Optimizer {
   Lion(const ParameterList& params, const OptimizerOptions& opts);
   void step(float lr) override;
   std::string name() const override { return "lion"; }
+  std::vector<std::pair<std::string, Tensor*>> state_tensors() override;
 
  private:
   struct State {

@@ -16,7 +16,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/parameter.h"
@@ -54,6 +56,16 @@ class Optimizer {
   virtual std::string name() const = 0;
   // Number of completed steps.
   int64_t steps() const { return steps_; }
+  // Checkpoints (train/checkpoint.h): sets the completed-step count of a resumed run.
+  void set_steps(int64_t steps) { steps_ = steps; }
+  // Every state tensor under a stable name, "<parameter name>.<state>" (e.g. "h.0.attn.c_attn.
+  // weight.exp_avg"). State not created yet is allocated first (zero-filled, as the first step
+  // would), so a checkpoint can be loaded into the returned tensors. Empty for stateless ones.
+  virtual std::vector<std::pair<std::string, Tensor*>> state_tensors() { return {}; }
+  // State that is not a tensor and not steps() (Adafactor's per-parameter step counts, SGD's
+  // "momentum buffer initialized" flags), as a JSON object; load_extra_state restores it.
+  virtual nlohmann::json extra_state() const { return nlohmann::json::object(); }
+  virtual void load_extra_state(const nlohmann::json& /*state*/) {}
 
  protected:
   int64_t steps_ = 0;

@@ -9,16 +9,41 @@ SGD::SGD(const ParameterList& params, const OptimizerOptions& opts) : opts_(opts
     if (p->requires_grad) state_.push_back({p, {}});
 }
 
+std::vector<std::pair<std::string, Tensor*>> SGD::state_tensors() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  if (opts_.momentum == 0.0f) return out;
+  for (State& s : state_) {
+    const Parameter& p = *s.p;
+    if (!s.momentum_buffer.defined())
+      s.momentum_buffer =
+          Tensor::zeros(p.value.shape(), DType::f32, Category::optimizer_state, p.value.device());
+    out.emplace_back(p.name + ".momentum_buffer", &s.momentum_buffer);
+  }
+  return out;
+}
+
+nlohmann::json SGD::extra_state() const {
+  nlohmann::json started = nlohmann::json::object();
+  for (const State& s : state_) started[s.p->name] = s.started;
+  return {{"momentum_started", started}};
+}
+
+void SGD::load_extra_state(const nlohmann::json& state) {
+  const nlohmann::json& started = state.at("momentum_started");
+  for (State& s : state_) s.started = started.at(s.p->name).get<bool>();
+}
+
 void SGD::step(float lr) {
   ++steps_;
   const bool use_momentum = opts_.momentum != 0.0f;
   for (State& s : state_) {
     Parameter& p = *s.p;
     if (!p.grad.defined()) continue;
-    const bool first = use_momentum && !s.momentum_buffer.defined();
-    if (first)
+    const bool first = use_momentum && !s.started;
+    if (use_momentum && !s.momentum_buffer.defined())
       s.momentum_buffer =
           Tensor::empty(p.value.shape(), DType::f32, Category::optimizer_state, p.value.device());
+    if (use_momentum) s.started = true;
     if (p.value.is_meta()) continue;
     const float wd = p.decay ? opts_.weight_decay : 0.0f;
     const float mu = opts_.momentum;

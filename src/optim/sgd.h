@@ -16,11 +16,15 @@ class SGD final : public Optimizer {
   SGD(const ParameterList& params, const OptimizerOptions& opts);
   void step(float lr) override;
   std::string name() const override { return "sgd"; }
+  std::vector<std::pair<std::string, Tensor*>> state_tensors() override;
+  nlohmann::json extra_state() const override;
+  void load_extra_state(const nlohmann::json& state) override;
 
  private:
   struct State {
     Parameter* p;
     Tensor momentum_buffer;
+    bool started = false;  // the buffer holds a value (torch: "momentum_buffer" in state)
   };
   std::vector<State> state_;
   OptimizerOptions opts_;

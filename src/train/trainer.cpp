@@ -7,6 +7,7 @@
 #include "data/loader.h"
 #include "data/prefetch.h"
 #include "kernels/kernels.h"
+#include "train/checkpoint.h"
 #include "train/schedule.h"
 
 namespace snug {
@@ -39,6 +40,19 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
                              static_cast<double>(args_.gradient_accumulation_steps);
     total_steps_ =
         std::max<int64_t>(1, static_cast<int64_t>(std::ceil(per_epoch * args_.num_train_epochs)));
+  }
+  // A meta-device run (a dry run or a what-if of a resumed run) has no values to restore: it
+  // starts at step 0, which allocates the same state a resumed run holds.
+  if (!args_.resume_from.empty() && !model_.device().is_meta()) {
+    const std::string dir = resolve_checkpoint(args_.resume_from);
+    const CheckpointState st = load_checkpoint(dir, model_, *optimizer_);
+    SNUG_CHECK(st.step <= total_steps_, dir, ": checkpoint is at step ", st.step,
+               ", beyond the run's ", total_steps_, " steps");
+    SNUG_CHECK(st.seed == args_.seed, dir, ": saved with --seed ", st.seed,
+               "; resume with the same seed (it fixes the data order)");
+    start_step_ = st.step;
+    data_epoch_ = st.data_epoch;
+    data_position_ = st.data_position;
   }
 }
 
@@ -94,15 +108,23 @@ TrainResult Trainer::train(TrainCallback* callback) {
   std::unique_ptr<Prefetcher> prefetch;
   if (data_) {
     loader = std::make_unique<DataLoader>(*data_, B, T, args_.seed);
+    loader->seek(data_epoch_, data_position_);
     prefetch =
         std::make_unique<Prefetcher>(*loader, args_.dataloader_num_workers, 2, model_.device());
   }
   // Host buffers for one accumulation window of token ids (B*T*accum each).
   std::vector<int32_t> inputs(static_cast<size_t>(B * T * accum), 0), targets(inputs.size(), 0);
 
+  // The loader's state after the last batch the loop consumed (the prefetcher reads ahead, so
+  // the loader itself may be further): what a checkpoint records.
+  int64_t data_epoch = data_epoch_, data_position = data_position_;
+  const int64_t windows = loader ? loader->windows_per_epoch() : 1;
+  r.steps = start_step_;
+  r.resumed_from_step = start_step_;
+
   const auto t0 = clock::now();
   try {
-    for (int64_t step = 0; step < total_steps_; ++step) {
+    for (int64_t step = start_step_; step < total_steps_; ++step) {
       const std::string prefix = detail::concat("step ", step + 1, " ");
       // The whole accumulation window is read first so that every micro-batch's loss can be
       // normalized by the window's total number of target tokens (not per micro-batch: the
@@ -115,6 +137,9 @@ TrainResult Trainer::train(TrainCallback* callback) {
                          &targets[static_cast<size_t>(micro * B * T)]);
           for (int64_t i = micro * B * T; i < (micro + 1) * B * T; ++i)
             window_targets += targets[static_cast<size_t>(i)] >= 0 ? 1 : 0;
+          const int64_t consumed = data_position + B;
+          data_epoch += consumed / windows;
+          data_position = consumed % windows;
         }
       } else {
         window_targets = accum * B * T;
@@ -142,6 +167,15 @@ TrainResult Trainer::train(TrainCallback* callback) {
       if (callback)
         callback->on_step({r.steps, total_steps_, r.loss.back(), norm, lr,
                            std::chrono::duration<double>(clock::now() - t0).count()});
+      if (real && args_.save_steps > 0 && r.steps % args_.save_steps == 0) {
+        CheckpointState st;
+        st.step = r.steps;
+        st.data_epoch = data_epoch;
+        st.data_position = data_position;
+        st.seed = args_.seed;
+        st.config = args_.to_json();
+        r.checkpoints.push_back(save_checkpoint(args_.output_dir, st, model_, *optimizer_));
+      }
     }
   } catch (const OutOfMemoryError& e) {
     r.error = e.what();

@@ -45,6 +45,8 @@ struct TrainResult {
   std::vector<double> loss, grad_norm, learning_rate;  // per completed step
   std::string error;                                   // empty when the run finished
   bool out_of_memory = false;
+  int64_t resumed_from_step = 0;         // > 0 when resumed: steps counts it, the vectors do not
+  std::vector<std::string> checkpoints;  // folders saved during the run
 };
 
 // Forward + backward over `accum` micro-batches of (B,T) tokens laid out one after another in
@@ -59,6 +61,8 @@ class Trainer {
   // `data` may be null on the meta device only (no batches are read there).
   Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* data);
   int64_t total_steps() const { return total_steps_; }
+  // The step training starts from (the checkpoint's with --resume-from, else 0).
+  int64_t start_step() const { return start_step_; }
   TrainResult train(TrainCallback* callback = nullptr);
 
  private:
@@ -69,6 +73,8 @@ class Trainer {
   const TokenSource* data_;
   std::unique_ptr<Optimizer> optimizer_;
   int64_t total_steps_ = 0;
+  int64_t start_step_ = 0;
+  int64_t data_epoch_ = 0, data_position_ = 0;  // loader state to seek to before training
 };
 
 }  // namespace snug

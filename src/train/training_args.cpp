@@ -23,6 +23,8 @@ void TrainingArguments::validate() const {
              "--adam-beta1/--adam-beta2 must be in [0, 1)");
   SNUG_CHECK(momentum >= 0 && momentum < 1, "--momentum must be in [0, 1), got ", momentum);
   SNUG_CHECK(threads >= 0, "--threads must be >= 0, got ", threads);
+  SNUG_CHECK(save_steps >= 0, "--save-steps must be >= 0 (0: never), got ", save_steps);
+  SNUG_CHECK(save_steps == 0 || !output_dir.empty(), "--output-dir must not be empty");
   SNUG_CHECK(logging_steps > 0, "--log-every must be positive, got ", logging_steps);
   SNUG_CHECK(dataloader_num_workers >= 0, "--dataloader-num-workers must be >= 0, got ",
              dataloader_num_workers);
@@ -68,6 +70,9 @@ nlohmann::json TrainingArguments::to_json() const {
   j["device_memory"] = device_memory ? nlohmann::json(*device_memory) : nlohmann::json(nullptr);
   j["threads"] = threads;
   j["logging_steps"] = logging_steps;
+  j["save_steps"] = save_steps;
+  j["output_dir"] = output_dir;
+  j["resume_from"] = resume_from;
   return j;
 }
 

@@ -48,6 +48,11 @@ struct TrainingArguments {
   int threads = 0;                       // 0: OMP_NUM_THREADS or all cores
   int64_t logging_steps = 10;
   std::string report_json;
+  // Checkpoints (train/checkpoint.h): every save_steps optimizer steps (0: never) into
+  // output_dir/checkpoint-<step>; resume_from a checkpoint or an output directory.
+  int64_t save_steps = 0;
+  std::string output_dir = "snug-output";
+  std::string resume_from;
 
   // Throws snug::Error naming the flag for values that cannot work.
   void validate() const;

@@ -1,0 +1,282 @@
+#include "train/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+
+namespace snug {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kOptimizerFile = "optimizer.safetensors";
+constexpr const char* kStateFile = "trainer_state.json";
+constexpr int kFormatVersion = 1;
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// Best effort: some filesystems refuse fsync on a directory.
+void fsync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    (void)::fsync(fd);
+    ::close(fd);
+  }
+}
+
+// tmp + fsync + rename.
+void write_file_atomic(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  SNUG_CHECK(fd >= 0, tmp.string(), ": cannot create: ", std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      SNUG_CHECK(false, tmp.string(), ": write failed: ", why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  SNUG_CHECK(synced, tmp.string(), ": fsync failed: ", std::strerror(errno));
+  SNUG_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, path.string(), ": cannot rename ",
+             tmp.string(), ": ", std::strerror(errno));
+}
+
+bool parse_checkpoint_name(const std::string& name, int64_t* step) {
+  const std::string prefix = "checkpoint-";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
+  int64_t v = 0;
+  for (size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || v > (INT64_MAX - 9) / 10) return false;
+    v = v * 10 + (name[i] - '0');
+  }
+  *step = v;
+  return true;
+}
+
+// Checks size and checksum of `dir/name` against the trainer_state.json record.
+void verify_file(const fs::path& dir, const std::string& name, const nlohmann::json& files) {
+  const fs::path path = dir / name;
+  SNUG_CHECK(files.contains(name), (dir / kStateFile).string(), ": no record of ", name);
+  const nlohmann::json& rec = files.at(name);
+  std::error_code ec;
+  SNUG_CHECK(fs::is_regular_file(path, ec), path.string(), ": missing from the checkpoint");
+  const auto size = static_cast<int64_t>(fs::file_size(path, ec));
+  SNUG_CHECK(!ec, path.string(), ": cannot stat: ", ec.message());
+  const int64_t expected = rec.at("size").get<int64_t>();
+  SNUG_CHECK(size == expected, path.string(), ": ",
+             size < expected ? "truncated" : "has trailing bytes", " (", size, " bytes, expected ",
+             expected, "); the checkpoint is damaged");
+  const std::string sum = hex64(fnv1a64_file(path.string()));
+  SNUG_CHECK(sum == rec.at("fnv1a64").get<std::string>(), path.string(),
+             ": checksum mismatch (fnv1a64 ", sum, ", expected ",
+             rec.at("fnv1a64").get<std::string>(), "); the checkpoint is corrupted");
+}
+
+// Raw bytes of tensor `name` (any dtype) of an already validated safetensors file.
+void read_raw(const SafetensorsFile& f, const std::string& name, Tensor& t) {
+  const SafetensorsFile::Info& inf = f.info(name);
+  SNUG_CHECK(inf.end - inf.begin == t.nbytes(), f.path(), ": tensor '", name, "' has ",
+             inf.end - inf.begin, " bytes, expected ", t.nbytes());
+  std::ifstream in(f.path(), std::ios::binary);
+  SNUG_CHECK(in.good(), f.path(), ": cannot open");
+  uint8_t len[8];
+  in.read(reinterpret_cast<char*>(len), 8);
+  uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = (header << 8) | len[i];
+  in.seekg(static_cast<std::streamoff>(8 + header + static_cast<uint64_t>(inf.begin)));
+  in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
+  SNUG_CHECK(in.good(), f.path(), ": short read of tensor '", name, "'");
+}
+
+}  // namespace
+
+uint64_t fnv1a64_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  SNUG_CHECK(in.good(), path, ": cannot open: ", std::strerror(errno));
+  uint64_t h = 0xcbf29ce484222325ULL;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const std::streamsize n = in.gcount();
+    for (std::streamsize i = 0; i < n; ++i) {
+      h ^= static_cast<uint8_t>(buf[static_cast<size_t>(i)]);
+      h *= 0x100000001b3ULL;
+    }
+  }
+  SNUG_CHECK(in.eof(), path, ": read failed");
+  return h;
+}
+
+std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
+                            const GPT2& model, Optimizer& optimizer) {
+  SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");
+  const fs::path out(output_dir);
+  const std::string base = "checkpoint-" + std::to_string(state.step);
+  const fs::path final_dir = out / base;
+  const fs::path tmp_dir = out / (base + ".tmp");
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  SNUG_CHECK(!ec, output_dir, ": cannot create the output directory: ", ec.message());
+  fs::remove_all(tmp_dir, ec);
+  fs::create_directories(tmp_dir, ec);
+  SNUG_CHECK(!ec, tmp_dir.string(), ": cannot create: ", ec.message());
+
+  std::vector<std::pair<std::string, const Tensor*>> weights;
+  for (const Parameter* p : model.parameters()) weights.emplace_back(p->name, &p->value);
+  save_safetensors((tmp_dir / kModelFile).string(), weights, {{"format", "pt"}});
+  std::vector<std::pair<std::string, const Tensor*>> opt_tensors;
+  for (const auto& [name, t] : optimizer.state_tensors()) opt_tensors.emplace_back(name, t);
+  save_safetensors((tmp_dir / kOptimizerFile).string(), opt_tensors,
+                   {{"optimizer", optimizer.name()}});
+
+  nlohmann::json j;
+  j["format_version"] = kFormatVersion;
+  j["global_step"] = state.step;
+  j["data"] = {{"epoch", state.data_epoch}, {"position", state.data_position}};
+  j["seed"] = state.seed;
+  j["optimizer"] = {{"name", optimizer.name()},
+                    {"steps", optimizer.steps()},
+                    {"extra_state", optimizer.extra_state()}};
+  j["config"] = state.config;
+  j["checksum_algorithm"] = "fnv1a64";
+  nlohmann::json files = nlohmann::json::object();
+  for (const char* name : {kModelFile, kOptimizerFile}) {
+    const fs::path p = tmp_dir / name;
+    files[name] = {{"size", static_cast<int64_t>(fs::file_size(p))},
+                   {"fnv1a64", hex64(fnv1a64_file(p.string()))}};
+  }
+  j["files"] = files;
+  write_file_atomic(tmp_dir / kStateFile, j.dump(2) + "\n");
+  fsync_dir(tmp_dir);
+
+  fs::remove_all(final_dir, ec);
+  SNUG_CHECK(!ec, final_dir.string(), ": cannot replace: ", ec.message());
+  fs::rename(tmp_dir, final_dir, ec);
+  SNUG_CHECK(!ec, final_dir.string(), ": cannot rename ", tmp_dir.string(), ": ", ec.message());
+  fsync_dir(out);
+  return final_dir.string();
+}
+
+std::string resolve_checkpoint(const std::string& dir) {
+  const fs::path d(dir);
+  std::error_code ec;
+  SNUG_CHECK(fs::is_directory(d, ec), "--resume-from ", dir, ": no such directory");
+  if (fs::exists(d / kStateFile, ec)) return d.string();
+  int64_t best = -1;
+  fs::path best_path;
+  for (const fs::directory_entry& e : fs::directory_iterator(d, ec)) {
+    int64_t step = 0;
+    if (!e.is_directory() || !parse_checkpoint_name(e.path().filename().string(), &step)) continue;
+    if (!fs::exists(e.path() / kStateFile, ec)) continue;  // incomplete
+    if (step > best) {
+      best = step;
+      best_path = e.path();
+    }
+  }
+  SNUG_CHECK(best >= 0, "--resume-from ", dir,
+             ": neither a checkpoint (no trainer_state.json) nor an output directory holding a "
+             "complete checkpoint-<step>");
+  return best_path.string();
+}
+
+CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& optimizer) {
+  SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");
+  const fs::path d(dir);
+  const std::string state_path = (d / kStateFile).string();
+  nlohmann::json j;
+  {
+    std::ifstream in(state_path);
+    SNUG_CHECK(in.good(), state_path, ": cannot open");
+    try {
+      in >> j;
+    } catch (const nlohmann::json::exception& e) {
+      SNUG_CHECK(false, state_path, ": not valid JSON (", e.what(), "); the checkpoint is damaged");
+    }
+  }
+  CheckpointState st;
+  nlohmann::json extra;
+  int64_t opt_steps = 0;
+  try {
+    SNUG_CHECK(j.at("format_version").get<int>() == kFormatVersion, state_path,
+               ": unsupported format_version ", j.at("format_version").dump());
+    st.step = j.at("global_step").get<int64_t>();
+    st.data_epoch = j.at("data").at("epoch").get<int64_t>();
+    st.data_position = j.at("data").at("position").get<int64_t>();
+    st.seed = j.at("seed").get<uint64_t>();
+    st.optimizer = j.at("optimizer").at("name").get<std::string>();
+    opt_steps = j.at("optimizer").at("steps").get<int64_t>();
+    extra = j.at("optimizer").at("extra_state");
+    st.config = j.at("config");
+    SNUG_CHECK(j.at("checksum_algorithm").get<std::string>() == "fnv1a64", state_path,
+               ": unknown checksum_algorithm");
+    for (const char* name : {kModelFile, kOptimizerFile}) verify_file(d, name, j.at("files"));
+  } catch (const nlohmann::json::exception& e) {
+    SNUG_CHECK(false, state_path, ": missing or malformed field (", e.what(), ")");
+  }
+  SNUG_CHECK(st.optimizer == optimizer.name(), state_path, ": saved with --optim ", st.optimizer,
+             ", cannot resume with --optim ", optimizer.name());
+
+  {
+    const SafetensorsFile f((d / kModelFile).string());
+    SNUG_CHECK(f.names().size() == model.parameters().size(), f.path(), ": holds ",
+               f.names().size(), " tensors, the model has ", model.parameters().size(),
+               " parameters");
+    for (Parameter* p : model.parameters()) {
+      SNUG_CHECK(f.contains(p->name), f.path(), ": no tensor '", p->name, "'");
+      SNUG_CHECK(f.info(p->name).dtype == "F32" && p->value.dtype() == DType::f32, f.path(),
+                 ": tensor '", p->name, "' must be F32");
+      f.read_into(p->name, p->value);
+    }
+  }
+  {
+    const SafetensorsFile f((d / kOptimizerFile).string());
+    const auto tensors = optimizer.state_tensors();
+    SNUG_CHECK(f.names().size() == tensors.size(), f.path(), ": holds ", f.names().size(),
+               " tensors, optimizer ", optimizer.name(), " has ", tensors.size());
+    for (const auto& [name, t] : tensors) {
+      SNUG_CHECK(f.contains(name), f.path(), ": no tensor '", name, "'");
+      const SafetensorsFile::Info& inf = f.info(name);
+      const char* want = t->dtype() == DType::u8 ? "U8" : "F32";
+      SNUG_CHECK(inf.dtype == want, f.path(), ": tensor '", name, "' is ", inf.dtype, ", expected ",
+                 want);
+      SNUG_CHECK(inf.shape == std::vector<int64_t>(t->shape().begin(), t->shape().end()), f.path(),
+                 ": tensor '", name, "' has the wrong shape");
+      read_raw(f, name, *t);
+    }
+  }
+  optimizer.set_steps(opt_steps);
+  try {
+    optimizer.load_extra_state(extra);
+  } catch (const nlohmann::json::exception& e) {
+    SNUG_CHECK(false, state_path, ": optimizer extra_state does not match the model (", e.what(),
+               ")");
+  }
+  return st;
+}
+
+}  // namespace snug

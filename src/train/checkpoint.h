@@ -1,0 +1,60 @@
+// Training checkpoints: save and exact resume (the Hugging Face Trainer's checkpoint-<step>
+// folders, with snug's own file set).
+//
+// Layout of OUTPUT_DIR/checkpoint-<step>/:
+//   model.safetensors      every parameter under its Hugging Face name (f32)
+//   optimizer.safetensors  every optimizer state tensor, "<param name>.<state>" (Optimizer::
+//                          state_tensors(): fp32 as F32, 8-bit codes as U8)
+//   trainer_state.json     step, data loader (epoch, position) after the last consumed batch,
+//                          seed (the only RNG state: data order depends on (seed, epoch) and
+//                          training draws no random numbers), optimizer name, steps and
+//                          extra_state, the run's config, and for each of the two safetensors
+//                          files its size and FNV-1a 64-bit checksum over all its bytes (offset
+//                          basis 0xcbf29ce484222325, prime 0x100000001b3; catches flipped
+//                          bytes and truncation, not deliberate tampering).
+//
+// Atomicity: everything is written into checkpoint-<step>.tmp/ (each file itself written to a
+// temporary name, fsynced and renamed), trainer_state.json last; then the folder is renamed to
+// checkpoint-<step> and the parent fsynced. A crash during a save leaves at worst a *.tmp folder,
+// which resume ignores, and the previous checkpoints intact.
+//
+// Loading verifies every file's size and checksum before reading it; a missing, truncated or
+// corrupted file, or one whose tensors do not match the model/optimizer, is a snug::Error naming
+// the file.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "models/gpt2.h"
+#include "optim/optimizer.h"
+
+namespace snug {
+
+struct CheckpointState {
+  int64_t step = 0;        // completed optimizer steps
+  int64_t data_epoch = 0;  // DataLoader::seek arguments after the last consumed batch
+  int64_t data_position = 0;
+  uint64_t seed = 0;
+  std::string optimizer;
+  nlohmann::json config;  // TrainingArguments::to_json() of the run that saved it
+};
+
+// FNV-1a 64 over the bytes of `path` (throws snug::Error naming the file if unreadable).
+uint64_t fnv1a64_file(const std::string& path);
+
+// Writes output_dir/checkpoint-<state.step> (replacing one of the same step) and returns its
+// path. Meta-device models cannot be saved.
+std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
+                            const GPT2& model, Optimizer& optimizer);
+
+// `dir` is a checkpoint folder (holds trainer_state.json) or an output folder: then its complete
+// checkpoint-<N> with the highest N (*.tmp folders are ignored). Throws if there is none.
+std::string resolve_checkpoint(const std::string& dir);
+
+// Verifies and loads checkpoint folder `dir` into `model` and `optimizer` (which must be the
+// optimizer named in it, over the model's parameters). Returns the saved state.
+CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& optimizer);
+
+}  // namespace snug

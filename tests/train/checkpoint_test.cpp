@@ -1,0 +1,192 @@
+// Checkpoints resume exactly: 20 steps in one go equal 10 steps, a save, and 10 more steps in
+// fresh objects resumed from the checkpoint (losses and final weights bit for bit), for AdamW,
+// 8-bit AdamW and Adafactor. Damaged checkpoints are refused naming the file, and resuming from an
+// output directory skips a save that was interrupted.
+#include "train/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "data/dataset.h"
+#include "models/gpt2.h"
+#include "support/run_cli.h"
+#include "train/trainer.h"
+
+namespace snug {
+namespace {
+
+namespace fs = std::filesystem;
+
+TrainingArguments tiny_args(const std::string& optim, int64_t max_steps, const std::string& out) {
+  TrainingArguments a;
+  a.model = "gpt2-tiny";
+  a.data = "builtin";
+  a.seq_len = 32;
+  a.per_device_train_batch_size = 2;
+  a.max_steps = max_steps;
+  a.optim = optim;
+  a.learning_rate = 1e-3;
+  a.warmup_steps = 3;
+  a.output_dir = out;
+  return a;
+}
+
+struct RunOutcome {
+  TrainResult result;
+  std::vector<std::vector<float>> weights;
+};
+
+// Fresh device, model, data and trainer, as a new process would build them.
+RunOutcome train_fresh(const TrainingArguments& args, uint64_t init_seed = 42) {
+  Device dev(DeviceKind::cpu);
+  const GPT2Config cfg = resolve_model(args.model);
+  GPT2 model(cfg, dev);
+  model.init_weights(init_seed);
+  const auto data = open_dataset(args.data, cfg.vocab_size, args.seed);
+  Trainer trainer(args, model, data.get());
+  RunOutcome r;
+  r.result = trainer.train();
+  for (const Parameter* p : model.parameters())
+    r.weights.emplace_back(p->value.data<float>(), p->value.data<float>() + p->value.numel());
+  return r;
+}
+
+void expect_exact_resume(const std::string& optim) {
+  test::TempDir tmp;
+  const std::string out = tmp.path("out");
+  TrainingArguments full = tiny_args(optim, 20, out);
+  full.save_steps = 10;
+  const RunOutcome a = train_fresh(full);
+  ASSERT_TRUE(a.result.error.empty()) << a.result.error;
+  ASSERT_EQ(a.result.loss.size(), 20u);
+  ASSERT_EQ(a.result.checkpoints.size(), 2u);
+
+  TrainingArguments resumed = tiny_args(optim, 20, out);
+  resumed.resume_from = (fs::path(out) / "checkpoint-10").string();
+  // Different initial weights: everything must come from the checkpoint.
+  const RunOutcome b = train_fresh(resumed, 1234);
+  ASSERT_TRUE(b.result.error.empty()) << b.result.error;
+  EXPECT_EQ(b.result.resumed_from_step, 10);
+  EXPECT_EQ(b.result.steps, 20);
+  ASSERT_EQ(b.result.loss.size(), 10u);
+  for (size_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(std::memcmp(&a.result.loss[10 + i], &b.result.loss[i], sizeof(double)), 0)
+        << optim << " step " << 11 + i << ": " << a.result.loss[10 + i] << " vs "
+        << b.result.loss[i];
+    EXPECT_EQ(a.result.learning_rate[10 + i], b.result.learning_rate[i]);
+  }
+  ASSERT_EQ(a.weights.size(), b.weights.size());
+  for (size_t p = 0; p < a.weights.size(); ++p) {
+    ASSERT_EQ(a.weights[p].size(), b.weights[p].size());
+    EXPECT_EQ(std::memcmp(a.weights[p].data(), b.weights[p].data(), a.weights[p].size() * 4), 0)
+        << optim << ": parameter " << p << " differs";
+  }
+}
+
+TEST(Checkpoint, ResumeIsBitExactAdamW) {
+  expect_exact_resume("adamw_torch");
+}
+TEST(Checkpoint, ResumeIsBitExactAdamW8bit) {
+  expect_exact_resume("adamw_bnb_8bit");
+}
+TEST(Checkpoint, ResumeIsBitExactAdafactor) {
+  expect_exact_resume("adafactor");
+}
+
+// Saves checkpoint-2 of a 2-step adamw_torch run into `out`.
+void save_two_steps(const std::string& out) {
+  TrainingArguments a = tiny_args("adamw_torch", 2, out);
+  a.save_steps = 2;
+  const RunOutcome r = train_fresh(a);
+  ASSERT_TRUE(r.result.error.empty()) << r.result.error;
+  ASSERT_TRUE(fs::exists(fs::path(out) / "checkpoint-2" / "trainer_state.json"));
+}
+
+std::string resume_error(const std::string& from, const std::string& out) {
+  TrainingArguments a = tiny_args("adamw_torch", 4, out);
+  a.resume_from = from;
+  try {
+    train_fresh(a);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Checkpoint, CorruptedOptimizerFileIsRefused) {
+  test::TempDir tmp;
+  const std::string out = tmp.path("out");
+  save_two_steps(out);
+  const fs::path f = fs::path(out) / "checkpoint-2" / "optimizer.safetensors";
+  {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    const auto pos = static_cast<std::streamoff>(fs::file_size(f) / 2);
+    io.seekg(pos);
+    char c = 0;
+    io.read(&c, 1);
+    c = static_cast<char>(c ^ 0x10);
+    io.seekp(pos);
+    io.write(&c, 1);
+  }
+  const std::string err = resume_error(out, out);
+  EXPECT_NE(err.find("optimizer.safetensors"), std::string::npos) << err;
+  EXPECT_NE(err.find("checksum"), std::string::npos) << err;
+}
+
+TEST(Checkpoint, TruncatedModelFileIsRefused) {
+  test::TempDir tmp;
+  const std::string out = tmp.path("out");
+  save_two_steps(out);
+  const fs::path f = fs::path(out) / "checkpoint-2" / "model.safetensors";
+  fs::resize_file(f, fs::file_size(f) - 100);
+  const std::string err = resume_error((fs::path(out) / "checkpoint-2").string(), out);
+  EXPECT_NE(err.find("model.safetensors"), std::string::npos) << err;
+  EXPECT_NE(err.find("truncated"), std::string::npos) << err;
+}
+
+TEST(Checkpoint, InterruptedSaveLeavesPreviousCheckpointLoadable) {
+  test::TempDir tmp;
+  const std::string out = tmp.path("out");
+  save_two_steps(out);
+  // A save killed mid-way: a *.tmp folder with partial files, never renamed; and a folder
+  // without its trainer_state.json.
+  const fs::path partial = fs::path(out) / "checkpoint-30.tmp";
+  fs::create_directories(partial);
+  fs::copy_file(fs::path(out) / "checkpoint-2" / "model.safetensors",
+                partial / "model.safetensors");
+  fs::resize_file(partial / "model.safetensors", 1000);
+  fs::create_directories(fs::path(out) / "checkpoint-40");
+  EXPECT_EQ(fs::path(resolve_checkpoint(out)).filename(), "checkpoint-2");
+
+  TrainingArguments a = tiny_args("adamw_torch", 4, out);
+  a.resume_from = out;
+  const RunOutcome r = train_fresh(a);
+  EXPECT_TRUE(r.result.error.empty()) << r.result.error;
+  EXPECT_EQ(r.result.resumed_from_step, 2);
+  EXPECT_EQ(r.result.loss.size(), 2u);
+}
+
+TEST(Checkpoint, OptimizerMismatchIsRefused) {
+  test::TempDir tmp;
+  const std::string out = tmp.path("out");
+  save_two_steps(out);
+  TrainingArguments a = tiny_args("adafactor", 4, out);
+  a.resume_from = out;
+  try {
+    train_fresh(a);
+    ADD_FAILURE() << "resumed adamw_torch state into adafactor";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("adamw_torch"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace snug
