@@ -50,7 +50,9 @@ void* MemoryPool::allocate(int64_t bytes, Category c) {
       for (int i = 0; i < kNumCategories; ++i)
         msg +=
             detail::concat("\n    ", category_name(category_at(i)), ": ", format_bytes(s_.live[i]));
-      msg += "\n  hint: the same command with --device meta and no --device-memory shows the whole need";
+      msg +=
+          "\n  hint: the same command with --device meta and no --device-memory shows the whole "
+          "need";
       throw OutOfMemoryError(msg);
     }
     record(bytes, c);

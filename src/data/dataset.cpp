@@ -14,8 +14,8 @@
 #include <utility>
 
 #include "core/error.h"
-#include "data/builtin_corpus.h"
 #include "core/random.h"
+#include "data/builtin_corpus.h"
 #include "data/tokenizer.h"
 
 namespace snug {
