@@ -185,6 +185,27 @@ void GPT2::set_checkpointing(const CheckpointConfig& c) {
   ckpt_ = c;
 }
 
+namespace {
+// out, mean, rstd = LayerNorm(in) over the last dimension, with parameters w, b.
+void layernorm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,
+               const Parameter* w, const Parameter* b, float eps) {
+  const int64_t C = in.dim(-1);
+  K::layernorm_forward(out.data<float>(), mean.data<float>(), rstd.data<float>(), in.data<float>(),
+                       w->value.data<float>(), b->value.data<float>(), in.numel() / C, C, eps);
+}
+
+// a.atty (and a.lse or a.att) from a.qkv.
+void run_attention(GPT2LayerActivations& a, AttentionImpl impl, int64_t NH) {
+  const int64_t B = a.qkv.dim(0), T = a.qkv.dim(1), C = a.qkv.dim(2) / 3;
+  if (impl == AttentionImpl::flash)
+    K::flash_attention_forward(a.atty.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), B, T,
+                               C, NH);
+  else
+    K::attention_forward(a.atty.data<float>(), a.att.data<float>(), a.qkv.data<float>(), B, T, C,
+                         NH);
+}
+}  // namespace
+
 // Runs layer l on input x, allocating and filling every tensor of `a` (category activations).
 void GPT2::layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a) {
   const Layer& w = layers_[l];
@@ -205,17 +226,10 @@ void GPT2::layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a) {
     a.att = act({B, NH, T, T});
   a.atty = act({B, T, C});
   if (real) {
-    K::layernorm_forward(a.ln1.data<float>(), a.ln1_mean.data<float>(), a.ln1_rstd.data<float>(),
-                         x.data<float>(), w.ln1_w->value.data<float>(),
-                         w.ln1_b->value.data<float>(), N, C, eps);
+    layernorm(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, eps);
     K::linear_forward(a.qkv.data<float>(), a.ln1.data<float>(), w.qkv_w->value.data<float>(),
                       w.qkv_b->value.data<float>(), N, C, 3 * C);
-    if (flash)
-      K::flash_attention_forward(a.atty.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), B,
-                                 T, C, NH);
-    else
-      K::attention_forward(a.atty.data<float>(), a.att.data<float>(), a.qkv.data<float>(), B, T, C,
-                           NH);
+    run_attention(a, attention_, NH);
   }
   a.res2 = act({B, T, C});
   if (real) {
@@ -230,9 +244,7 @@ void GPT2::layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a) {
   a.fch_gelu = act({B, T, 4 * C});
   a.out = act({B, T, C});
   if (real) {
-    K::layernorm_forward(a.ln2.data<float>(), a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(),
-                         a.res2.data<float>(), w.ln2_w->value.data<float>(),
-                         w.ln2_b->value.data<float>(), N, C, eps);
+    layernorm(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2_w, w.ln2_b, eps);
     K::linear_forward(a.fch.data<float>(), a.ln2.data<float>(), w.fc_w->value.data<float>(),
                       w.fc_b->value.data<float>(), N, C, 4 * C);
     K::gelu_forward(a.fch_gelu.data<float>(), a.fch.data<float>(), N * 4 * C);
@@ -260,16 +272,11 @@ void GPT2::recompute_selective(size_t l, const Tensor& x, GPT2LayerActivations& 
   a.ln2 = act({B, T, C});
   a.fch_gelu = act({B, T, 4 * C});
   if (!real) return;
-  K::layernorm_forward(a.ln1.data<float>(), a.ln1_mean.data<float>(), a.ln1_rstd.data<float>(),
-                       x.data<float>(), w.ln1_w->value.data<float>(), w.ln1_b->value.data<float>(),
-                       N, C, eps);
-  // attention_forward also rewrites atty: identical values, so the kept copy serves as output.
-  if (naive)
-    K::attention_forward(a.atty.data<float>(), a.att.data<float>(), a.qkv.data<float>(), B, T, C,
-                         NH);
-  K::layernorm_forward(a.ln2.data<float>(), a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(),
-                       a.res2.data<float>(), w.ln2_w->value.data<float>(),
-                       w.ln2_b->value.data<float>(), N, C, eps);
+  layernorm(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, eps);
+  // Naive attention's probabilities: the same call rewrites atty with identical values, so the
+  // kept copy serves as its output. (Flash keeps only lse, which backward uses as it is.)
+  if (naive) run_attention(a, attention_, NH);
+  layernorm(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2_w, w.ln2_b, eps);
   K::gelu_forward(a.fch_gelu.data<float>(), a.fch.data<float>(), N * 4 * C);
 }
 
@@ -367,10 +374,7 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
   s->lnf = act({B, T, C});
   s->lnf_mean = act({B, T});
   s->lnf_rstd = act({B, T});
-  if (real)
-    K::layernorm_forward(s->lnf.data<float>(), s->lnf_mean.data<float>(), s->lnf_rstd.data<float>(),
-                         xL.data<float>(), lnf_w_->value.data<float>(), lnf_b_->value.data<float>(),
-                         N, C, eps);
+  if (real) layernorm(s->lnf, s->lnf_mean, s->lnf_rstd, xL, lnf_w_, lnf_b_, eps);
   if (!for_backward) s->layers.clear();
 
   valid_targets_ = 0;

@@ -9,32 +9,14 @@
 
 #include "nn/init.h"
 #include "quant/quant.h"
+#include "quant/quant_data.h"
 
 namespace snug::quant {
 namespace {
 
-std::vector<float> normal(int64_t n, uint64_t seed) {
-  std::vector<float> v(static_cast<size_t>(n));
-  NormalGenerator g(seed);
-  g.fill(v.data(), n, 0.0f, 1.0f);
-  return v;
-}
-
-std::vector<float> with_outliers(int64_t n, uint64_t seed) {
-  std::vector<float> v = normal(n, seed);
-  for (int64_t i = 17; i < n; i += 997) v[static_cast<size_t>(i)] *= 40.0f;
-  return v;
-}
-
-const Format kAll[] = {Format::int8_absmax,
-                       Format::int8_absmax_row,
-                       Format::int8_zeropoint,
-                       Format::int8_blockwise,
-                       Format::dynamic8,
-                       Format::quantile,
-                       Format::nf4,
-                       Format::fp4,
-                       Format::int4};
+using testdata::kAll;
+using testdata::normal;
+using testdata::with_outliers;
 
 // The table in docs/quantization.md: N(0,1), 1M values (and the same with outliers).
 TEST(QuantTable, NormalMillion) {
