@@ -19,21 +19,10 @@ namespace snug {
 
 namespace {
 
-// Mixed precision switches, as Hugging Face names them (TrainingArguments.fp16 / .bf16). Checked
-// at compile time: when TrainingArguments gains the member, the rows that need it run.
-template <class A>
-constexpr bool kHasFp16 = requires(A& a) {
-  a.fp16 = true;
-};
-template <class A>
-constexpr bool kHasBf16 = requires(A& a) {
-  a.bf16 = true;
-};
-
-template <class A>
-void set_precision(A& a, const std::string& precision) {
-  if constexpr (kHasFp16<A>) a.fp16 = precision == "fp16";
-  if constexpr (kHasBf16<A>) a.bf16 = precision == "bf16";
+// Mixed precision switches, as Hugging Face names them (TrainingArguments.fp16 / .bf16).
+void set_precision(TrainingArguments& a, const std::string& precision) {
+  a.fp16 = precision == "fp16";
+  a.bf16 = precision == "bf16";
 }
 
 constexpr const char* kNoMixedPrecision = "not available (issue 3: mixed precision)";
@@ -176,9 +165,7 @@ std::vector<SeedRowSpec> seed_matrix() {
 }
 
 bool precision_available(const std::string& precision) {
-  if (precision == "fp16") return kHasFp16<TrainingArguments>;
-  if (precision == "bf16") return kHasBf16<TrainingArguments>;
-  return precision == "fp32";
+  return precision == "fp32" || precision == "fp16" || precision == "bf16";
 }
 
 TrainingArguments seeds_base_args(const SeedsOptions& opts) {

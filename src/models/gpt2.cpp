@@ -1,5 +1,6 @@
 #include "models/gpt2.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <numbers>
@@ -8,38 +9,12 @@
 #include "kernels/flash_attention.h"
 #include "kernels/kernels.h"
 #include "kernels/lm_head.h"
+#include "models/gpt2_internal.h"
 #include "nn/init.h"
 
 namespace snug {
 
 namespace K = snug::kernels;
-
-struct GPT2::Layer {
-  Parameter *ln1_w, *ln1_b, *qkv_w, *qkv_b, *attproj_w, *attproj_b;
-  Parameter *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
-};
-
-// What forward keeps for backward. Per layer l (input x_l = out of layer l-1, x_0 = embeddings):
-//   ln1 (B,T,C) + mean/rstd (B,T); qkv (B,T,3C); atty (B,T,C); and for attention either
-//   att (B,NH,T,T) probabilities (naive) or lse (B,NH,T) row log-sum-exps (flash);
-//   res2 (B,T,C) = x_l + attn; ln2 (B,T,C) + mean/rstd; fch (B,T,4C) pre-GELU; fch_gelu (B,T,4C);
-//   out (B,T,C) = res2 + mlp = x_{l+1}.
-// Top: lnf (B,T,C) + mean/rstd; probs (B,T,V) (the logits, overwritten by softmax); tokens and
-// targets (B,T) int32.
-struct GPT2LayerActivations {
-  Tensor ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, out;
-  Tensor lse;  // (B,NH,T) flash attention's softmax statistic, in place of att
-};
-
-struct GPT2Saved {
-  int64_t B = 0, T = 0;
-  bool has_targets = false;
-  Tensor tokens, targets, encoded;
-  std::vector<GPT2LayerActivations> layers;
-  Tensor lnf, lnf_mean, lnf_rstd, probs, losses;
-  Tensor dlnf;  // (B,T,C) chunked LM head: gradient produced in forward, consumed by backward
-  float loss_scale = 1.0f;
-};
 
 GPT2::GPT2(const GPT2Config& cfg, Device& dev) : cfg_(cfg), dev_(&dev) {
   cfg_.validate();
@@ -128,6 +103,7 @@ const Tensor& GPT2::logits() const {
 
 void GPT2::free_activations() {
   saved_.reset();
+  free_compute_weights();
 }
 
 void GPT2::zero_grad() {
@@ -206,7 +182,8 @@ void run_attention(GPT2LayerActivations& a, AttentionImpl impl, int64_t NH) {
 }
 }  // namespace
 
-// Runs layer l on input x, allocating and filling every tensor of `a` (category activations).
+// Runs layer l on input x, allocating and filling every tensor of `a` (category activations;
+// under mixed precision the tensors kept in 16 bits are fp32 temporaries until compact()).
 void GPT2::layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a) {
   const Layer& w = layers_[l];
   const int64_t B = x.dim(0), T = x.dim(1), C = cfg_.n_embd, NH = cfg_.n_head, N = B * T;
@@ -215,69 +192,81 @@ void GPT2::layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a) {
   auto act = [&](const Shape& sh) {
     return Tensor::empty(sh, DType::f32, Category::activations, *dev_);
   };
-  a.ln1 = act({B, T, C});
+  const Category half_cat = low_precision() ? Category::temporary : Category::activations;
+  auto work = [&](const Shape& sh) { return Tensor::empty(sh, DType::f32, half_cat, *dev_); };
+  // out(N,OC) = 16-bit-rounded GEMM of in(N,IC) with parameter wp, plus bias.
+  auto linear = [&](const Tensor& out, const Tensor& in, const Parameter* wp, const Parameter* bp,
+                    int64_t IC, int64_t OC) {
+    Tensor scratch;
+    const float* W = gemm_weight(wp, scratch);
+    if (real)
+      K::linear_forward(out.data<float>(), in.data<float>(), W, bp->value.data<float>(), N, IC, OC);
+    round_half(out);
+  };
+  a.ln1 = work({B, T, C});
   a.ln1_mean = act({B, T});
   a.ln1_rstd = act({B, T});
-  a.qkv = act({B, T, 3 * C});
+  a.qkv = work({B, T, 3 * C});
   const bool flash = attention_ == AttentionImpl::flash;
   if (flash)
     a.lse = act({B, NH, T});
   else
-    a.att = act({B, NH, T, T});
-  a.atty = act({B, T, C});
-  if (real) {
-    layernorm(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, eps);
-    K::linear_forward(a.qkv.data<float>(), a.ln1.data<float>(), w.qkv_w->value.data<float>(),
-                      w.qkv_b->value.data<float>(), N, C, 3 * C);
-    run_attention(a, attention_, NH);
-  }
+    a.att = work({B, NH, T, T});
+  a.atty = work({B, T, C});
+  if (real) layernorm(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, eps);
+  round_half(a.ln1);
+  linear(a.qkv, a.ln1, w.qkv_w, w.qkv_b, C, 3 * C);
+  if (real) run_attention(a, attention_, NH);
+  round_half(a.atty);
+  round_half(a.att);
   a.res2 = act({B, T, C});
-  if (real) {
-    K::linear_forward(a.res2.data<float>(), a.atty.data<float>(), w.attproj_w->value.data<float>(),
-                      w.attproj_b->value.data<float>(), N, C, C);
-    K::add(a.res2.data<float>(), a.res2.data<float>(), x.data<float>(), N * C);
-  }
-  a.ln2 = act({B, T, C});
+  linear(a.res2, a.atty, w.attproj_w, w.attproj_b, C, C);
+  if (real) K::add(a.res2.data<float>(), a.res2.data<float>(), x.data<float>(), N * C);
+  a.ln2 = work({B, T, C});
   a.ln2_mean = act({B, T});
   a.ln2_rstd = act({B, T});
-  a.fch = act({B, T, 4 * C});
-  a.fch_gelu = act({B, T, 4 * C});
+  a.fch = work({B, T, 4 * C});
+  a.fch_gelu = work({B, T, 4 * C});
   a.out = act({B, T, C});
-  if (real) {
-    layernorm(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2_w, w.ln2_b, eps);
-    K::linear_forward(a.fch.data<float>(), a.ln2.data<float>(), w.fc_w->value.data<float>(),
-                      w.fc_b->value.data<float>(), N, C, 4 * C);
-    K::gelu_forward(a.fch_gelu.data<float>(), a.fch.data<float>(), N * 4 * C);
-    K::linear_forward(a.out.data<float>(), a.fch_gelu.data<float>(),
-                      w.fcproj_w->value.data<float>(), w.fcproj_b->value.data<float>(), N, 4 * C,
-                      C);
-    K::add(a.out.data<float>(), a.out.data<float>(), a.res2.data<float>(), N * C);
-  }
+  if (real) layernorm(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2_w, w.ln2_b, eps);
+  round_half(a.ln2);
+  linear(a.fch, a.ln2, w.fc_w, w.fc_b, C, 4 * C);
+  if (real) K::gelu_forward(a.fch_gelu.data<float>(), a.fch.data<float>(), N * 4 * C);
+  round_half(a.fch_gelu);
+  linear(a.out, a.fch_gelu, w.fcproj_w, w.fcproj_b, 4 * C, C);
+  if (real) K::add(a.out.data<float>(), a.out.data<float>(), a.res2.data<float>(), N * C);
 }
 
 // Selective checkpointing: recompute the cheap tensors dropped after forward (the two
 // LayerNorm outputs, the attention probabilities, GELU's output) from the kept GEMM outputs.
-// Same kernels on the same inputs: bitwise the values forward computed.
+// Same kernels on the same inputs: bitwise the values forward computed. Expects the kept
+// tensors in fp32 (widen() first under mixed precision).
 void GPT2::recompute_selective(size_t l, const Tensor& x, GPT2LayerActivations& a) {
   const Layer& w = layers_[l];
   const int64_t B = x.dim(0), T = x.dim(1), C = cfg_.n_embd, NH = cfg_.n_head, N = B * T;
   const bool real = !dev_->is_meta();
   const float eps = cfg_.layer_norm_epsilon;
-  auto act = [&](const Shape& sh) {
-    return Tensor::empty(sh, DType::f32, Category::activations, *dev_);
-  };
-  a.ln1 = act({B, T, C});
+  const Category half_cat = low_precision() ? Category::temporary : Category::activations;
+  auto work = [&](const Shape& sh) { return Tensor::empty(sh, DType::f32, half_cat, *dev_); };
+  a.ln1 = work({B, T, C});
   const bool naive = attention_ == AttentionImpl::naive;
-  if (naive) a.att = act({B, NH, T, T});
-  a.ln2 = act({B, T, C});
-  a.fch_gelu = act({B, T, 4 * C});
+  if (naive) a.att = work({B, NH, T, T});
+  a.ln2 = work({B, T, C});
+  a.fch_gelu = work({B, T, 4 * C});
   if (!real) return;
   layernorm(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, eps);
+  round_half(a.ln1);
   // Naive attention's probabilities: the same call rewrites atty with identical values, so the
   // kept copy serves as its output. (Flash keeps only lse, which backward uses as it is.)
-  if (naive) run_attention(a, attention_, NH);
+  if (naive) {
+    run_attention(a, attention_, NH);
+    round_half(a.att);
+    round_half(a.atty);
+  }
   layernorm(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2_w, w.ln2_b, eps);
+  round_half(a.ln2);
   K::gelu_forward(a.fch_gelu.data<float>(), a.fch.data<float>(), N * 4 * C);
+  round_half(a.fch_gelu);
 }
 
 namespace {
@@ -317,6 +306,10 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
     return Tensor::empty(sh, DType::f32, Category::activations, *dev_);
   };
 
+  if (low_precision()) {
+    pool.set_phase("forward cast weights");
+    cast_compute_weights();  // as torch.autocast: fresh 16-bit copies of the weights per forward
+  }
   auto s = std::make_unique<GPT2Saved>();
   s->B = B;
   s->T = T;
@@ -367,6 +360,7 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
     } else if (ckpt_.policy == CheckpointPolicy::selective) {
       drop_selective(a);
     }
+    if (for_backward) compact(a);
   }
 
   pool.set_phase("forward lm_head");
@@ -375,6 +369,7 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
   s->lnf_mean = act({B, T});
   s->lnf_rstd = act({B, T});
   if (real) layernorm(s->lnf, s->lnf_mean, s->lnf_rstd, xL, lnf_w_, lnf_b_, eps);
+  round_half(s->lnf);  // the LM head GEMM's input
   if (!for_backward) s->layers.clear();
 
   valid_targets_ = 0;
@@ -395,28 +390,41 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
     const int64_t chunk = K::lm_head_default_chunk(N, V);
     Tensor scratch = Tensor::empty({K::lm_head_scratch_floats(N, V, chunk)}, DType::f32,
                                    Category::temporary, *dev_);
+    Tensor wte_scratch;
+    const float* wte = gemm_weight(wte_, wte_scratch);
     float* dwte = nullptr;
+    // With a grad-ready hook, wte's head gradient is recomputed at the end of backward instead.
+    const bool defer_wte = for_backward && grad_ready_ && wte_->requires_grad;
     if (for_backward) {
       s->dlnf = Tensor::empty({B, T, C}, DType::f32, Category::temporary, *dev_);
-      if (wte_->requires_grad) dwte = wte_->grad_for_accumulation();
+      if (wte_->requires_grad && !defer_wte) dwte = wte_->grad_for_accumulation();
     }
     if (real) {
       const float scale =
           valid_targets_ > 0 ? loss_scale / static_cast<float>(valid_targets_) : 0.f;
-      const double sum = K::lm_head_xent(nullptr, for_backward ? s->dlnf.data<float>() : nullptr,
-                                         for_backward ? dwte : nullptr, s->lnf.data<float>(),
-                                         wte_->value.data<float>(), s->targets.data<int32_t>(), N,
-                                         C, V, scale, scratch.data<float>(), chunk);
+      const double sum =
+          K::lm_head_xent(nullptr, for_backward ? s->dlnf.data<float>() : nullptr,
+                          for_backward ? dwte : nullptr, s->lnf.data<float>(), wte,
+                          s->targets.data<int32_t>(), N, C, V, scale, scratch.data<float>(), chunk);
       loss =
           valid_targets_ > 0 ? static_cast<float>(sum / static_cast<double>(valid_targets_)) : 0.0f;
     }
-    s->lnf.reset();  // ln_f's backward needs its input and statistics, not its output
+    if (for_backward) round_half(s->dlnf);  // the head GEMM's input gradient, 16-bit
+    // ln_f's backward needs its input and statistics, not its output; the deferred head
+    // gradient needs the output at the end of backward.
+    if (!defer_wte) s->lnf.reset();
   } else {
     s->probs = act({B, T, V});
-    // logits(N,V) = lnf(N,C) @ wte(V,C)^T (tied head)
-    if (real)
-      K::gemm_f32(false, true, N, V, C, 1.0f, s->lnf.data<float>(), C, wte_->value.data<float>(), C,
-                  0.0f, s->probs.data<float>(), V);
+    {
+      // logits(N,V) = lnf(N,C) @ wte(V,C)^T (tied head); fp32 logits from a 16-bit GEMM output
+      // under mixed precision (Hugging Face upcasts the logits for the loss).
+      Tensor wte_scratch;
+      const float* wte = gemm_weight(wte_, wte_scratch);
+      if (real)
+        K::gemm_f32(false, true, N, V, C, 1.0f, s->lnf.data<float>(), C, wte, C, 0.0f,
+                    s->probs.data<float>(), V);
+      round_half(s->probs);
+    }
     if (targets) {
       s->losses = act({B, T});
       if (real) {
@@ -428,6 +436,7 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
       }
     }
   }
+  if (!for_backward) free_compute_weights();
   pool.set_phase("forward done");
   saved_ = std::move(s);
   return loss;
@@ -451,6 +460,22 @@ void GPT2::backward(float loss_scale) {
     return real ? g : nullptr;
   };
   auto f = [&](const Tensor& t) { return real ? t.data<float>() : nullptr; };
+  // The gradient a 16-bit GEMM receives for its output: g itself in fp32, else a 16-bit-rounded
+  // copy (g goes on in fp32 along the residual stream).
+  auto half_grad = [&](const Tensor& g) {
+    if (!low_precision()) return g;
+    Tensor h = tmp(g.shape());
+    if (real) std::copy_n(g.data<float>(), g.numel(), h.data<float>());
+    round_half(h);
+    return h;
+  };
+
+  // Grad-ready hook (set_grad_ready_hook): hands over a parameter whose gradient is final.
+  auto ready = [&](Parameter* p) {
+    if (grad_ready_ && p->requires_grad && p->grad.defined()) grad_ready_(*p);
+  };
+  // Chunked head whose wte gradient forward left to the end of backward (it kept lnf).
+  const bool head_deferred = s.dlnf.defined() && s.lnf.defined();
 
   pool.set_phase("backward lm_head");
   SNUG_CHECK(!s.dlnf.defined() || loss_scale == s.loss_scale, "backward: loss_scale ", loss_scale,
@@ -470,14 +495,16 @@ void GPT2::backward(float loss_scale) {
       s.losses.reset();
       dlnf = tmp({B, T, C});
       float* dwte = grad(wte_);
+      Tensor wte_scratch;
+      const float* wte = gemm_weight(wte_, wte_scratch);
       if (real) {
         // dlnf(N,C) = dlogits(N,V) @ wte(V,C);  dwte(V,C) += dlogits^T @ lnf
-        K::gemm_f32(false, false, N, C, V, 1.0f, f(s.probs), V, f(wte_->value), C, 0.0f, f(dlnf),
-                    C);
+        K::gemm_f32(false, false, N, C, V, 1.0f, f(s.probs), V, wte, C, 0.0f, f(dlnf), C);
         if (dwte)
           K::gemm_f32(true, false, V, C, N, 1.0f, f(s.probs), V, f(s.lnf), C, 1.0f, dwte, C);
       }
       s.probs.reset();
+      round_half(dlnf);
     }
     if (real) {
       dres.zero_();
@@ -487,10 +514,12 @@ void GPT2::backward(float loss_scale) {
       grad(lnf_w_);
       grad(lnf_b_);
     }
-    s.lnf.reset();
+    if (!head_deferred) s.lnf.reset();
     s.lnf_mean.reset();
     s.lnf_rstd.reset();
   }
+  ready(lnf_w_);
+  ready(lnf_b_);
 
   for (size_t li = layers_.size(); li-- > 0;) {
     const Layer& w = layers_[li];
@@ -505,11 +534,16 @@ void GPT2::backward(float loss_scale) {
       a.out.reset();  // consumed already; recomputing the segment reallocates it
       for (size_t j = li - li % k; j <= li; ++j)
         layer_forward(j, j == 0 ? s.encoded : s.layers[j - 1].out, s.layers[j]);
-    } else if (!a.ln1.defined()) {
-      std::string rphase = "recompute h.";
-      rphase += std::to_string(li);
-      pool.set_phase(rphase);
-      recompute_selective(li, x, a);
+      // The segment's earlier layers wait for their own backward in 16 bits, as forward kept them.
+      for (size_t j = li - li % k; j < li; ++j) compact(s.layers[j]);
+    } else {
+      widen(a);  // 16-bit saved tensors back to fp32 temporaries (no-op in fp32)
+      if (!a.ln1.defined()) {
+        std::string rphase = "recompute h.";
+        rphase += std::to_string(li);
+        pool.set_phase(rphase);
+        recompute_selective(li, x, a);
+      }
     }
     std::string phase = "backward h.";
     phase += std::to_string(li);
@@ -520,17 +554,25 @@ void GPT2::backward(float loss_scale) {
       Tensor dfch = tmp({B, T, 4 * C});
       float* dw = grad(w.fcproj_w);
       float* db = grad(w.fcproj_b);
-      if (real)
-        K::linear_backward(f(dfch), dw, db, f(dres), f(a.fch_gelu), f(w.fcproj_w->value), N, 4 * C,
-                           C);
+      {
+        const Tensor dout = half_grad(dres);
+        Tensor ws;
+        const float* W = gemm_weight(w.fcproj_w, ws);
+        if (real) K::linear_backward(f(dfch), dw, db, f(dout), f(a.fch_gelu), W, N, 4 * C, C);
+      }
       a.fch_gelu.reset();
       if (real) K::gelu_backward(f(dfch), f(a.fch), f(dfch), N * 4 * C);
+      round_half(dfch);
       a.fch.reset();
       Tensor dln2 = tmp({B, T, C});
       dw = grad(w.fc_w);
       db = grad(w.fc_b);
-      if (real)
-        K::linear_backward(f(dln2), dw, db, f(dfch), f(a.ln2), f(w.fc_w->value), N, C, 4 * C);
+      {
+        Tensor ws;
+        const float* W = gemm_weight(w.fc_w, ws);
+        if (real) K::linear_backward(f(dln2), dw, db, f(dfch), f(a.ln2), W, N, C, 4 * C);
+      }
+      round_half(dln2);
       dfch.reset();
       a.ln2.reset();
       dw = grad(w.ln2_w);
@@ -547,8 +589,13 @@ void GPT2::backward(float loss_scale) {
       Tensor datty = tmp({B, T, C});
       float* dw = grad(w.attproj_w);
       float* db = grad(w.attproj_b);
-      if (real)
-        K::linear_backward(f(datty), dw, db, f(dres), f(a.atty), f(w.attproj_w->value), N, C, C);
+      {
+        const Tensor dout = half_grad(dres);
+        Tensor ws;
+        const float* W = gemm_weight(w.attproj_w, ws);
+        if (real) K::linear_backward(f(datty), dw, db, f(dout), f(a.atty), W, N, C, C);
+      }
+      round_half(datty);
       Tensor dqkv = tmp({B, T, 3 * C});
       if (real) {
         if (attention_ == AttentionImpl::flash)
@@ -561,11 +608,16 @@ void GPT2::backward(float loss_scale) {
       a.att.reset();
       a.lse.reset();
       datty.reset();
+      round_half(dqkv);
       Tensor dln1 = tmp({B, T, C});
       dw = grad(w.qkv_w);
       db = grad(w.qkv_b);
-      if (real)
-        K::linear_backward(f(dln1), dw, db, f(dqkv), f(a.ln1), f(w.qkv_w->value), N, C, 3 * C);
+      {
+        Tensor ws;
+        const float* W = gemm_weight(w.qkv_w, ws);
+        if (real) K::linear_backward(f(dln1), dw, db, f(dqkv), f(a.ln1), W, N, C, 3 * C);
+      }
+      round_half(dln1);
       dqkv.reset();
       a.qkv.reset();
       a.ln1.reset();
@@ -577,6 +629,28 @@ void GPT2::backward(float loss_scale) {
       a.ln1_mean.reset();
       a.ln1_rstd.reset();
     }
+    for (Parameter* p : {w.ln1_w, w.ln1_b, w.qkv_w, w.qkv_b, w.attproj_w, w.attproj_b, w.ln2_w,
+                         w.ln2_b, w.fc_w, w.fc_b, w.fcproj_w, w.fcproj_b})
+      ready(p);
+  }
+
+  if (head_deferred) {
+    // wte's LM-head gradient, dwte(V,C) += dlogits^T @ lnf, from logits recomputed chunk by
+    // chunk (the same kernel and inputs as forward: the same values forward would have added).
+    pool.set_phase("backward lm_head deferred");
+    const int64_t chunk = K::lm_head_default_chunk(N, V);
+    Tensor scratch = Tensor::empty({K::lm_head_scratch_floats(N, V, chunk)}, DType::f32,
+                                   Category::temporary, *dev_);
+    Tensor wte_scratch;
+    const float* wte = gemm_weight(wte_, wte_scratch);
+    float* dwte = grad(wte_);
+    if (real) {
+      const float scale =
+          valid_targets_ > 0 ? s.loss_scale / static_cast<float>(valid_targets_) : 0.f;
+      K::lm_head_xent(nullptr, nullptr, dwte, f(s.lnf), wte, s.targets.data<int32_t>(), N, C, V,
+                      scale, scratch.data<float>(), chunk);
+    }
+    s.lnf.reset();
   }
 
   pool.set_phase("backward embeddings");
@@ -586,8 +660,11 @@ void GPT2::backward(float loss_scale) {
     if (real && (dwte || dwpe))
       K::embedding_backward(dwte, dwpe, f(dres), s.tokens.data<int32_t>(), B, T, C);
   }
+  ready(wpe_);
+  ready(wte_);
   dres.reset();
   saved_.reset();
+  free_compute_weights();
   pool.set_phase("backward done");
 }
 

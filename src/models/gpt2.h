@@ -17,8 +17,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -54,6 +56,21 @@ AttentionImpl parse_attention_impl(const std::string& text);  // "flash" | "naiv
 // never exist. full: materialize the logits (needed to read them, e.g. for generation).
 enum class LogitsMode { chunked, full };
 LogitsMode parse_logits_mode(const std::string& text);  // "chunked" | "full"
+
+// Mixed precision (--fp16 / --bf16), as torch.autocast runs a model (docs/mixed-precision.md):
+// the parameters stay fp32 (master weights, category weights) and are what the optimizer
+// updates; each forward casts the GEMM weights (the four Linear weights of every layer and the
+// tied wte of the LM head) to 16-bit compute copies, also counted under `weights`, which live
+// until the end of backward. GEMM inputs and outputs, attention and GELU outputs are rounded to
+// 16 bits and kept for backward as 16-bit tensors; LayerNorm, softmax statistics, the residual
+// stream, the loss and every parameter gradient stay fp32. In backward the gradients entering a
+// 16-bit GEMM or attention are rounded to 16 bits too (where fp16 underflows without a loss
+// scale). This CPU has no 16-bit GEMM: a 16-bit tensor is widened to an fp32 temporary where a
+// kernel reads it (counted under `temporary`), so the arithmetic is that of a bf16/fp16 GEMM
+// with fp32 accumulation, not its speed.
+enum class ComputeDType { f32, f16, bf16 };
+// From the --fp16 / --bf16 flags; both set is an error naming them.
+ComputeDType parse_compute_dtype(bool fp16, bool bf16);
 
 struct GPT2Saved;
 struct GPT2LayerActivations;
@@ -110,6 +127,19 @@ class GPT2 {
   AttentionImpl attention() const { return attention_; }
   void set_checkpointing(const CheckpointConfig& c);
   const CheckpointConfig& checkpointing() const { return ckpt_; }
+  // Optimizer-in-backward (LOMO, AdaLOMO; optim/lomo.h): when set, backward calls the hook with
+  // each parameter whose gradient is final for this backward, as soon as it is: a layer's twelve
+  // after that layer's backward, ln_f's after its backward, wpe's and then the tied wte's at the
+  // very end. The hook may update the parameter and free its gradient; nothing later in this
+  // backward reads either. With chunked logits and a hook, forward does not produce wte's
+  // LM-head gradient: forward keeps ln_f's output (B,T,C activations) and backward recomputes
+  // the head's logits chunk by chunk at the end (one more N x V x C GEMM), so wte's gradient
+  // exists only at the end instead of through the whole backward. Set before forward.
+  void set_grad_ready_hook(std::function<void(Parameter&)> hook) { grad_ready_ = std::move(hook); }
+  void set_compute_dtype(ComputeDType d) { compute_ = d; }
+  ComputeDType compute_dtype() const { return compute_; }
+  // Number of parameters that get a 16-bit compute copy under --fp16/--bf16.
+  int64_t num_compute_copy_params() const;
 
  private:
   struct Layer;
@@ -117,6 +147,20 @@ class GPT2 {
   void layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a);
   void recompute_selective(size_t l, const Tensor& x, GPT2LayerActivations& a);
   bool segment_end(size_t l) const;
+  bool low_precision() const { return compute_ != ComputeDType::f32; }
+  // x = its 16-bit value, in place (no-op in fp32 or on meta).
+  void round_half(const Tensor& t) const;
+  // Mixed precision storage of a layer's saved tensors: compact() turns the fp32 working copies
+  // into 16-bit activations, widen() turns them back into fp32 temporaries for backward.
+  void compact(GPT2LayerActivations& a) const;
+  void widen(GPT2LayerActivations& a) const;
+  // Casts the GEMM weights to their 16-bit compute copies (category weights); drop with
+  // free_compute_weights().
+  void cast_compute_weights();
+  void free_compute_weights();
+  // fp32 values of a GEMM weight as the compute precision sees them: the parameter itself in
+  // fp32, else its compute copy widened into `scratch` (temporary). nullptr on meta.
+  const float* gemm_weight(const Parameter* p, Tensor& scratch) const;
 
   GPT2Config cfg_;
   Device* dev_;
@@ -131,7 +175,10 @@ class GPT2 {
   CheckpointConfig ckpt_;
   AttentionImpl attention_ = AttentionImpl::flash;
   LogitsMode logits_ = LogitsMode::chunked;
+  ComputeDType compute_ = ComputeDType::f32;
+  std::vector<std::pair<const Parameter*, Tensor>> compute_weights_;
   int64_t valid_targets_ = 0;
+  std::function<void(Parameter&)> grad_ready_;
 };
 
 }  // namespace snug

@@ -18,7 +18,8 @@ struct Result {
 };
 
 Result run(const std::string& policy, DeviceKind kind = DeviceKind::cpu,
-           AttentionImpl attention = AttentionImpl::flash) {
+           AttentionImpl attention = AttentionImpl::flash,
+           ComputeDType precision = ComputeDType::f32) {
   GPT2Config cfg = resolve_model("gpt2-tiny");
   cfg.n_layer = 5;  // odd: segments of 2 leave a short last one
   Device dev(kind);
@@ -26,6 +27,7 @@ Result run(const std::string& policy, DeviceKind kind = DeviceKind::cpu,
   model.init_weights(3);
   model.set_checkpointing(parse_checkpoint_policy(policy, cfg.n_layer));
   model.set_attention(attention);
+  model.set_compute_dtype(precision);
   const int64_t B = 3, T = 24;
   const auto in = test::random_ints(B * T, 11, 0, 255);
   auto tg = test::random_ints(B * T, 12, 0, 255);
@@ -45,28 +47,35 @@ Result run(const std::string& policy, DeviceKind kind = DeviceKind::cpu,
 }
 
 TEST(GradientCheckpointing, EveryPolicyIsBitwiseIdenticalToNone) {
-  for (AttentionImpl attention : {AttentionImpl::flash, AttentionImpl::naive}) {
-    const Result none = run("none", DeviceKind::cpu, attention);
-    for (const char* policy : {"every-layer", "every-k:2", "every-k:5", "sqrt", "selective"}) {
-      SCOPED_TRACE(policy);
-      const Result r = run(policy, DeviceKind::cpu, attention);
-      EXPECT_EQ(std::memcmp(&r.loss, &none.loss, sizeof(float)), 0)
-          << r.loss << " vs " << none.loss;
-      ASSERT_EQ(r.grads.size(), none.grads.size());
-      for (size_t p = 0; p < r.grads.size(); ++p)
-        EXPECT_EQ(
-            std::memcmp(r.grads[p].data(), none.grads[p].data(), r.grads[p].size() * sizeof(float)),
-            0)
-            << "parameter " << p;
-      EXPECT_LT(r.max_activations, none.max_activations);
+  // In fp32 and under mixed precision (recomputation rounds to 16 bits where forward did).
+  for (ComputeDType precision : {ComputeDType::f32, ComputeDType::bf16, ComputeDType::f16})
+    for (AttentionImpl attention : {AttentionImpl::flash, AttentionImpl::naive}) {
+      SCOPED_TRACE(static_cast<int>(precision));
+      const Result none = run("none", DeviceKind::cpu, attention, precision);
+      for (const char* policy : {"every-layer", "every-k:2", "every-k:5", "sqrt", "selective"}) {
+        SCOPED_TRACE(policy);
+        const Result r = run(policy, DeviceKind::cpu, attention, precision);
+        EXPECT_EQ(std::memcmp(&r.loss, &none.loss, sizeof(float)), 0)
+            << r.loss << " vs " << none.loss;
+        ASSERT_EQ(r.grads.size(), none.grads.size());
+        for (size_t p = 0; p < r.grads.size(); ++p)
+          EXPECT_EQ(std::memcmp(r.grads[p].data(), none.grads[p].data(),
+                                r.grads[p].size() * sizeof(float)),
+                    0)
+              << "parameter " << p;
+        EXPECT_LT(r.max_activations, none.max_activations);
+      }
     }
-  }
 }
 
 TEST(GradientCheckpointing, MetaAccountsTheSameBytes) {
-  for (const char* policy : {"none", "every-layer", "every-k:2", "selective"}) {
-    EXPECT_EQ(run(policy, DeviceKind::meta).max_activations, run(policy).max_activations) << policy;
-  }
+  for (ComputeDType precision : {ComputeDType::f32, ComputeDType::bf16})
+    for (const char* policy : {"none", "every-layer", "every-k:2", "selective"}) {
+      const auto flash = AttentionImpl::flash;
+      EXPECT_EQ(run(policy, DeviceKind::meta, flash, precision).max_activations,
+                run(policy, DeviceKind::cpu, flash, precision).max_activations)
+          << policy;
+    }
 }
 
 TEST(GradientCheckpointing, PolicyParsing) {

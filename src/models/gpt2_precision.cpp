@@ -1,0 +1,89 @@
+// GPT2 under mixed precision: 16-bit compute copies of the GEMM weights and 16-bit storage of
+// the saved activations (see ComputeDType in gpt2.h and docs/mixed-precision.md).
+#include "core/error.h"
+#include "kernels/kernels.h"
+#include "models/gpt2_internal.h"
+
+namespace snug {
+
+namespace K = snug::kernels;
+
+namespace {
+DType storage_dtype(ComputeDType d) {
+  return d == ComputeDType::f16 ? DType::f16 : DType::bf16;
+}
+}  // namespace
+
+ComputeDType parse_compute_dtype(bool fp16, bool bf16) {
+  SNUG_CHECK(!(fp16 && bf16), "--fp16 and --bf16 are exclusive: pick one");
+  return fp16 ? ComputeDType::f16 : bf16 ? ComputeDType::bf16 : ComputeDType::f32;
+}
+
+int64_t GPT2::num_compute_copy_params() const {
+  int64_t n = wte_->value.numel();
+  for (const Layer& w : layers_)
+    n += w.qkv_w->value.numel() + w.attproj_w->value.numel() + w.fc_w->value.numel() +
+         w.fcproj_w->value.numel();
+  return n;
+}
+
+void GPT2::round_half(const Tensor& t) const {
+  if (low_precision() && t.defined() && !dev_->is_meta())
+    K::round_to_half(t.data<float>(), t.numel(), compute_ == ComputeDType::f16);
+}
+
+void GPT2::compact(GPT2LayerActivations& a) const {
+  if (!low_precision()) return;
+  const bool fp16 = compute_ == ComputeDType::f16;
+  for_each_half(a, [&](Tensor& t) {
+    if (!t.defined() || t.dtype() != DType::f32) return;
+    Tensor h = Tensor::empty(t.shape(), storage_dtype(compute_), Category::activations, *dev_);
+    if (!dev_->is_meta()) K::pack_half(h.data_u16(), t.data<float>(), t.numel(), fp16);
+    t = std::move(h);
+  });
+}
+
+void GPT2::widen(GPT2LayerActivations& a) const {
+  if (!low_precision()) return;
+  const bool fp16 = compute_ == ComputeDType::f16;
+  for_each_half(a, [&](Tensor& t) {
+    if (!t.defined() || t.dtype() == DType::f32) return;
+    Tensor w = Tensor::empty(t.shape(), DType::f32, Category::temporary, *dev_);
+    if (!dev_->is_meta()) K::unpack_half(w.data<float>(), t.data_u16(), t.numel(), fp16);
+    t = std::move(w);
+  });
+}
+
+void GPT2::cast_compute_weights() {
+  compute_weights_.clear();
+  if (!low_precision()) return;
+  const bool fp16 = compute_ == ComputeDType::f16;
+  auto cast = [&](const Parameter* p) {
+    Tensor h = Tensor::empty(p->value.shape(), storage_dtype(compute_), Category::weights, *dev_);
+    if (!dev_->is_meta()) K::pack_half(h.data_u16(), p->value.data<float>(), h.numel(), fp16);
+    compute_weights_.emplace_back(p, std::move(h));
+  };
+  cast(wte_);
+  for (const Layer& w : layers_)
+    for (const Parameter* p : {w.qkv_w, w.attproj_w, w.fc_w, w.fcproj_w}) cast(p);
+}
+
+void GPT2::free_compute_weights() {
+  compute_weights_.clear();
+}
+
+const float* GPT2::gemm_weight(const Parameter* p, Tensor& scratch) const {
+  if (!low_precision()) return dev_->is_meta() ? nullptr : p->value.data<float>();
+  for (const auto& [param, half] : compute_weights_) {
+    if (param != p) continue;
+    scratch = Tensor::empty(half.shape(), DType::f32, Category::temporary, *dev_);
+    if (dev_->is_meta()) return nullptr;
+    K::unpack_half(scratch.data<float>(), half.data_u16(), half.numel(),
+                   compute_ == ComputeDType::f16);
+    return scratch.data<float>();
+  }
+  throw Error(detail::concat("GPT2: no compute copy of ", p->name,
+                             " (forward casts them; backward needs the same forward)"));
+}
+
+}  // namespace snug

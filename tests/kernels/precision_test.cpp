@@ -1,0 +1,76 @@
+// Mixed-precision rounding and packing: the parallel chunked kernels against the scalar
+// reference, bit for bit, on sizes that cross chunk and thread boundaries, with values that
+// overflow fp16, underflow to its subnormals, and NaN.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "support/random.h"
+
+namespace snug {
+namespace {
+
+std::vector<float> tricky_values(int64_t n) {
+  std::vector<float> v = test::random_floats(n, 7, -3.0f, 3.0f);
+  const float specials[] = {70000.0f,
+                            -65520.0f,
+                            65504.0f,
+                            1e-7f,
+                            -3e-8f,
+                            1e-40f,
+                            0.0f,
+                            -0.0f,
+                            std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            1.00390625f,
+                            3.4e38f};
+  for (size_t i = 0; i < std::size(specials) && i * 997 < v.size(); ++i) v[i * 997] = specials[i];
+  return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(Precision, RoundPackUnpackMatchReferenceBitForBit) {
+  for (bool fp16 : {true, false}) {
+    for (int64_t n : {int64_t{1}, int64_t{4095}, int64_t{4097}, int64_t{70001}}) {
+      const std::vector<float> x = tricky_values(n);
+      std::vector<float> fast = x, want = x;
+      kernels::round_to_half(fast.data(), n, fp16);
+      ref::round_to_half(want.data(), n, fp16);
+      EXPECT_TRUE(same_bits(fast, want)) << "round fp16=" << fp16 << " n=" << n;
+
+      std::vector<uint16_t> hf(static_cast<size_t>(n)), hr(static_cast<size_t>(n));
+      kernels::pack_half(hf.data(), x.data(), n, fp16);
+      ref::pack_half(hr.data(), x.data(), n, fp16);
+      EXPECT_EQ(hf, hr) << "pack fp16=" << fp16 << " n=" << n;
+
+      std::vector<float> uf(static_cast<size_t>(n)), ur(static_cast<size_t>(n));
+      kernels::unpack_half(uf.data(), hf.data(), n, fp16);
+      ref::unpack_half(ur.data(), hr.data(), n, fp16);
+      EXPECT_TRUE(same_bits(uf, ur)) << "unpack fp16=" << fp16 << " n=" << n;
+      EXPECT_TRUE(same_bits(uf, want)) << "unpack(pack(x)) == round(x), fp16=" << fp16;
+    }
+  }
+}
+
+TEST(Precision, HalfRangeEdges) {
+  std::vector<float> x = {70000.0f, 65504.0f, 1e-8f, 1.0f + 1.0f / 2048.0f, 1.0f + 1.0f / 256.0f};
+  std::vector<float> h = x, b = x;
+  kernels::round_to_half(h.data(), 5, true);
+  kernels::round_to_half(b.data(), 5, false);
+  EXPECT_TRUE(std::isinf(h[0]));  // above fp16's max: inf (what overflows the loss scaler)
+  EXPECT_EQ(h[1], 65504.0f);
+  EXPECT_EQ(h[2], 0.0f);      // below half the smallest fp16 subnormal (2^-24): flushed
+  EXPECT_EQ(h[3], 1.0f);      // tie to even at fp16's 10-bit mantissa
+  EXPECT_EQ(b[0], 70144.0f);  // bf16 keeps fp32's range, 8-bit mantissa
+  EXPECT_EQ(b[4], 1.0f);      // tie to even at bf16's 7-bit mantissa
+}
+
+}  // namespace
+}  // namespace snug
