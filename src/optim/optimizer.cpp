@@ -4,7 +4,10 @@
 #include "optim/adafactor.h"
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
+#include "optim/galore.h"
 #include "optim/lion.h"
+#include "optim/lion8bit.h"
+#include "optim/lomo.h"
 #include "optim/sgd.h"
 
 namespace snug {
@@ -30,7 +33,8 @@ bool is_adamw8bit(const std::string& name) {
 }  // namespace
 
 std::vector<std::string> optimizer_names() {
-  return {"adamw_torch", "adamw", "sgd", "adafactor", "adamw_bnb_8bit", "adamw_8bit", "lion"};
+  return {"adamw_torch", "adamw",     "sgd",  "adafactor", "adamw_bnb_8bit", "adamw_8bit",
+          "lion",        "lion_8bit", "lomo", "adalomo",   "galore_adamw"};
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const ParameterList& params,
@@ -40,6 +44,10 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const Paramet
   if (name == "adafactor") return std::make_unique<Adafactor>(params, opts);
   if (is_adamw8bit(name)) return std::make_unique<AdamW8bit>(params, opts, name);
   if (name == "lion") return std::make_unique<Lion>(params, opts);
+  if (name == "lion_8bit") return std::make_unique<Lion8bit>(params, opts);
+  if (name == "lomo") return std::make_unique<Lomo>(params, opts);
+  if (name == "adalomo") return std::make_unique<AdaLomo>(params, opts);
+  if (name == "galore_adamw") return std::make_unique<GaLoreAdamW>(params, opts);
   unknown_optimizer(name);
 }
 
@@ -52,7 +60,10 @@ int64_t state_bytes_formula(const std::string& name, const ParameterList& params
     per_elem = opts.momentum != 0.0f ? 4 : 0;
   else if (name == "lion")
     per_elem = 4;
-  else if (name != "adafactor" && !is_adamw8bit(name))
+  else if (name == "lomo")
+    per_elem = 0;
+  else if (name != "adafactor" && name != "adalomo" && !is_adamw8bit(name) && name != "lion_8bit" &&
+           name != "galore_adamw")
     unknown_optimizer(name);
   int64_t total = 0;
   for (const Parameter* p : params) {
@@ -61,6 +72,12 @@ int64_t state_bytes_formula(const std::string& name, const ParameterList& params
       total += per_elem * p->value.numel();
     else if (name == "adafactor")
       total += Adafactor::state_bytes(p->value.shape());
+    else if (name == "adalomo")
+      total += AdaLomo::state_bytes(p->value.shape());
+    else if (name == "lion_8bit")
+      total += Lion8bit::state_bytes(*p, opts);
+    else if (name == "galore_adamw")
+      total += GaLoreAdamW::state_bytes(*p, opts);
     else
       total += AdamW8bit::state_bytes(*p, opts);
   }

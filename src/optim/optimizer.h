@@ -7,6 +7,11 @@
 //   adafactor       4*(rows+cols) per matrix, 4*n per vector (factored second moment)
 //   adamw_bnb_8bit  2 bytes + 8 bytes per 256-element block for 8-bit tensors; tensors under
 //                   4096 elements and (by default) the embeddings keep fp32 states (8 bytes)
+//   lion_8bit       1 byte + 4 bytes per 256-element block for 8-bit tensors, else 4 bytes
+//   lomo            0 (SGD applied inside backward, optim/lomo.h)
+//   adalomo         as adafactor (factored second moment, applied inside backward)
+//   galore_adamw    low-rank moments and projector for attention/MLP matrices, 8 bytes for the
+//                   rest (optim/galore.h)
 // state_bytes_formula() gives that number to the byte for a parameter list.
 //
 // Parameters whose `grad` is undefined at step time (frozen, or untouched by backward) are
@@ -40,11 +45,17 @@ struct OptimizerOptions {
   // relative_step=False); true = the paper's relative step, lr_t = min(1e-2, 1/sqrt(t)) *
   // max(1e-3, RMS(param)), ignoring the scheduled learning rate.
   bool adafactor_relative_step = false;
-  // 8-bit AdamW: give the token/position embeddings (names containing "wte"/"wpe") 8-bit states
-  // too. Off by default: the HF Trainer keeps nn.Embedding states in fp32 (transformers #14819).
+  // 8-bit AdamW and 8-bit Lion: give the token/position embeddings (names containing
+  // "wte"/"wpe") 8-bit states too. Off by default: the HF Trainer keeps nn.Embedding states in fp32
+  // (transformers #14819).
   bool optim_8bit_embeddings = false;
   // 8-bit AdamW: tensors with fewer elements keep fp32 states (bitsandbytes min_8bit_size).
   int64_t min_8bit_size = 4096;
+  // GaLore (galore_adamw): projection rank, steps between projector refreshes, and the scale of
+  // the projected-back update; GaLore's and the HF Trainer's defaults.
+  int64_t galore_rank = 128;
+  int64_t galore_update_proj_gap = 200;
+  float galore_scale = 0.25f;
 };
 
 class Optimizer {

@@ -12,17 +12,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "quant/quant.h"
+
 namespace snug::quant8 {
 
 inline constexpr int64_t kOptimizerBlock = 256;
 
-// bitsandbytes create_dynamic_map(signed, max_exponent_bits, total_bits), reproduced in float32
-// exactly as the Python builds it: for each decade i in [0, max_exponent_bits) the midpoints of
-// linspace(0.1, 1, k) (k = 2^(i + non_sign_bits - max_exponent_bits) + 1, one more power of two
-// when unsigned) scaled by 10^(i - max_exponent_bits + 1), negated copies when signed, then 0 and
-// 1.0, sorted. Signed: 127 negative values (down to -0.99296875), 0, 127 positive up to 1.0.
-// Unsigned: 0, 254 values, 1.0. Both have 2^total_bits entries.
-std::vector<float> create_dynamic_map(bool signed_, int max_exponent_bits = 7, int total_bits = 8);
+// The dynamic map itself is owned by src/quant (quant::create_dynamic_map, quant::dynamic_map:
+// bnb's create_dynamic_map in float32, bit-exact); the optimizers read it from there.
+using quant::create_dynamic_map;
 
 // A 256-entry code with the midpoints for nearest-value search.
 class Code {
@@ -41,7 +39,7 @@ class Code {
   std::array<float, 255> mid_{};
 };
 
-// The two maps the 8-bit optimizers use (built once).
+// The two maps the 8-bit optimizers use (quant::dynamic_map(true/false), built once).
 const Code& signed_code();    // first moment (exp_avg)
 const Code& unsigned_code();  // second moment (exp_avg_sq)
 

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -64,6 +66,15 @@ void write_file_atomic(const fs::path& path, const std::string& text) {
   SNUG_CHECK(synced, tmp.string(), ": fsync failed: ", std::strerror(errno));
   SNUG_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, path.string(), ": cannot rename ",
              tmp.string(), ": ", std::strerror(errno));
+}
+
+// Test hook for the crash-safety test (tests/train/checkpoint_test.cpp): with
+// SNUG_TEST_CRASH_DURING_SAVE=<step> in the environment, the process kills itself (SIGKILL: no
+// destructors, no flushing, as a power cut or the OOM killer would) in the middle of saving that
+// step's checkpoint, after model.safetensors is written into the temporary folder.
+void crash_here_for_tests(int64_t step) {
+  const char* v = std::getenv("SNUG_TEST_CRASH_DURING_SAVE");
+  if (v != nullptr && std::to_string(step) == v) std::raise(SIGKILL);
 }
 
 bool parse_checkpoint_name(const std::string& name, int64_t* step) {
@@ -149,6 +160,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   std::vector<std::pair<std::string, const Tensor*>> weights;
   for (const Parameter* p : model.parameters()) weights.emplace_back(p->name, &p->value);
   save_safetensors((tmp_dir / kModelFile).string(), weights, {{"format", "pt"}});
+  crash_here_for_tests(state.step);
   std::vector<std::pair<std::string, const Tensor*>> opt_tensors;
   for (const auto& [name, t] : optimizer.state_tensors()) opt_tensors.emplace_back(name, t);
   save_safetensors((tmp_dir / kOptimizerFile).string(), opt_tensors,

@@ -18,6 +18,8 @@ namespace {
 struct Case {
   std::string optim;
   double lr;
+  int64_t galore_rank = 128;
+  std::string label = "";  // test name; the optimizer's when empty
 };
 
 class OptimConvergence : public ::testing::TestWithParam<Case> {};
@@ -29,6 +31,7 @@ TEST_P(OptimConvergence, LossDropsByAQuarterIn300Steps) {
   a.data = "builtin";
   a.optim = c.optim;
   a.learning_rate = c.lr;
+  a.galore_rank = c.galore_rank;
   a.max_steps = 300;
   a.per_device_train_batch_size = 8;
   a.seq_len = 64;
@@ -44,7 +47,9 @@ TEST_P(OptimConvergence, LossDropsByAQuarterIn300Steps) {
   ASSERT_EQ(r.loss.size(), 300u);
   const double first = r.loss.front();
   const double last = std::accumulate(r.loss.end() - 10, r.loss.end(), 0.0) / 10.0;
-  std::cout << "[ convergence ] " << c.optim << " lr " << c.lr << ": first " << first
+  const std::string rank =
+      c.optim == "galore_adamw" ? " rank " + std::to_string(c.galore_rank) : "";
+  std::cout << "[ convergence ] " << c.optim << rank << " lr " << c.lr << ": first " << first
             << ", last-10 mean " << last << ", ratio " << last / first << ", " << r.runtime_s
             << " s\n";
   EXPECT_LE(last, 0.75 * first) << c.optim;
@@ -54,8 +59,13 @@ TEST_P(OptimConvergence, LossDropsByAQuarterIn300Steps) {
 INSTANTIATE_TEST_SUITE_P(OptimGpt2Tiny, OptimConvergence,
                          ::testing::Values(Case{"adamw_torch", 6e-4}, Case{"sgd", 0.5},
                                            Case{"lion", 2e-4}, Case{"adafactor", 3e-3},
-                                           Case{"adamw_bnb_8bit", 6e-4}),
-                         [](const ::testing::TestParamInfo<Case>& pi) { return pi.param.optim; });
+                                           Case{"adamw_bnb_8bit", 6e-4}, Case{"lion_8bit", 2e-4},
+                                           Case{"lomo", 0.5}, Case{"adalomo", 1e-2},
+                                           Case{"galore_adamw", 2e-3},
+                                           Case{"galore_adamw", 2e-3, 32, "galore_adamw_rank32"}),
+                         [](const ::testing::TestParamInfo<Case>& pi) {
+                           return pi.param.label.empty() ? pi.param.optim : pi.param.label;
+                         });
 
 }  // namespace
 }  // namespace snug

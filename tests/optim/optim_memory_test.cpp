@@ -56,16 +56,17 @@ TEST_P(OptimMemory, Gpt2StateBytesEqualTheFormula) {
   RecordProperty("state_bytes", std::to_string(got));
 }
 
-INSTANTIATE_TEST_SUITE_P(OptimGpt2_124m, OptimMemory,
-                         ::testing::Values(Case{"sgd", "sgd", 0.0f, false, 0},
-                                           Case{"sgd_momentum", "sgd", 0.9f, false, 4},
-                                           Case{"adamw_torch", "adamw_torch", 0.0f, false, 8},
-                                           Case{"adamw", "adamw", 0.0f, false, 8},
-                                           Case{"lion", "lion", 0.0f, false, 4},
-                                           Case{"adafactor", "adafactor"},
-                                           Case{"adamw_bnb_8bit", "adamw_bnb_8bit"},
-                                           Case{"adamw_8bit_embeddings", "adamw_8bit", 0.0f, true}),
-                         [](const ::testing::TestParamInfo<Case>& pi) { return pi.param.label; });
+INSTANTIATE_TEST_SUITE_P(
+    OptimGpt2_124m, OptimMemory,
+    ::testing::Values(
+        Case{"sgd", "sgd", 0.0f, false, 0}, Case{"sgd_momentum", "sgd", 0.9f, false, 4},
+        Case{"adamw_torch", "adamw_torch", 0.0f, false, 8}, Case{"adamw", "adamw", 0.0f, false, 8},
+        Case{"lion", "lion", 0.0f, false, 4}, Case{"adafactor", "adafactor"},
+        Case{"adamw_bnb_8bit", "adamw_bnb_8bit"},
+        Case{"adamw_8bit_embeddings", "adamw_8bit", 0.0f, true}, Case{"lion_8bit", "lion_8bit"},
+        Case{"lion_8bit_embeddings", "lion_8bit", 0.0f, true}, Case{"lomo", "lomo", 0.0f, false, 0},
+        Case{"adalomo", "adalomo"}, Case{"galore_adamw", "galore_adamw"}),
+    [](const ::testing::TestParamInfo<Case>& pi) { return pi.param.label; });
 
 TEST(OptimMemoryFormula, ClosedFormsOnGpt2) {
   Device dev(DeviceKind::meta);
@@ -95,6 +96,49 @@ TEST(OptimMemoryFormula, ClosedFormsOnGpt2) {
   const int64_t P = count_params(model.parameters(), true);
   EXPECT_LE(want8_emb, static_cast<int64_t>(2.1 * static_cast<double>(P)));
   EXPECT_THROW(state_bytes_formula("adamw_nope", model.parameters(), o), Error);
+}
+
+TEST(OptimMemoryFormula, NewOptimizersClosedFormsOnGpt2) {
+  Device dev(DeviceKind::meta);
+  const GPT2Config cfg = resolve_model("gpt2-124m");
+  GPT2 model(cfg, dev);
+  OptimizerOptions o;
+  const int64_t C = cfg.n_embd, L = cfg.n_layer, V = cfg.vocab_size, T = cfg.n_positions;
+  const int64_t P = count_params(model.parameters(), true);
+  // lion_8bit: 1 byte + 4 bytes per 256-block for 8-bit tensors (>= 4096 elements, not the
+  // embeddings), 4 bytes otherwise.
+  auto q8 = [](int64_t n) { return n + 4 * ((n + 255) / 256); };
+  const int64_t per_layer_8bit =
+      q8(C * 3 * C) + q8(C * C) + q8(C * 4 * C) + q8(4 * C * C);               // the four matrices
+  const int64_t per_layer_fp32 = 4 * (2 * C + 3 * C + C + 2 * C + 4 * C + C);  // LN, biases
+  const int64_t embeddings = 4 * (V * C + T * C);
+  const int64_t lnf = 4 * 2 * C;
+  EXPECT_EQ(state_bytes_formula("lion_8bit", model.parameters(), o),
+            L * (per_layer_8bit + per_layer_fp32) + embeddings + lnf);
+  o.optim_8bit_embeddings = true;
+  EXPECT_EQ(state_bytes_formula("lion_8bit", model.parameters(), o),
+            L * (per_layer_8bit + per_layer_fp32) + q8(V * C) + q8(T * C) + lnf);
+  EXPECT_LE(state_bytes_formula("lion_8bit", model.parameters(), o),
+            static_cast<int64_t>(1.1 * static_cast<double>(P)));
+  o.optim_8bit_embeddings = false;
+  // lomo keeps nothing; adalomo what adafactor keeps.
+  EXPECT_EQ(state_bytes_formula("lomo", model.parameters(), o), 0);
+  EXPECT_EQ(state_bytes_formula("adalomo", model.parameters(), o),
+            state_bytes_formula("adafactor", model.parameters(), o));
+  // galore_adamw, rank 128: every layer matrix is (C, k C) with C < k C except mlp.c_proj
+  // (4C, C): left projector (C, r) + moments (r, k C) x 2; c_proj: right projector (r, C) +
+  // moments (4C, r) x 2. The other parameters: 8 bytes each.
+  const int64_t r = 128;
+  const int64_t galore_layer = 4 * ((2 * r * 3 * C + C * r) + (2 * r * C + C * r) +
+                                    (2 * r * 4 * C + C * r) + (2 * 4 * C * r + r * C));
+  const int64_t plain = 8 * (P - L * (12 * C * C));
+  EXPECT_EQ(state_bytes_formula("galore_adamw", model.parameters(), o), L * galore_layer + plain);
+  EXPECT_EQ(L * galore_layer + plain, 448161792);
+  o.galore_rank = 1024;  // above min(m, n): clamped to the shorter side
+  const int64_t full = C;
+  const int64_t galore_full = 4 * ((2 * full * 3 * C + C * full) + (2 * full * C + C * full) +
+                                   (2 * full * 4 * C + C * full) + (2 * 4 * C * full + full * C));
+  EXPECT_EQ(state_bytes_formula("galore_adamw", model.parameters(), o), L * galore_full + plain);
 }
 
 TEST(OptimMemoryFormula, FrozenParametersCostNothing) {

@@ -1,14 +1,18 @@
 // Checkpoints resume exactly: 20 steps in one go equal 10 steps, a save, and 10 more steps in
-// fresh objects resumed from the checkpoint (losses and final weights bit for bit), for AdamW,
-// 8-bit AdamW and Adafactor. Damaged checkpoints are refused naming the file, and resuming from an
-// output directory skips a save that was interrupted.
+// fresh objects resumed from the checkpoint (losses and final weights bit for bit), for every
+// optimizer with state (AdamW, 8-bit AdamW, Adafactor, SGD with momentum, Lion, 8-bit Lion,
+// GaLore across projector refreshes, AdaLOMO) and LOMO. Damaged checkpoints are refused naming the
+// file, resuming from an output directory skips a save that was interrupted, and a snug process
+// killed (SIGKILL) in the middle of a save leaves the previous checkpoint loadable.
 #include "train/checkpoint.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,10 +63,12 @@ RunOutcome train_fresh(const TrainingArguments& args, uint64_t init_seed = 42) {
   return r;
 }
 
-void expect_exact_resume(const std::string& optim) {
+void expect_exact_resume(const std::string& optim,
+                         const std::function<void(TrainingArguments&)>& tweak = {}) {
   test::TempDir tmp;
   const std::string out = tmp.path("out");
   TrainingArguments full = tiny_args(optim, 20, out);
+  if (tweak) tweak(full);
   full.save_steps = 10;
   const RunOutcome a = train_fresh(full);
   ASSERT_TRUE(a.result.error.empty()) << a.result.error;
@@ -70,6 +76,7 @@ void expect_exact_resume(const std::string& optim) {
   ASSERT_EQ(a.result.checkpoints.size(), 2u);
 
   TrainingArguments resumed = tiny_args(optim, 20, out);
+  if (tweak) tweak(resumed);
   resumed.resume_from = (fs::path(out) / "checkpoint-10").string();
   // Different initial weights: everything must come from the checkpoint.
   const RunOutcome b = train_fresh(resumed, 1234);
@@ -99,6 +106,30 @@ TEST(Checkpoint, ResumeIsBitExactAdamW8bit) {
 }
 TEST(Checkpoint, ResumeIsBitExactAdafactor) {
   expect_exact_resume("adafactor");
+}
+TEST(Checkpoint, ResumeIsBitExactSgdWithMomentum) {
+  expect_exact_resume("sgd", [](TrainingArguments& a) {
+    a.momentum = 0.9;
+    a.learning_rate = 0.05;
+  });
+}
+TEST(Checkpoint, ResumeIsBitExactLion) {
+  expect_exact_resume("lion", [](TrainingArguments& a) { a.weight_decay = 0.1; });
+}
+TEST(Checkpoint, ResumeIsBitExactLion8bit) {
+  expect_exact_resume("lion_8bit");
+}
+TEST(Checkpoint, ResumeIsBitExactGaloreAcrossProjectorRefreshes) {
+  // Refreshes at steps 0, 4, 8, 12, 16: the resumed run must reuse the saved projector for
+  // steps 11-12 and refresh at 12 like the uninterrupted one.
+  expect_exact_resume("galore_adamw", [](TrainingArguments& a) {
+    a.galore_rank = 16;
+    a.galore_update_proj_gap = 4;
+  });
+}
+TEST(Checkpoint, ResumeIsBitExactLomoAndAdaLomo) {
+  expect_exact_resume("lomo", [](TrainingArguments& a) { a.learning_rate = 0.1; });
+  expect_exact_resume("adalomo");
 }
 
 // Saves checkpoint-2 of a 2-step adamw_torch run into `out`.
@@ -172,6 +203,49 @@ TEST(Checkpoint, InterruptedSaveLeavesPreviousCheckpointLoadable) {
   EXPECT_TRUE(r.result.error.empty()) << r.result.error;
   EXPECT_EQ(r.result.resumed_from_step, 2);
   EXPECT_EQ(r.result.loss.size(), 2u);
+}
+
+// A real crash: the snug binary saves checkpoint-2, then is SIGKILLed halfway through saving
+// checkpoint-4 (SNUG_TEST_CRASH_DURING_SAVE, train/checkpoint.cpp). checkpoint-2 must resume; the
+// partial save is a checkpoint-4.tmp folder that resume skips, and naming it is refused with a
+// message naming the missing trainer_state.json.
+TEST(Checkpoint, ProcessKilledDuringSaveLeavesPreviousCheckpointLoadable) {
+  test::TempDir tmp;
+  const std::string out = tmp.path("out");
+  const std::string common =
+      "train --model gpt2-tiny --data builtin --seq-len 32 --per-device-train-batch-size 2 "
+      "--max-steps 6 --save-steps 2 --log-every 1 --output-dir '" +
+      out + "'";
+  ASSERT_EQ(::setenv("SNUG_TEST_CRASH_DURING_SAVE", "4", 1), 0);
+  const test::CliResult crashed = test::run_snug(common);
+  ::unsetenv("SNUG_TEST_CRASH_DURING_SAVE");
+  EXPECT_NE(crashed.exit_code, 0) << crashed.out << crashed.err;
+  EXPECT_TRUE(fs::exists(fs::path(out) / "checkpoint-2" / "trainer_state.json"));
+  EXPECT_FALSE(fs::exists(fs::path(out) / "checkpoint-4"));
+  ASSERT_TRUE(fs::exists(fs::path(out) / "checkpoint-4.tmp" / "model.safetensors"))
+      << "the kill did not happen mid-save";
+  EXPECT_FALSE(fs::exists(fs::path(out) / "checkpoint-4.tmp" / "trainer_state.json"));
+  EXPECT_EQ(fs::path(resolve_checkpoint(out)).filename(), "checkpoint-2");
+
+  const test::CliResult partial =
+      test::run_snug(common + " --resume-from '" + out + "/checkpoint-4.tmp'");
+  EXPECT_EQ(partial.exit_code, 1) << partial.out << partial.err;
+  EXPECT_NE(partial.err.find("checkpoint-4.tmp"), std::string::npos) << partial.err;
+  EXPECT_NE(partial.err.find("trainer_state.json"), std::string::npos) << partial.err;
+
+  const test::CliResult resumed = test::run_snug(common + " --resume-from '" + out + "'");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_TRUE(fs::exists(fs::path(out) / "checkpoint-6" / "trainer_state.json"));
+  // The same 6 steps without a crash end at the same weights.
+  test::TempDir tmp2;
+  const std::string out2 = tmp2.path("out");
+  const test::CliResult clean = test::run_snug(
+      "train --model gpt2-tiny --data builtin --seq-len 32 "
+      "--per-device-train-batch-size 2 --max-steps 6 --save-steps 6 --output-dir '" +
+      out2 + "'");
+  ASSERT_EQ(clean.exit_code, 0) << clean.err;
+  EXPECT_EQ(fnv1a64_file((fs::path(out) / "checkpoint-6" / "model.safetensors").string()),
+            fnv1a64_file((fs::path(out2) / "checkpoint-6" / "model.safetensors").string()));
 }
 
 TEST(Checkpoint, OptimizerMismatchIsRefused) {

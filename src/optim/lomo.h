@@ -1,0 +1,87 @@
+// Optimizers fused into backward: LOMO and AdaLOMO. The update of a parameter runs as soon as
+// backward has finished its gradient (GPT2::set_grad_ready_hook), and the gradient is freed at
+// once, so at most one block's gradients are ever live instead of all P of them
+// (train/fused_step.h drives it; docs/optimizers.md has the memory and the costs).
+//
+// LOMO (Lv et al. 2023, "Full Parameter Fine-tuning for Large Language Models with Limited
+// Resources", arXiv:2306.09782; OpenLMLab/LOMO lomo_optim/lomo.py): plain SGD, no state.
+//   g *= clip_coef;  p *= 1 - lr wd (if wd > 0);  p -= lr g
+// AdaLOMO (Lv et al. 2023, "AdaLomo: Low-memory Optimization with Adaptive Learning Rate",
+// arXiv:2310.10195; lomo_optim/adalomo.py): Adafactor's factored second moment with update
+// clipping and a learning rate relative to the parameter's RMS. Step t counts optimizer steps:
+//   g *= clip_coef;  beta2_t = 1 - t^-0.8;  U2 = g^2 + 1e-30
+//   matrices (m, n): R = beta2_t R + (1 - beta2_t) mean_over_cols(U2)   (m)
+//                    C = beta2_t C + (1 - beta2_t) mean_over_rows(U2)   (n)
+//                    U = (rsqrt(R / mean(R)) rsqrt(C)) * g
+//   vectors:         V = beta2_t V + (1 - beta2_t) U2;  U = rsqrt(V) * g
+//   U /= max(1, RMS(U) / 1.0);  lr_t = lr * max(1e-3, RMS(p))   (RMS(p) before the update)
+//   p *= 1 - lr_t wd (if wd > 0);  p -= lr_t U
+// State: 4 (m + n) bytes per matrix, 4 n per vector (as Adafactor). lomo_optim's loss_scale
+// (2^10, the gradient multiplied then divided by it) is an fp16 device and an exact no-op in fp32,
+// so it is left out.
+//
+// The global-norm clipping coefficient comes from a first backward that only measures the norm
+// (LOMO's two-pass grad_norm + fused_backward); 1 when clipping is off.
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace snug {
+
+class InBackwardOptimizer : public Optimizer {
+ public:
+  InBackwardOptimizer(const ParameterList& params, const OptimizerOptions& opts);
+  // Starts an optimizer step: learning rate and the factor every gradient is multiplied by
+  // (global-norm clipping coefficient; 1 for none). Counts the step.
+  void begin_step(float lr, float grad_coef);
+  // Updates `p` from its gradient (times grad_coef) and frees the gradient. No-op for parameters
+  // without a gradient or not trainable. On meta: allocates the state, frees the gradient.
+  void update(Parameter& p);
+  // The non-fused form (tests, or a caller that ran an ordinary backward): begin_step(lr, 1),
+  // then update() every parameter that holds a gradient.
+  void step(float lr) override;
+
+ protected:
+  virtual void update_values(Parameter& p) = 0;  // real device, p.grad defined
+  virtual void allocate(Parameter& /*p*/) {}
+  float lr_ = 0.0f;
+  float coef_ = 1.0f;
+  OptimizerOptions opts_;
+  ParameterList params_;  // trainable ones
+};
+
+class Lomo final : public InBackwardOptimizer {
+ public:
+  using InBackwardOptimizer::InBackwardOptimizer;
+  std::string name() const override { return "lomo"; }
+
+ private:
+  void update_values(Parameter& p) override;
+};
+
+class AdaLomo final : public InBackwardOptimizer {
+ public:
+  AdaLomo(const ParameterList& params, const OptimizerOptions& opts);
+  std::string name() const override { return "adalomo"; }
+  std::vector<std::pair<std::string, Tensor*>> state_tensors() override;
+
+  static constexpr float kEps1 = 1e-30f;
+  static constexpr double kEps2 = 1e-3;
+  static constexpr double kClipThreshold = 1.0;
+  static constexpr double kDecayRate = -0.8;
+  // Bytes of state for one parameter of this shape (1-D or 2-D).
+  static int64_t state_bytes(const Shape& shape);
+
+ private:
+  struct State {
+    Parameter* p;
+    Tensor row, col;  // matrices
+    Tensor full;      // vectors
+  };
+  State& state_for(const Parameter& p);
+  void allocate(Parameter& p) override;
+  void update_values(Parameter& p) override;
+  std::vector<State> state_;
+};
+
+}  // namespace snug
