@@ -27,9 +27,14 @@ inline float round_even(float v) {
   return std::nearbyint(v);
 }
 
-// torch.linspace(start, end, steps) in float32 (the CPU kernel's two-sided formula).
+// torch.linspace(start, end, steps) in float32 on the CPU: a float step, filled from the start
+// for the first half and from the end for the second half.
 std::vector<float> linspace_f32(float start, float end, int64_t steps) {
   std::vector<float> v(static_cast<size_t>(steps));
+  if (steps == 1) {
+    v[0] = start;
+    return v;
+  }
   const float step = (end - start) / static_cast<float>(steps - 1);
   const int64_t halfway = steps / 2;
   for (int64_t i = 0; i < steps; ++i)
@@ -38,27 +43,10 @@ std::vector<float> linspace_f32(float start, float end, int64_t steps) {
   return v;
 }
 
-// bitsandbytes create_dynamic_map(signed, max_exponent_bits=7, total_bits=8).
 std::array<float, 256> make_dynamic_map(bool is_signed) {
-  constexpr int kMaxExp = 7, kTotal = 8, kNonSign = kTotal - 1;
-  std::vector<float> data;
-  for (int i = 0; i < kMaxExp; ++i) {
-    const int64_t items = is_signed ? (int64_t{1} << (i + kNonSign - kMaxExp)) + 1
-                                    : (int64_t{1} << (i + kNonSign - kMaxExp + 1)) + 1;
-    const std::vector<float> b = linspace_f32(0.1f, 1.0f, items);
-    const float decade = static_cast<float>(std::pow(10.0, -(kMaxExp - 1) + i));
-    for (size_t j = 0; j + 1 < b.size(); ++j) {
-      const float mean = (b[j] + b[j + 1]) / 2.0f;
-      data.push_back(decade * mean);
-      if (is_signed) data.push_back(-decade * mean);
-    }
-  }
-  data.push_back(0.0f);
-  data.push_back(1.0f);
-  SNUG_ASSERT(data.size() == 256, "dynamic map has ", data.size(), " entries");
-  std::sort(data.begin(), data.end());
+  const std::vector<float> v = create_dynamic_map(is_signed, 7, 8);
   std::array<float, 256> out{};
-  std::copy(data.begin(), data.end(), out.begin());
+  std::copy(v.begin(), v.end(), out.begin());
   return out;
 }
 
@@ -247,15 +235,13 @@ void quantize_zeropoint(const float* x, int64_t n, Quantized& q) {
   }
 }
 
-// Packs k-bit codes MSB first (k = 8: plain bytes; k = 4: high nibble first, as nf4).
-void pack_bits(const std::vector<uint32_t>& c, int bits, std::vector<uint8_t>& out) {
-  out.assign(static_cast<size_t>(ceil_div(static_cast<int64_t>(c.size()) * bits, 8)), 0);
-  int64_t bit = 0;
-  for (uint32_t v : c) {
-    for (int k = bits - 1; k >= 0; --k, ++bit)
-      if ((v >> k) & 1u)
-        out[static_cast<size_t>(bit >> 3)] |= static_cast<uint8_t>(0x80u >> (bit & 7));
-  }
+// Writes k-bit code v of element i into `out`, MSB first (k = 8: plain bytes; k = 4: high
+// nibble first, as nf4). `out` starts zeroed.
+inline void put_bits(std::vector<uint8_t>& out, int bits, int64_t i, uint32_t v) {
+  int64_t bit = i * bits;
+  for (int k = bits - 1; k >= 0; --k, ++bit)
+    if ((v >> k) & 1u)
+      out[static_cast<size_t>(bit >> 3)] |= static_cast<uint8_t>(0x80u >> (bit & 7));
 }
 
 uint32_t unpack_bits(const std::vector<uint8_t>& p, int bits, int64_t i) {
@@ -294,10 +280,10 @@ void quantize_quantile(const float* x, int64_t n, const Options& o, Quantized& q
     q.code_book[static_cast<size_t>(i)] =
         k == 1 ? quantile_of(sample, 0.5)
                : quantile_of(sample, static_cast<double>(i) / static_cast<double>(k - 1));
+  sample = std::vector<float>();  // the sort buffer is the workspace; free it before coding
   const SortedCode sc = make_sorted(q.code_book.data(), q.code_book.size());
-  std::vector<uint32_t> c(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) c[static_cast<size_t>(i)] = sc.order[bucket(sc.bounds, x[i])];
-  pack_bits(c, o.bits, q.codes);
+  q.codes.assign(static_cast<size_t>(ceil_div(n * o.bits, 8)), 0);
+  for (int64_t i = 0; i < n; ++i) put_bits(q.codes, o.bits, i, sc.order[bucket(sc.bounds, x[i])]);
 }
 
 void check_options(Format f, const Options& o) {
@@ -419,6 +405,43 @@ const std::array<float, 16>& fp4_code() {
     return v;
   }();
   return c;
+}
+
+std::vector<float> create_dynamic_map(bool is_signed, int max_exponent_bits, int total_bits) {
+  SNUG_CHECK(total_bits >= 2 && total_bits <= 8 && max_exponent_bits >= 1 &&
+                 max_exponent_bits < total_bits,
+             "create_dynamic_map: bad bit counts (max_exponent_bits ", max_exponent_bits,
+             ", total_bits ", total_bits, ")");
+  std::vector<float> data;
+  const int non_sign_bits = total_bits - 1;
+  const int64_t additional_items = (int64_t{1} << (non_sign_bits - max_exponent_bits)) - 1;
+  auto add_decade = [&](int i, int64_t fraction_items) {
+    const std::vector<float> b = linspace_f32(0.1f, 1.0f, fraction_items);
+    // 10 ** (-(max_exponent_bits - 1) + i): a Python float (or int 1), applied as a float32
+    // scalar to the float32 means.
+    const float decade =
+        static_cast<float>(std::pow(10.0, static_cast<double>(-(max_exponent_bits - 1) + i)));
+    std::vector<float> means;
+    for (size_t k = 0; k + 1 < b.size(); ++k) means.push_back((b[k] + b[k + 1]) / 2.0f);
+    for (float m : means) data.push_back(decade * m);
+    if (is_signed)
+      for (float m : means) data.push_back(-decade * m);
+  };
+  for (int i = 0; i < max_exponent_bits; ++i) {
+    const int e = is_signed ? i + non_sign_bits - max_exponent_bits
+                            : i + non_sign_bits - max_exponent_bits + 1;
+    add_decade(i, (int64_t{1} << e) + 1);
+  }
+  if (additional_items > 0)  // bnb: linspace(0.1, 1, additional_items + 1) in the last decade
+    add_decade(max_exponent_bits - 1, additional_items + 1);
+  data.push_back(0.0f);
+  data.push_back(1.0f);
+  const size_t want = size_t{1} << total_bits;
+  SNUG_CHECK(data.size() <= want, "create_dynamic_map: ", data.size(), " values for ", want,
+             " codes");
+  data.resize(want, 0.0f);
+  std::sort(data.begin(), data.end());
+  return data;
 }
 
 const std::array<float, 256>& dynamic_map(bool is_signed) {
@@ -676,6 +699,19 @@ StorageBytes storage_breakdown(Format f, int64_t numel, const Options& o) {
 
 int64_t storage_bytes(Format f, int64_t numel, const Options& o) {
   return storage_breakdown(f, numel, o).total();
+}
+
+int64_t quantize_workspace_bytes(Format f, int64_t numel, const Options& o) {
+  SNUG_CHECK(numel >= 0, "quantize_workspace_bytes: negative element count ", numel);
+  check_options(f, o);
+  if (numel == 0) return 0;
+  if (f == Format::quantile) {
+    if (o.quantile_sample > 0 && numel > o.quantile_sample)
+      return 4 * ceil_div(numel, ceil_div(numel, o.quantile_sample));  // the strided sample
+    return 4 * numel;                                                  // a sorted copy
+  }
+  if (o.double_quant) return 4 * ceil_div(numel, effective_block(f, o));  // centred absmax
+  return 0;
 }
 
 int64_t storage_bytes(Format f, int64_t numel, int64_t block, bool double_quant) {

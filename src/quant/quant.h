@@ -87,7 +87,21 @@ inline constexpr float kAbsmaxClamp = 1e-38f;  // bnb clamps absmax before divid
 // signed map from -0.99296875 to 1.0.
 const std::array<float, 16>& nf4_code();
 const std::array<float, 16>& fp4_code();
+// The one owner of the 8-bit dynamic (tree) map: the 8-bit optimizers' states
+// (optim/quant8.h) read the same two arrays.
 const std::array<float, 256>& dynamic_map(bool is_signed);
+
+// bitsandbytes create_dynamic_map(signed, max_exponent_bits, total_bits) (Dettmers et al.,
+// "8-bit Optimizers via Block-wise Quantization", arXiv:2110.02861), reproduced in float32
+// exactly as the Python builds it: for each decade i in [0, max_exponent_bits) the midpoints of
+// linspace(0.1, 1, k) (k = 2^(i + non_sign_bits - max_exponent_bits) + 1, one more power of two
+// when unsigned) scaled by 10^(i - max_exponent_bits + 1), negated copies when signed, then 0 and
+// 1.0, padded with zeros to 2^total_bits and sorted. (7, 8) gives dynamic_map(): signed, 127
+// negative values (down to -0.99296875), 0, 127 positive up to 1.0; unsigned, 0, 254 values, 1.0.
+// Throws snug::Error for bit counts bnb cannot build (total_bits outside 2..8, max_exponent_bits
+// outside 1..total_bits-1).
+std::vector<float> create_dynamic_map(bool is_signed, int max_exponent_bits = 7,
+                                      int total_bits = 8);
 
 struct QuantStats {
   double mse = 0;
@@ -158,5 +172,13 @@ struct StorageBytes {
 StorageBytes storage_breakdown(Format f, int64_t numel, const Options& o = {});
 int64_t storage_bytes(Format f, int64_t numel, const Options& o = {});
 int64_t storage_bytes(Format f, int64_t numel, int64_t block, bool double_quant = false);
+
+// Working memory quantize() allocates beyond its input and its Quantized result, for the buffers
+// that grow with the input: quantile, a sorted copy of all values (4n bytes; the seed's "the
+// order has to be kept somewhere") or of the approximate variant's strided sample
+// (4 * ceil(n / ceil(n / S)) bytes); nf4/fp4/int4 with double quantization, the centred absmax
+// values (4 * nb); every other format 0 (it codes in place, block by block). Code-search tables
+// of at most 2^8 entries are not counted.
+int64_t quantize_workspace_bytes(Format f, int64_t numel, const Options& o = {});
 
 }  // namespace snug::quant
