@@ -17,6 +17,10 @@ int main(int argc, char** argv) {
   snug::cli::Command train = snug::cli::add_train_command(app);
   snug::cli::Command plan = snug::cli::add_plan_command(app);
   snug::cli::Command bench_seeds = snug::cli::add_bench_command(app);
+  snug::cli::Command export_init = snug::cli::add_export_command(app);
+  snug::cli::Command quantize = snug::cli::add_quantize_command(app);
+  snug::cli::Command plot_memory = snug::cli::add_plot_memory_command(app);
+  snug::cli::Command estimate = snug::cli::add_estimate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -33,6 +37,10 @@ int main(int argc, char** argv) {
     if (train.sub->parsed()) return train.run();
     if (plan.sub->parsed()) return plan.run();
     if (bench_seeds.sub->parsed()) return bench_seeds.run();
+    if (export_init.sub->parsed()) return export_init.run();
+    if (quantize.sub->parsed()) return quantize.run();
+    if (plot_memory.sub->parsed()) return plot_memory.run();
+    if (estimate.sub->parsed()) return estimate.run();
   } catch (const snug::OutOfMemoryError& e) {
     std::fprintf(stderr, "snug: %s\n", e.what());
     return 3;

@@ -9,9 +9,11 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/plan_extras.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "models/gpt2.h"
+#include "train/freeze.h"
 #include "train/report.h"
 #include "train/training_args.h"
 #include "train/what_if.h"
@@ -19,8 +21,6 @@
 namespace snug::cli {
 
 namespace {
-
-constexpr int64_t kCudaContextBytes = int64_t{1343} * 1024 * 1024;
 
 struct Verdict {
   std::string device;
@@ -46,21 +46,34 @@ void print_verdict(const Verdict& v) {
 }
 
 int run_plan(TrainingArguments args, const std::string& device_memory, bool all_gpus,
-             const std::string& json_path) {
+             const std::string& json_path, const PlanExtras& extras) {
   args.device = "meta";
   args.device_memory.reset();
   args.validate();
-  const GPT2Config cfg = resolve_model(args.model);
+  const GPT2Config cfg = args.model_config();
   SNUG_CHECK(args.seq_len <= cfg.n_positions, "--seq-len ", args.seq_len, " exceeds ", cfg.name,
              "'s context of ", cfg.n_positions, " positions");
   const MemoryStats mem = dry_run(args);
+  // What --freeze leaves training (a shapes-only model: no bytes are touched).
+  Device shapes(DeviceKind::meta);
+  GPT2 shape_model(cfg, shapes);
+  apply_freeze(shape_model.parameters(), args.freeze);
+  const int64_t trainable = count_params(shape_model.parameters(), true);
   std::printf(
       "snug plan: %s (%.2fM parameters), batch %lld x %lld tokens, accumulation %lld, "
-      "%s, fp32 — dry run on meta\n\n",
+      "%s, %s — dry run on meta\n\n",
       cfg.name.c_str(), static_cast<double>(cfg.num_params()) / 1e6,
       static_cast<long long>(args.per_device_train_batch_size),
       static_cast<long long>(args.seq_len),
-      static_cast<long long>(args.gradient_accumulation_steps), args.optim.c_str());
+      static_cast<long long>(args.gradient_accumulation_steps), args.optim.c_str(),
+      args.fp16   ? "fp16 mixed precision"
+      : args.bf16 ? "bf16 mixed precision"
+                  : "fp32");
+  if (!args.freeze.empty())
+    std::printf("--freeze: %lld of %lld parameters train (%.2fM), the rest are frozen\n\n",
+                static_cast<long long>(trainable),
+                static_cast<long long>(count_params(shape_model.parameters())),
+                static_cast<double>(trainable) / 1e6);
   std::printf("%s\n", memory_table(mem, std::nullopt).c_str());
 
   std::vector<Verdict> verdicts;
@@ -82,9 +95,12 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
     if (!alternatives.empty())
       std::printf("\n%s", what_if_table(alternatives, mem.peak_total).c_str());
   }
+  nlohmann::json extra_json;
+  run_plan_extras(extras, args, device_memory, extra_json);
   if (!json_path.empty()) {
-    nlohmann::json j;
+    nlohmann::json j = extra_json;
     j["config"] = args.to_json();
+    j["config"]["trainable_params"] = trainable;
     j["memory"] = memory_json(mem, std::nullopt);
     j["memory"].erase("peak_rss_bytes");
     j["devices"] = nlohmann::json::array();
@@ -102,14 +118,16 @@ Command add_plan_command(CLI::App& app) {
   auto device_memory = std::make_shared<std::string>();
   auto all_gpus = std::make_shared<bool>(false);
   auto json_path = std::make_shared<std::string>();
+  auto extras = std::make_shared<PlanExtras>();
   CLI::App* sub = app.add_subcommand(
       "plan", "Will it fit? Replay a training step with shapes only and report peak memory");
   add_training_flags(sub, *args, *device_memory);
   sub->add_flag("--all-gpus", *all_gpus, "Check every GPU preset");
   sub->add_option("--json", *json_path, "Write the plan as JSON to this path");
+  add_plan_extra_flags(sub, *extras);
   Command c;
   c.sub = sub;
-  c.run = [=]() { return run_plan(*args, *device_memory, *all_gpus, *json_path); };
+  c.run = [=]() { return run_plan(*args, *device_memory, *all_gpus, *json_path, *extras); };
   return c;
 }
 

@@ -10,7 +10,9 @@
 #include "core/parallel.h"
 #include "data/dataset.h"
 #include "models/gpt2.h"
+#include "models/gpt2_weights.h"
 #include "optim/optimizer.h"
+#include "train/memory_timeline.h"
 #include "train/report.h"
 #include "train/trainer.h"
 #include "train/what_if.h"
@@ -19,14 +21,30 @@ namespace snug::cli {
 
 namespace {
 
-int run_train(const TrainingArguments& args) {
+// Forwards each step to the console and keeps its end time for the report's "step_end_s" (so a
+// caller can leave out the first, warm-up step when it computes a rate).
+class StepTimes final : public TrainCallback {
+ public:
+  explicit StepTimes(TrainCallback& next) : next_(next) {}
+  void on_step(const StepLog& log) override {
+    ends.push_back(log.elapsed_s);
+    next_.on_step(log);
+  }
+  std::vector<double> ends;
+
+ private:
+  TrainCallback& next_;
+};
+
+int run_train(const TrainingArguments& args, const std::string& memory_timeline) {
   args.validate();
   set_num_threads(args.threads);
-  const GPT2Config cfg = resolve_model(args.model);
+  const GPT2Config cfg = args.model_config();
   SNUG_CHECK(args.seq_len <= cfg.n_positions, "--seq-len ", args.seq_len, " exceeds ", cfg.name,
              "'s context of ", cfg.n_positions, " positions");
   Device dev(parse_device_kind(args.device));
   dev.pool().set_capacity(args.device_memory);
+  dev.pool().enable_timeline(!memory_timeline.empty());
   const std::optional<int64_t> capacity = args.device_memory;
 
   auto fail_report = [&](const std::string& msg) {
@@ -47,6 +65,7 @@ int run_train(const TrainingArguments& args) {
     throw;
   }
   model->init_weights(args.seed);
+  if (!args.init_from.empty()) load_gpt2_weights(*model, args.init_from);
   const auto data = open_dataset(args.data, cfg.vocab_size, args.seed);
   Trainer trainer(args, *model, data.get());
 
@@ -59,9 +78,15 @@ int run_train(const TrainingArguments& args) {
       capacity ? (" (" + format_bytes(*capacity) + ")").c_str() : "",
       static_cast<long long>(args.per_device_train_batch_size),
       static_cast<long long>(args.seq_len), static_cast<long long>(trainer.total_steps()));
+  if (!args.freeze.empty())
+    std::printf("--freeze: %lld of %lld parameters train (%.2fM), the rest are frozen\n",
+                static_cast<long long>(count_params(model->parameters(), true)),
+                static_cast<long long>(count_params(model->parameters())),
+                static_cast<double>(count_params(model->parameters(), true)) / 1e6);
   std::fflush(stdout);
   ConsoleProgress progress(stdout, args.logging_steps, real);
-  const TrainResult r = trainer.train(&progress);
+  StepTimes times(progress);
+  const TrainResult r = trainer.train(&times);
   progress.finish();
 
   const MemoryStats mem = dev.pool().stats();
@@ -75,8 +100,14 @@ int run_train(const TrainingArguments& args) {
   if (!args.report_json.empty()) {
     nlohmann::json report = make_report(args, *model, r, mem, capacity);
     report["what_if"] = what_if_json(alternatives, baseline);
+    report["step_end_s"] = times.ends;
     write_json_file(args.report_json, report);
     std::printf("report written to %s\n", args.report_json.c_str());
+  }
+  if (!memory_timeline.empty()) {
+    write_json_file(memory_timeline,
+                    timeline_json(dev.pool().timeline(), mem, dev.name(), describe_run(args)));
+    std::printf("memory timeline written to %s\n", memory_timeline.c_str());
   }
   std::fflush(stdout);
   if (r.out_of_memory) throw OutOfMemoryError(r.error);
@@ -89,13 +120,17 @@ int run_train(const TrainingArguments& args) {
 Command add_train_command(CLI::App& app) {
   auto args = std::make_shared<TrainingArguments>();
   auto device_memory = std::make_shared<std::string>();
+  auto memory_timeline = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand("train", "Train a GPT-2 model and report time and memory");
   add_training_flags(sub, *args, *device_memory);
+  sub->add_option("--memory-timeline", *memory_timeline,
+                  "Write every allocation and free (category, size, step, phase) as JSON to this "
+                  "path; draw it with `snug plot-memory`");
   Command c;
   c.sub = sub;
-  c.run = [args, device_memory]() {
+  c.run = [args, device_memory, memory_timeline]() {
     if (!device_memory->empty()) args->device_memory = parse_device_memory(*device_memory);
-    return run_train(*args);
+    return run_train(*args, *memory_timeline);
   };
   return c;
 }

@@ -1,4 +1,6 @@
 // The flags shared by `snug train` and `snug plan` (TrainingArguments, kebab-case).
+#include <optional>
+
 #include "cli/commands.h"
 #include "core/device.h"
 #include "optim/optimizer.h"
@@ -11,6 +13,19 @@ void add_training_flags(CLI::App* sub, TrainingArguments& a, std::string& device
                   "Model preset (gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b) or a "
                   "Hugging Face config.json")
       ->capture_default_str();
+  // Shape overrides on top of --model: any GPT-2-shaped model from flags (7B: --n-layer 32
+  // --n-embd 4096 --n-head 32 --n-positions 2048).
+  auto shape_flag = [&](const char* flag, std::optional<int64_t>& field, const char* what) {
+    sub->add_option_function<int64_t>(
+           flag, [&field](const int64_t& v) { field = v; },
+           std::string(what) + " (overrides --model's)")
+        ->type_name("INT");
+  };
+  shape_flag("--n-layer", a.model_shape.n_layer, "Transformer layers");
+  shape_flag("--n-embd", a.model_shape.n_embd, "Hidden width");
+  shape_flag("--n-head", a.model_shape.n_head, "Attention heads");
+  shape_flag("--vocab-size", a.model_shape.vocab_size, "Vocabulary size");
+  shape_flag("--n-positions", a.model_shape.n_positions, "Maximum context (positions)");
   sub->add_option("--data", a.data,
                   "builtin (generated corpus), dummy (random tokens) or a PATH to a text or "
                   "token file")
@@ -52,9 +67,19 @@ void add_training_flags(CLI::App* sub, TrainingArguments& a, std::string& device
   sub->add_option("--momentum", a.momentum, "SGD momentum (0: no momentum buffer)")
       ->capture_default_str();
   sub->add_flag("--optim-8bit-embeddings", a.optim_8bit_embeddings,
-                "adamw_bnb_8bit: 8-bit states for the embeddings too (default: fp32, as HF)");
+                "adamw_bnb_8bit, lion_8bit: 8-bit states for the embeddings too (default: fp32, "
+                "as HF)");
   sub->add_flag("--adafactor-relative-step", a.adafactor_relative_step,
                 "adafactor: the paper's relative step size instead of --learning-rate");
+  sub->add_option("--galore-rank", a.galore_rank,
+                  "galore_adamw: rank of the gradient projection of attention/MLP matrices")
+      ->capture_default_str();
+  sub->add_option("--galore-update-proj-gap", a.galore_update_proj_gap,
+                  "galore_adamw: optimizer steps between recomputing the projection (SVD)")
+      ->capture_default_str();
+  sub->add_option("--galore-scale", a.galore_scale,
+                  "galore_adamw: scale of the projected-back update")
+      ->capture_default_str();
   sub->add_option("--dataloader-num-workers", a.dataloader_num_workers,
                   "Prepare batches ahead on a background thread (queue of 2 per worker)")
       ->capture_default_str();
@@ -69,6 +94,12 @@ void add_training_flags(CLI::App* sub, TrainingArguments& a, std::string& device
                   "chunked (LM head + cross-entropy a chunk of rows at a time, no B x T x V "
                   "tensor) or full (materialize the logits)")
       ->capture_default_str();
+  sub->add_flag("--fp16", a.fp16,
+                "Mixed precision with fp16 compute copies and activations, fp32 master weights "
+                "and gradients, dynamic loss scaling (GradScaler's defaults)");
+  sub->add_flag("--bf16", a.bf16,
+                "Mixed precision with bf16 compute copies and activations, fp32 master weights "
+                "and gradients (no loss scaling needed)");
   sub->add_flag("--gradient-checkpointing", a.gradient_checkpointing,
                 "Recompute activations in backward instead of keeping them");
   sub->add_option("--checkpoint-policy", a.checkpoint_policy,
@@ -93,6 +124,16 @@ void add_training_flags(CLI::App* sub, TrainingArguments& a, std::string& device
       ->capture_default_str();
   sub->add_option("--resume-from", a.resume_from,
                   "Resume from a checkpoint folder, or the latest complete one of an output dir");
+  sub->add_option("--init-from", a.init_from,
+                  "Start from these weights (safetensors, Hugging Face GPT-2 names, e.g. from "
+                  "`snug export-init`) instead of the seeded initialization");
+  sub->add_option("--freeze", a.freeze,
+                  "Freeze the parameters matching PATTERN (repeatable): no gradient, no "
+                  "optimizer state. Hugging Face names; a glob (transformer.h.*, "
+                  "transformer.h.[0-5].*) matches the whole name, otherwise a substring "
+                  "(transformer.wte)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--report-json", a.report_json, "Write the run report as JSON to this path");
 }
 

@@ -93,4 +93,25 @@ GPT2Config resolve_model(const std::string& spec) {
   return c;
 }
 
+GPT2Config resolve_model(const std::string& spec, const ModelShapeOverrides& o) {
+  GPT2Config c = resolve_model(spec);
+  if (!o.any()) return c;
+  auto apply = [&](const std::optional<int64_t>& v, int64_t& field, const char* flag,
+                   const char* key) {
+    if (!v) return;
+    SNUG_CHECK(*v > 0, flag, " must be positive, got ", *v);
+    field = *v;
+    c.name += detail::concat(" ", key, "=", *v);
+  };
+  apply(o.n_layer, c.n_layer, "--n-layer", "n_layer");
+  apply(o.n_embd, c.n_embd, "--n-embd", "n_embd");
+  apply(o.n_head, c.n_head, "--n-head", "n_head");
+  apply(o.vocab_size, c.vocab_size, "--vocab-size", "vocab_size");
+  apply(o.n_positions, c.n_positions, "--n-positions", "n_positions");
+  SNUG_CHECK(c.n_embd % c.n_head == 0, "--n-embd ", c.n_embd, " is not divisible by --n-head ",
+             c.n_head, " (model '", c.name, "')");
+  c.validate();
+  return c;
+}
+
 }  // namespace snug

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,5 +28,17 @@ struct GPT2Config {
 // (keys vocab_size, n_positions, n_embd, n_layer, n_head, layer_norm_epsilon).
 GPT2Config resolve_model(const std::string& name_or_path);
 std::vector<std::string> model_preset_names();
+
+// Shape overrides applied on top of a preset or config.json (--n-layer, --n-embd, --n-head,
+// --vocab-size, --n-positions), so that any GPT-2-shaped model can be planned from flags alone,
+// e.g. gpt2-124m with n_layer 32, n_embd 4096, n_head 32, n_positions 2048 is a 6.7B "7B" shape.
+struct ModelShapeOverrides {
+  std::optional<int64_t> vocab_size, n_positions, n_embd, n_layer, n_head;
+  bool any() const { return vocab_size || n_positions || n_embd || n_layer || n_head; }
+};
+// resolve_model(name_or_path) with `o` applied and validated; when any override is set the name
+// records them ("gpt2-124m n_layer=32 n_embd=4096 n_head=32"). Throws naming the flag for a
+// non-positive value.
+GPT2Config resolve_model(const std::string& name_or_path, const ModelShapeOverrides& o);
 
 }  // namespace snug

@@ -94,6 +94,8 @@ nlohmann::json make_report(const TrainingArguments& args, const GPT2& model, con
                 {"vocab_size", model.config().vocab_size},
                 {"n_positions", model.config().n_positions}};
   j["config"] = args.to_json();
+  // With --freeze, config.freeze lists the patterns and this counts what they left training.
+  j["config"]["trainable_params"] = count_params(model.parameters(), true);
   j["device"] = model.device().name();
   j["steps"] = r.steps;
   j["total_steps"] = r.total_steps;
@@ -104,6 +106,11 @@ nlohmann::json make_report(const TrainingArguments& args, const GPT2& model, con
   j["loss"] = r.loss;
   j["grad_norm"] = r.grad_norm;
   j["learning_rate"] = r.learning_rate;
+  // Mixed precision: compute dtype; with --fp16, optimizer steps skipped for overflowed
+  // gradients and the dynamic loss scale at the end (null without a loss scaler).
+  j["compute_dtype"] = args.fp16 ? "fp16" : args.bf16 ? "bf16" : "fp32";
+  j["skipped_steps"] = r.skipped_steps;
+  j["loss_scale"] = r.loss_scale > 0 ? nlohmann::json(r.loss_scale) : nlohmann::json(nullptr);
   j["final_loss"] = r.loss.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.loss.back());
   j["memory"] = memory_json(mem, capacity);
   j["system"] = system_info();

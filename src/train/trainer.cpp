@@ -2,12 +2,15 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "data/loader.h"
 #include "data/prefetch.h"
 #include "kernels/kernels.h"
 #include "train/checkpoint.h"
+#include "train/freeze.h"
+#include "train/fused_step.h"
 #include "train/schedule.h"
 
 namespace snug {
@@ -25,12 +28,21 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
   o.momentum = static_cast<float>(args_.momentum);
   o.optim_8bit_embeddings = args_.optim_8bit_embeddings;
   o.adafactor_relative_step = args_.adafactor_relative_step;
+  o.galore_rank = args_.galore_rank;
+  o.galore_update_proj_gap = args_.galore_update_proj_gap;
+  o.galore_scale = static_cast<float>(args_.galore_scale);
   model_.set_attention(parse_attention_impl(args_.attention));
   model_.set_logits_mode(parse_logits_mode(args_.logits));
+  model_.set_compute_dtype(parse_compute_dtype(args_.fp16, args_.bf16));
+  if (args_.fp16) scaler_ = std::make_unique<GradScaler>();
   if (args_.gradient_checkpointing)
     model_.set_checkpointing(
         parse_checkpoint_policy(args_.checkpoint_policy, model_.config().n_layer));
+  // --freeze before the optimizer exists: frozen parameters get no state and no gradient.
+  apply_freeze(model_.parameters(), args_.freeze);
   optimizer_ = make_optimizer(args_.optim, model_.parameters(), o);
+  fused_ = dynamic_cast<InBackwardOptimizer*>(optimizer_.get());
+  if (fused_) check_fused_settings(args_.optim, args_.gradient_accumulation_steps, args_.fp16);
   if (args_.max_steps > 0) {
     total_steps_ = args_.max_steps;
   } else {
@@ -56,17 +68,22 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
   }
 }
 
+void Trainer::set_grad_scaler_options(const GradScalerOptions& o) {
+  SNUG_CHECK(scaler_, "set_grad_scaler_options: the run has no loss scaler (needs --fp16)");
+  scaler_ = std::make_unique<GradScaler>(o);
+}
+
 double accumulate_gradients(GPT2& model, const int32_t* inputs, const int32_t* targets, int64_t B,
-                            int64_t T, int64_t accum, int64_t window_targets) {
+                            int64_t T, int64_t accum, int64_t window_targets, double loss_scale) {
   double loss_sum = 0.0;  // sum of per-token losses over the window
   for (int64_t micro = 0; micro < accum; ++micro) {
     const int64_t off = micro * B * T;
     int64_t n = 0;
     for (int64_t i = off; i < off + B * T; ++i) n += targets[i] >= 0 ? 1 : 0;
-    const float scale =
-        window_targets > 0
-            ? static_cast<float>(static_cast<double>(n) / static_cast<double>(window_targets))
-            : 0.0f;
+    const float scale = window_targets > 0
+                            ? static_cast<float>(static_cast<double>(n) * loss_scale /
+                                                 static_cast<double>(window_targets))
+                            : 0.0f;
     const float loss = model.forward(inputs + off, targets + off, B, T, true, scale);
     if (!std::isfinite(loss)) {
       model.free_activations();
@@ -144,17 +161,33 @@ TrainResult Trainer::train(TrainCallback* callback) {
       } else {
         window_targets = accum * B * T;
       }
+      const double lr = args_.learning_rate * lr_multiplier(args_.lr_scheduler_type, step,
+                                                            total_steps_, args_.warmup_steps);
+      // lomo/adalomo update inside backward (train/fused_step.h): no gradients are left after.
+      FusedStepResult fused;
+      if (fused_)
+        fused = fused_optimizer_step(model_, *fused_, inputs.data(), targets.data(), B, T,
+                                     static_cast<float>(lr), args_.max_grad_norm);
       const double step_loss =
-          accumulate_gradients(model_, inputs.data(), targets.data(), B, T, accum, window_targets);
+          fused_ ? fused.loss
+                 : accumulate_gradients(model_, inputs.data(), targets.data(), B, T, accum,
+                                        window_targets, scaler_ ? scaler_->scale() : 1.0);
       SNUG_CHECK(std::isfinite(step_loss), "loss is ", step_loss, " at step ", step + 1,
                  ": training stopped; lower --learning-rate or check the data");
       pool.set_phase(prefix + "optimizer");
-      const double lr = args_.learning_rate * lr_multiplier(args_.lr_scheduler_type, step,
-                                                            total_steps_, args_.warmup_steps);
-      const double norm = clip_gradients();
-      SNUG_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1,
-                 ": training stopped");
-      optimizer_->step(static_cast<float>(lr));
+      // fp16: unscale, and skip the step when a gradient overflowed (GradScaler.step/update).
+      const bool skip = scaler_ && scaler_->unscale_and_check(model_.parameters());
+      if (scaler_) scaler_->update(skip);
+      double norm = std::numeric_limits<double>::quiet_NaN();
+      if (fused_) {
+        norm = fused.grad_norm;
+      } else if (!skip) {
+        norm = clip_gradients();
+        SNUG_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1,
+                   ": training stopped");
+        optimizer_->step(static_cast<float>(lr));
+      }
+      r.skipped_steps += skip ? 1 : 0;
       model_.zero_grad();
       pool.set_phase(prefix + "done");
 
@@ -184,6 +217,7 @@ TrainResult Trainer::train(TrainCallback* callback) {
     r.error = e.what();
   }
   r.runtime_s = std::chrono::duration<double>(clock::now() - t0).count();
+  r.loss_scale = scaler_ ? scaler_->scale() : 0.0;
   return r;
 }
 

@@ -16,7 +16,9 @@
 
 #include "data/dataset.h"
 #include "models/gpt2.h"
+#include "optim/lomo.h"
 #include "optim/optimizer.h"
+#include "train/grad_scaler.h"
 #include "train/training_args.h"
 
 namespace snug {
@@ -47,14 +49,19 @@ struct TrainResult {
   bool out_of_memory = false;
   int64_t resumed_from_step = 0;         // > 0 when resumed: steps counts it, the vectors do not
   std::vector<std::string> checkpoints;  // folders saved during the run
+  // --fp16: optimizer steps skipped for inf/NaN gradients, and the loss scale at the end.
+  int64_t skipped_steps = 0;
+  double loss_scale = 0.0;  // 0 without a loss scaler
 };
 
 // Forward + backward over `accum` micro-batches of (B,T) tokens laid out one after another in
 // inputs/targets, accumulating into the parameters' gradients d(window loss)/dW where the window
 // loss is the sum of per-token losses divided by `window_targets`, the number of targets >= 0 in
-// the whole window. Returns that window loss (non-finite: stopped at that micro-batch).
+// the whole window, times `loss_scale` (fp16's dynamic loss scale; 1 otherwise). Returns that
+// window loss, unscaled (non-finite: stopped at that micro-batch).
 double accumulate_gradients(GPT2& model, const int32_t* inputs, const int32_t* targets, int64_t B,
-                            int64_t T, int64_t accum, int64_t window_targets);
+                            int64_t T, int64_t accum, int64_t window_targets,
+                            double loss_scale = 1.0);
 
 class Trainer {
  public:
@@ -63,6 +70,8 @@ class Trainer {
   int64_t total_steps() const { return total_steps_; }
   // The step training starts from (the checkpoint's with --resume-from, else 0).
   int64_t start_step() const { return start_step_; }
+  // --fp16's loss scaler, for callers that need other than GradScaler's defaults (tests).
+  void set_grad_scaler_options(const GradScalerOptions& o);
   TrainResult train(TrainCallback* callback = nullptr);
 
  private:
@@ -72,6 +81,8 @@ class Trainer {
   GPT2& model_;
   const TokenSource* data_;
   std::unique_ptr<Optimizer> optimizer_;
+  InBackwardOptimizer* fused_ = nullptr;  // optimizer_ when it runs inside backward (lomo)
+  std::unique_ptr<GradScaler> scaler_;    // --fp16 only
   int64_t total_steps_ = 0;
   int64_t start_step_ = 0;
   int64_t data_epoch_ = 0, data_position_ = 0;  // loader state to seek to before training

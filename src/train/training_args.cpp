@@ -23,24 +23,43 @@ void TrainingArguments::validate() const {
              "--adam-beta1/--adam-beta2 must be in [0, 1)");
   SNUG_CHECK(momentum >= 0 && momentum < 1, "--momentum must be in [0, 1), got ", momentum);
   SNUG_CHECK(threads >= 0, "--threads must be >= 0, got ", threads);
+  SNUG_CHECK(galore_rank >= 1, "--galore-rank must be >= 1, got ", galore_rank);
+  SNUG_CHECK(galore_update_proj_gap >= 1, "--galore-update-proj-gap must be >= 1, got ",
+             galore_update_proj_gap);
   SNUG_CHECK(save_steps >= 0, "--save-steps must be >= 0 (0: never), got ", save_steps);
   SNUG_CHECK(save_steps == 0 || !output_dir.empty(), "--output-dir must not be empty");
   SNUG_CHECK(logging_steps > 0, "--log-every must be positive, got ", logging_steps);
   SNUG_CHECK(dataloader_num_workers >= 0, "--dataloader-num-workers must be >= 0, got ",
              dataloader_num_workers);
+  SNUG_CHECK(init_from.empty() || resume_from.empty(),
+             "--init-from and --resume-from cannot be combined (a checkpoint has its own weights)");
+  for (const std::string& f : freeze) SNUG_CHECK(!f.empty(), "--freeze: empty pattern");
   validate_scheduler(lr_scheduler_type);
   parse_checkpoint_policy(checkpoint_policy, 1);
   parse_attention_impl(attention);
   parse_logits_mode(logits);
+  parse_compute_dtype(fp16, bf16);
   parse_device_kind(device);
   bool known_optim = false;
   for (const auto& n : optimizer_names()) known_optim = known_optim || n == optim;
   if (!known_optim) make_optimizer(optim, {}, {});  // throws the message listing known names
 }
 
+GPT2Config TrainingArguments::model_config() const {
+  return resolve_model(model, model_shape);
+}
+
 nlohmann::json TrainingArguments::to_json() const {
   nlohmann::json j;
   j["model"] = model;
+  auto opt = [](const std::optional<int64_t>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
+  j["model_shape"] = {{"n_layer", opt(model_shape.n_layer)},
+                      {"n_embd", opt(model_shape.n_embd)},
+                      {"n_head", opt(model_shape.n_head)},
+                      {"vocab_size", opt(model_shape.vocab_size)},
+                      {"n_positions", opt(model_shape.n_positions)}};
   j["data"] = data;
   j["seq_len"] = seq_len;
   j["per_device_train_batch_size"] = per_device_train_batch_size;
@@ -60,10 +79,15 @@ nlohmann::json TrainingArguments::to_json() const {
   j["momentum"] = momentum;
   j["optim_8bit_embeddings"] = optim_8bit_embeddings;
   j["adafactor_relative_step"] = adafactor_relative_step;
+  j["galore_rank"] = galore_rank;
+  j["galore_update_proj_gap"] = galore_update_proj_gap;
+  j["galore_scale"] = galore_scale;
   j["dataloader_num_workers"] = dataloader_num_workers;
   j["dataloader_pin_memory"] = dataloader_pin_memory;
   j["attention"] = attention;
   j["logits"] = logits;
+  j["fp16"] = fp16;
+  j["bf16"] = bf16;
   j["gradient_checkpointing"] = gradient_checkpointing;
   j["checkpoint_policy"] = checkpoint_policy;
   j["device"] = device;
@@ -73,6 +97,8 @@ nlohmann::json TrainingArguments::to_json() const {
   j["save_steps"] = save_steps;
   j["output_dir"] = output_dir;
   j["resume_from"] = resume_from;
+  j["init_from"] = init_from;
+  j["freeze"] = freeze;
   return j;
 }
 

@@ -13,11 +13,17 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "models/gpt2_config.h"
 
 namespace snug {
 
 struct TrainingArguments {
   std::string model = "gpt2-tiny";
+  // --n-layer/--n-embd/--n-head/--vocab-size/--n-positions on top of the --model preset or
+  // config.json; model_config() applies them.
+  ModelShapeOverrides model_shape;
   std::string data = "builtin";
   int64_t seq_len = 128;
   int64_t per_device_train_batch_size = 8;
@@ -37,10 +43,17 @@ struct TrainingArguments {
   double momentum = 0.0;                 // sgd (torch.optim.SGD momentum)
   bool optim_8bit_embeddings = false;    // adamw_bnb_8bit: 8-bit states for embeddings too
   bool adafactor_relative_step = false;  // adafactor: the paper's relative step size
+  int64_t galore_rank = 128;             // galore_adamw: projection rank (GaLore's defaults)
+  int64_t galore_update_proj_gap = 200;  // galore_adamw: steps between projector refreshes
+  double galore_scale = 0.25;            // galore_adamw: scale of the projected-back update
   int dataloader_num_workers = 0;
   bool dataloader_pin_memory = true;  // accepted; a CUDA host-allocation mode (see data/prefetch.h)
   std::string attention = "flash";    // flash (memory linear in T) or naive (materialized T x T)
   std::string logits = "chunked";     // chunked (no B x T x V tensor) or full
+  // Mixed precision (docs/mixed-precision.md): fp32 master weights and gradients, 16-bit compute
+  // copies and saved activations; fp16 adds GradScaler's dynamic loss scaling.
+  bool fp16 = false;
+  bool bf16 = false;
   bool gradient_checkpointing = false;
   std::string checkpoint_policy = "every-layer";  // every-layer, every-k:K, sqrt, selective
   std::string device = "cpu";
@@ -53,9 +66,17 @@ struct TrainingArguments {
   int64_t save_steps = 0;
   std::string output_dir = "snug-output";
   std::string resume_from;
+  // Start from these weights (safetensors, Hugging Face GPT-2 names; models/gpt2_weights.h)
+  // instead of init_weights(seed), e.g. what `snug export-init` wrote or a Hub checkpoint.
+  std::string init_from;
+  // --freeze (repeatable): parameters matched by any pattern do not train: no gradient buffer,
+  // no optimizer state, weights unchanged (train/freeze.h for the glob/substring rules).
+  std::vector<std::string> freeze;
 
   // Throws snug::Error naming the flag for values that cannot work.
   void validate() const;
+  // The model's shapes: resolve_model(model) with model_shape applied.
+  GPT2Config model_config() const;
   nlohmann::json to_json() const;
 };
 

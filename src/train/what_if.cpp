@@ -11,16 +11,18 @@
 
 namespace snug {
 
-MemoryStats dry_run(const TrainingArguments& args) {
+MemoryStats dry_run(const TrainingArguments& args, std::vector<MemoryEvent>* timeline) {
   TrainingArguments a = args;
   a.device = "meta";
   a.max_steps = 2;
   a.report_json.clear();
   Device dev(DeviceKind::meta);
-  GPT2 model(resolve_model(a.model), dev);
+  dev.pool().enable_timeline(timeline != nullptr);
+  GPT2 model(a.model_config(), dev);
   Trainer trainer(a, model, nullptr);
   const TrainResult r = trainer.train();
   SNUG_CHECK(r.error.empty(), "dry run failed: ", r.error);
+  if (timeline) *timeline = dev.pool().timeline();
   return dev.pool().stats();
 }
 

@@ -14,8 +14,9 @@
 namespace snug {
 
 // Peak statistics of `args` replayed on the meta device for two optimizer steps (the second
-// step holds optimizer state, so it contains the run's peak). No data is read.
-MemoryStats dry_run(const TrainingArguments& args);
+// step holds optimizer state, so it contains the run's peak). No data is read. With `timeline`,
+// every allocation and free of the run is recorded into it (core/memory.h MemoryEvent).
+MemoryStats dry_run(const TrainingArguments& args, std::vector<MemoryEvent>* timeline = nullptr);
 
 struct WhatIf {
   std::string flags;   // what to add to the command line, e.g. "--gradient-checkpointing"

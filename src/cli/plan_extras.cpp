@@ -1,0 +1,148 @@
+#include "cli/plan_extras.h"
+
+#include <cstdio>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "kernels/peak.h"
+#include "train/advisor.h"
+#include "train/fit_search.h"
+#include "train/memory_timeline.h"
+#include "train/report.h"
+#include "train/what_if.h"
+
+namespace snug::cli {
+
+namespace {
+
+double mib(int64_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0);
+}
+
+nlohmann::json search_json(const FitSearchResult& r, int64_t capacity, int64_t overhead) {
+  nlohmann::json j = {{"value", r.value},           {"peak_bytes", r.peak_bytes},
+                      {"capacity_bytes", capacity}, {"runtime_overhead_bytes", overhead},
+                      {"capped", r.capped},         {"dry_runs", r.dry_runs}};
+  if (!r.capped) {
+    j["above"] = r.above;
+    j["above_peak_bytes"] = r.above_peak;
+  }
+  return j;
+}
+
+void print_search(const char* what, const FitSearchResult& r, const std::string& device,
+                  int64_t overhead, const char* cap_reason) {
+  const char* plus = overhead > 0 ? " + runtime" : "";
+  if (r.value == 0) {
+    std::printf("%s: none fits %s: even 1 needs %.1f MB%s\n", what, device.c_str(),
+                mib(r.peak_bytes + overhead), plus);
+    return;
+  }
+  std::printf("%s that fits %s: %lld (peak %.1f MB%s", what, device.c_str(),
+              static_cast<long long>(r.value), mib(r.peak_bytes + overhead), plus);
+  if (r.capped)
+    std::printf("; %s)", cap_reason);
+  else
+    std::printf("; %lld needs %.1f MB)", static_cast<long long>(r.above),
+                mib(r.above_peak + overhead));
+  std::printf(" - %lld dry runs\n", static_cast<long long>(r.dry_runs));
+}
+
+void run_advisor(const PlanExtras& x, const TrainingArguments& args,
+                 const std::string& device_memory, nlohmann::json& j) {
+  SNUG_CHECK(x.target_batch >= 0, "--target-batch must be positive, got ", x.target_batch);
+  SNUG_CHECK(x.gemm_gflops >= 0, "--gemm-gflops must be positive, got ", x.gemm_gflops);
+  SNUG_CHECK(x.advise_top > 0, "--advise-top must be positive, got ", x.advise_top);
+  AdvisorOptions o;
+  o.target_batch = x.target_batch;
+  o.capacity = parse_device_memory(device_memory);
+  o.overhead = runtime_overhead_bytes(device_memory);
+  const bool measured = x.gemm_gflops == 0;
+  if (measured) set_num_threads(args.threads);
+  o.gemm_flops = measured ? kernels::measure_gemm_peak_flops(512, 0.3) : x.gemm_gflops * 1e9;
+  const AdvisorResult r = advise(args, o);
+  std::printf(
+      "\nfit advisor: %lld configurations of %lld sequences x %lld tokens per step tried on %s, "
+      "%zu fit; step time from FLOPs at %.0f GFLOP/s (%s)\n",
+      static_cast<long long>(r.tried), static_cast<long long>(r.target_batch),
+      static_cast<long long>(args.seq_len), device_memory.c_str(), r.fitting.size(),
+      o.gemm_flops / 1e9, measured ? "this build's GEMM, measured" : "--gemm-gflops");
+  const size_t top = static_cast<size_t>(x.advise_top);
+  if (r.fitting.empty()) {
+    std::printf("nothing fits: try a smaller --seq-len or --target-batch, or more memory\n");
+  } else {
+    std::printf("run: %s\n\n%s", train_command_line(r.fitting.front().args, device_memory).c_str(),
+                advice_table(r, o.capacity, o.overhead, top).c_str());
+  }
+  j["advice"] = advice_json(r, device_memory, top);
+  j["advice"]["gemm_flops"] = o.gemm_flops;
+}
+
+}  // namespace
+
+int64_t runtime_overhead_bytes(const std::string& device_memory) {
+  return is_device_memory_preset(device_memory) ? kCudaContextBytes : 0;
+}
+
+void add_plan_extra_flags(CLI::App* plan, PlanExtras& x) {
+  CLI::Option* dm = plan->get_option("--device-memory");
+  plan->add_flag("--find-max-batch", x.find_max_batch,
+                 "Find the largest --per-device-train-batch-size that fits --device-memory "
+                 "(exact: a search over dry runs)")
+      ->needs(dm);
+  plan->add_flag("--find-max-seq-len", x.find_max_seq_len,
+                 "Find the largest --seq-len (up to the model's n_positions) that fits "
+                 "--device-memory (exact: a search over dry runs)")
+      ->needs(dm);
+  plan->add_flag("--advise", x.advise,
+                 "Fit advisor: try batch/accumulation splits of --target-batch, checkpoint "
+                 "policies and optimizers; list those that fit --device-memory, fastest first")
+      ->needs(dm);
+  plan->add_option("--target-batch", x.target_batch,
+                   "--advise: sequences per optimizer step (default: batch x accumulation)");
+  plan->add_option("--gemm-gflops", x.gemm_gflops,
+                   "--advise: GEMM rate for the step-time estimate (default: measured now)");
+  plan->add_option("--advise-top", x.advise_top, "--advise: rows to list")->capture_default_str();
+  plan->add_option("--memory-timeline", x.memory_timeline,
+                   "Write every allocation and free of the dry run (category, size, step, "
+                   "phase) as JSON to this path; draw it with `snug plot-memory`");
+}
+
+void run_plan_extras(const PlanExtras& x, const TrainingArguments& args,
+                     const std::string& device_memory, nlohmann::json& j) {
+  if (x.find_max_batch || x.find_max_seq_len) {
+    SNUG_CHECK(!device_memory.empty(), "--find-max-batch/--find-max-seq-len need --device-memory");
+    const int64_t capacity = parse_device_memory(device_memory);
+    const int64_t overhead = runtime_overhead_bytes(device_memory);
+    std::printf("\n");
+    if (x.find_max_batch) {
+      // 2^20 sequences per device: far past any capacity, a bound for the doubling only.
+      const FitSearchResult r =
+          find_max_fit(args, FitDimension::batch, capacity, overhead, int64_t{1} << 20);
+      print_search("largest --per-device-train-batch-size", r, device_memory, overhead,
+                   "the search's bound");
+      j["max_batch"] = r.value;
+      j["max_batch_search"] = search_json(r, capacity, overhead);
+    }
+    if (x.find_max_seq_len) {
+      const int64_t n_positions = args.model_config().n_positions;
+      const FitSearchResult r =
+          find_max_fit(args, FitDimension::seq_len, capacity, overhead, n_positions);
+      print_search("largest --seq-len", r, device_memory, overhead,
+                   "the model's n_positions; --n-positions raises it");
+      j["max_seq_len"] = r.value;
+      j["max_seq_len_search"] = search_json(r, capacity, overhead);
+    }
+  }
+  if (x.advise) run_advisor(x, args, device_memory, j);
+  if (!x.memory_timeline.empty()) {
+    std::vector<MemoryEvent> events;
+    const MemoryStats mem = dry_run(args, &events);
+    write_json_file(x.memory_timeline, timeline_json(events, mem, "meta", describe_run(args)));
+    std::printf("memory timeline (%zu events, 2 steps) written to %s\n", events.size(),
+                x.memory_timeline.c_str());
+  }
+}
+
+}  // namespace snug::cli

@@ -1,0 +1,83 @@
+// `snug plot-memory FILE.json -o FILE.svg`: live memory over one step of a memory timeline
+// (`--memory-timeline` of train or plan), stacked by category (train/memory_plot.h). SVG only:
+// a PNG needs a rasterizer this build does not link, so asking for one is a command-line error
+// that says how to get one.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "train/memory_plot.h"
+#include "train/memory_timeline.h"
+
+namespace snug::cli {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  if (s.size() < suffix.size()) return false;
+  std::string tail = s.substr(s.size() - suffix.size());
+  for (auto& ch : tail) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return tail == suffix;
+}
+
+struct PlotArgs {
+  std::string input, output, title;
+  int64_t step = -1;
+};
+
+int run_plot(const PlotArgs& a) {
+  std::ifstream in(a.input);
+  SNUG_CHECK(in, "cannot open memory timeline '", a.input, "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(a.input + ": not valid JSON: " + e.what());
+  }
+  const Timeline t = parse_timeline_json(j, a.input);
+  MemoryPlotOptions o;
+  o.step = a.step;
+  o.title = a.title;
+  const std::string svg = memory_timeline_svg(t, o);
+  std::ofstream out(a.output);
+  SNUG_CHECK(out, "cannot write '", a.output, "'");
+  out << svg;
+  out.flush();
+  SNUG_CHECK(out, "writing '", a.output, "' failed (disk full?)");
+  std::printf("wrote %s (%zu events, peak %s during '%s')\n", a.output.c_str(), t.events.size(),
+              format_bytes(t.peak_bytes).c_str(), t.peak_phase.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Command add_plot_memory_command(CLI::App& app) {
+  auto a = std::make_shared<PlotArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "plot-memory", "Draw a --memory-timeline JSON: live memory over one step by category");
+  sub->add_option("timeline", a->input, "Memory timeline JSON (train/plan --memory-timeline)")
+      ->required();
+  sub->add_option("-o,--output", a->output, "Output image (.svg)")
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& path) -> std::string {
+            if (ends_with(path, ".svg")) return {};
+            if (ends_with(path, ".png"))
+              return "PNG output is not supported by this build (no rasterizer linked): write "
+                     ".svg, then convert it if you need a PNG (e.g. rsvg-convert in.svg -o "
+                     "out.png)";
+            return "the output must end in .svg";
+          },
+          "FILE.svg"));
+  sub->add_option("--step", a->step, "Optimizer step to draw (default: the last one)");
+  sub->add_option("--title", a->title, "Plot title");
+  Command c;
+  c.sub = sub;
+  c.run = [a]() { return run_plot(*a); };
+  return c;
+}
+
+}  // namespace snug::cli

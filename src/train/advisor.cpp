@@ -1,0 +1,216 @@
+#include "train/advisor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "core/error.h"
+#include "models/gpt2.h"
+#include "optim/optimizer.h"
+#include "train/what_if.h"
+
+namespace snug {
+
+namespace {
+
+std::string join_flags(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return a + " " + b;
+}
+
+std::string shell_word(const std::string& s) {
+  if (!s.empty() && s.find_first_of(" \t'\"$\\*?[]") == std::string::npos) return s;
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<SwitchDimension> advisor_dimensions(const TrainingArguments& base,
+                                                int64_t target_batch) {
+  std::vector<SwitchDimension> dims;
+
+  SwitchDimension split{"batch x accumulation", {}};
+  for (int64_t b = target_batch; b >= 1; --b) {
+    if (target_batch % b != 0) continue;
+    const int64_t g = target_batch / b;
+    split.choices.push_back({"--per-device-train-batch-size " + std::to_string(b) +
+                                 " --gradient-accumulation-steps " + std::to_string(g),
+                             [b, g](TrainingArguments& a) {
+                               a.per_device_train_batch_size = b;
+                               a.gradient_accumulation_steps = g;
+                             }});
+  }
+  dims.push_back(std::move(split));
+
+  SwitchDimension ckpt{"checkpointing", {}};
+  ckpt.choices.push_back({"", [](TrainingArguments& a) { a.gradient_checkpointing = false; }});
+  for (const char* policy : {"every-layer", "sqrt", "selective"})
+    ckpt.choices.push_back(
+        {std::string("--gradient-checkpointing") +
+             (std::string(policy) == "every-layer" ? ""
+                                                   : std::string(" --checkpoint-policy ") + policy),
+         [policy](TrainingArguments& a) {
+           a.gradient_checkpointing = true;
+           a.checkpoint_policy = policy;
+         }});
+  dims.push_back(std::move(ckpt));
+
+  SwitchDimension optim{"optimizer", {}};
+  const std::vector<std::string> known = optimizer_names();
+  // In order of preference (the closest to AdamW's results first), the run's own first.
+  std::vector<std::string> optims = {"adamw_torch", "adamw_bnb_8bit", "adafactor", "lion", "sgd"};
+  const std::string own = base.optim == "adamw" ? "adamw_torch" : base.optim;
+  optims.erase(std::remove(optims.begin(), optims.end(), own), optims.end());
+  optims.insert(optims.begin(), own);
+  for (const std::string& o : optims)
+    if (std::find(known.begin(), known.end(), o) != known.end())
+      optim.choices.push_back({"--optim " + o, [o](TrainingArguments& a) { a.optim = o; }});
+  dims.push_back(std::move(optim));
+
+  // Further dimensions go here: precision ({"", "--bf16", "--fp16"}), LoRA/QLoRA ranks.
+  return dims;
+}
+
+double step_flops(const TrainingArguments& a) {
+  const GPT2Config c = a.model_config();
+  const double L = static_cast<double>(c.n_layer), C = static_cast<double>(c.n_embd);
+  const double V = static_cast<double>(c.vocab_size), T = static_cast<double>(a.seq_len);
+  const double tokens = static_cast<double>(a.per_device_train_batch_size) *
+                        static_cast<double>(a.gradient_accumulation_steps) * T;
+  const double layer_gemm = 12.0 * L * C * C;
+  const double attention = 2.0 * L * T * C;  // causal: (T+1)/2 keys per token on average
+  const double forward = 2.0 * (layer_gemm + V * C) + attention;
+  double per_token = 3.0 * forward;
+  if (a.gradient_checkpointing) {
+    const CheckpointConfig ck = parse_checkpoint_policy(a.checkpoint_policy, c.n_layer);
+    if (ck.policy == CheckpointPolicy::selective) {
+      if (parse_attention_impl(a.attention) == AttentionImpl::naive) per_token += attention;
+    } else if (ck.policy != CheckpointPolicy::none) {
+      per_token += 2.0 * layer_gemm + attention;
+    }
+  }
+  return per_token * tokens;
+}
+
+AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o) {
+  SNUG_CHECK(o.gemm_flops > 0, "advise: the GEMM rate must be positive");
+  AdvisorResult r;
+  r.target_batch = o.target_batch > 0
+                       ? o.target_batch
+                       : base.per_device_train_batch_size * base.gradient_accumulation_steps;
+  const std::vector<SwitchDimension> dims = advisor_dimensions(base, r.target_batch);
+  int64_t combos = 1;
+  for (const SwitchDimension& d : dims) combos *= static_cast<int64_t>(d.choices.size());
+  SNUG_CHECK(combos <= o.max_configs, "--advise: ", combos, " configurations to try (more than ",
+             o.max_configs, "); pick a --target-batch with fewer divisors");
+
+  std::vector<size_t> pick(dims.size(), 0);
+  for (int64_t n = 0; n < combos; ++n) {
+    TrainingArguments a = base;
+    std::string flags;
+    int64_t preference = 0;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      const SwitchChoice& ch = dims[d].choices[pick[d]];
+      ch.apply(a);
+      flags = join_flags(flags, ch.flags);
+      if (d > 0) preference += static_cast<int64_t>(pick[d]);
+    }
+    const int64_t peak = dry_run(a).peak_total;
+    ++r.tried;
+    if (peak + o.overhead <= o.capacity) {
+      const double f = step_flops(a);
+      r.fitting.push_back({a, flags, peak, f, f / o.gemm_flops, preference});
+    }
+    for (size_t d = dims.size(); d-- > 0;) {  // next combination (odometer)
+      if (++pick[d] < dims[d].choices.size()) break;
+      pick[d] = 0;
+    }
+  }
+  std::stable_sort(r.fitting.begin(), r.fitting.end(), [](const Advice& x, const Advice& y) {
+    if (x.flops != y.flops) return x.flops < y.flops;
+    if (x.args.gradient_accumulation_steps != y.args.gradient_accumulation_steps)
+      return x.args.gradient_accumulation_steps < y.args.gradient_accumulation_steps;
+    if (x.preference != y.preference) return x.preference < y.preference;
+    return x.peak_bytes < y.peak_bytes;
+  });
+  return r;
+}
+
+std::string train_command_line(const TrainingArguments& a, const std::string& device_memory) {
+  const TrainingArguments d;
+  std::string s = "snug train --model " + shell_word(a.model);
+  auto shape = [&](const char* flag, const std::optional<int64_t>& v) {
+    if (v) s += std::string(" ") + flag + " " + std::to_string(*v);
+  };
+  shape("--n-layer", a.model_shape.n_layer);
+  shape("--n-embd", a.model_shape.n_embd);
+  shape("--n-head", a.model_shape.n_head);
+  shape("--vocab-size", a.model_shape.vocab_size);
+  shape("--n-positions", a.model_shape.n_positions);
+  if (a.data != d.data) s += " --data " + shell_word(a.data);
+  s += " --seq-len " + std::to_string(a.seq_len);
+  s += " --per-device-train-batch-size " + std::to_string(a.per_device_train_batch_size);
+  if (a.gradient_accumulation_steps != 1)
+    s += " --gradient-accumulation-steps " + std::to_string(a.gradient_accumulation_steps);
+  if (a.optim != d.optim) s += " --optim " + a.optim;
+  if (a.momentum != d.momentum) s += " --momentum " + num(a.momentum);
+  if (a.gradient_checkpointing) {
+    s += " --gradient-checkpointing";
+    if (a.checkpoint_policy != "every-layer") s += " --checkpoint-policy " + a.checkpoint_policy;
+  }
+  if (a.attention != d.attention) s += " --attention " + a.attention;
+  if (a.logits != d.logits) s += " --logits " + a.logits;
+  if (a.fp16) s += " --fp16";
+  if (a.bf16) s += " --bf16";
+  for (const std::string& f : a.freeze) s += " --freeze " + shell_word(f);
+  if (a.max_steps > 0) s += " --max-steps " + std::to_string(a.max_steps);
+  if (a.learning_rate != d.learning_rate) s += " --learning-rate " + num(a.learning_rate);
+  if (!device_memory.empty()) s += " --device-memory " + shell_word(device_memory);
+  return s;
+}
+
+std::string advice_table(const AdvisorResult& r, int64_t capacity, int64_t overhead, size_t top) {
+  std::ostringstream os;
+  char buf[512];
+  const double mb = 1024.0 * 1024.0;
+  std::snprintf(buf, sizeof buf, "%4s %10s %10s %11s  %s\n", "rank", "step s", "peak MB",
+                "headroom MB", "switches");
+  os << buf;
+  for (size_t i = 0; i < r.fitting.size() && i < top; ++i) {
+    const Advice& a = r.fitting[i];
+    std::snprintf(buf, sizeof buf, "%4zu %10.2f %10.1f %11.1f  %s\n", i + 1, a.step_s,
+                  static_cast<double>(a.peak_bytes) / mb,
+                  static_cast<double>(capacity - overhead - a.peak_bytes) / mb, a.flags.c_str());
+    os << buf;
+  }
+  return os.str();
+}
+
+nlohmann::json advice_json(const AdvisorResult& r, const std::string& device_memory, size_t top) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t i = 0; i < r.fitting.size() && i < top; ++i) {
+    const Advice& a = r.fitting[i];
+    rows.push_back({{"rank", i + 1},
+                    {"flags", a.flags},
+                    {"peak_bytes", a.peak_bytes},
+                    {"step_flops", a.flops},
+                    {"step_seconds", a.step_s},
+                    {"command", train_command_line(a.args, device_memory)}});
+  }
+  return {{"target_batch", r.target_batch},
+          {"tried", r.tried},
+          {"fitting", static_cast<int64_t>(r.fitting.size())},
+          {"configurations", rows}};
+}
+
+}  // namespace snug

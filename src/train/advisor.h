@@ -1,0 +1,83 @@
+// The fit advisor (`snug plan --advise`): given a model, a target effective batch and a device
+// capacity, try every combination of the memory switches, keep those whose exact dry-run peak
+// fits, and rank them by estimated step time. The top row is the command to run.
+//
+// The switches are a list of dimensions, each a list of choices (flags + how they change the
+// TrainingArguments); the search is their Cartesian product. Today: the batch/accumulation split
+// of the target batch, the checkpoint policy, and the optimizer. Precision (--bf16/--fp16) and
+// LoRA/QLoRA join as further dimensions in advisor_dimensions() without touching the search.
+//
+// Step time = FLOPs of one optimizer step / GEMM rate (FLOP/s: measured on this build with
+// kernels::measure_gemm_peak_flops, or --gemm-gflops). Per token, with N = 12*L*C^2 + V*C the
+// GEMM parameters (the layers' four Linear weights and the tied LM head) and causal attention
+// (each token's scores and weighted sum over (T+1)/2 keys on average: 2*T*C per layer):
+//   forward   2N + 2*L*T*C
+//   training  3 x forward (backward = 2 x forward)
+//   recompute every-layer, every-k, sqrt: + one forward of the layers (24*L*C^2 + 2*L*T*C);
+//             selective: + the attention forward with --attention naive (it recomputes the
+//             softmax), nothing with flash (only element-wise ops, no GEMM FLOPs)
+// Optimizer updates and element-wise kernels are not counted (memory-bound, small next to the
+// GEMMs for these shapes). Among equal FLOPs, fewer micro-batches rank first (bigger GEMMs run
+// closer to the peak rate), then the choices listed first in their dimensions (the run's own
+// optimizer, then the one closest to AdamW), then a lower peak.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "train/training_args.h"
+
+namespace snug {
+
+struct SwitchChoice {
+  std::string flags;  // what it adds to the command line ("" for the dimension's "off")
+  std::function<void(TrainingArguments&)> apply;
+};
+struct SwitchDimension {
+  std::string name;
+  std::vector<SwitchChoice> choices;
+};
+
+// The dimensions searched for `base` and an effective batch of `target_batch` sequences.
+std::vector<SwitchDimension> advisor_dimensions(const TrainingArguments& base,
+                                                int64_t target_batch);
+
+// FLOPs of one optimizer step of `a` (see above).
+double step_flops(const TrainingArguments& a);
+
+struct AdvisorOptions {
+  int64_t target_batch = 0;  // sequences per optimizer step (0: base B x accumulation)
+  int64_t capacity = 0;      // bytes
+  int64_t overhead = 0;      // runtime bytes on top of the tensors (CUDA context)
+  double gemm_flops = 0;     // FLOP/s
+  int64_t max_configs = 4096;
+};
+
+struct Advice {
+  TrainingArguments args;
+  std::string flags;  // the switches' flags, in dimension order
+  int64_t peak_bytes = 0;
+  double flops = 0;
+  double step_s = 0;
+  int64_t preference = 0;  // sum of the choices' positions in their dimensions (0: first)
+};
+
+struct AdvisorResult {
+  std::vector<Advice> fitting;  // ranked, fastest first
+  int64_t tried = 0;            // dry runs
+  int64_t target_batch = 0;
+};
+
+AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o);
+
+// `snug train ...` for `a`: the model and shape flags, the flags that differ from the defaults
+// among those that change memory or the run, and --device-memory.
+std::string train_command_line(const TrainingArguments& a, const std::string& device_memory);
+
+std::string advice_table(const AdvisorResult& r, int64_t capacity, int64_t overhead, size_t top);
+nlohmann::json advice_json(const AdvisorResult& r, const std::string& device_memory, size_t top);
+
+}  // namespace snug

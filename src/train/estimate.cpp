@@ -1,0 +1,191 @@
+#include "train/estimate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "models/gpt2.h"
+#include "optim/optimizer.h"
+#include "train/freeze.h"
+
+namespace snug {
+
+namespace {
+
+int64_t at(const ByCategory& b, Category c) {
+  return b[static_cast<int>(c)];
+}
+
+bool mixed_precision(const TrainingArguments& a) {
+  return a.fp16 || a.bf16;
+}
+
+OptimizerOptions optimizer_options(const TrainingArguments& a) {
+  OptimizerOptions o;
+  o.beta1 = static_cast<float>(a.adam_beta1);
+  o.beta2 = static_cast<float>(a.adam_beta2);
+  o.eps = static_cast<float>(a.adam_epsilon);
+  o.weight_decay = static_cast<float>(a.weight_decay);
+  o.momentum = static_cast<float>(a.momentum);
+  o.optim_8bit_embeddings = a.optim_8bit_embeddings;
+  o.adafactor_relative_step = a.adafactor_relative_step;
+  o.galore_rank = a.galore_rank;
+  o.galore_update_proj_gap = a.galore_update_proj_gap;
+  o.galore_scale = static_cast<float>(a.galore_scale);
+  return o;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+}  // namespace
+
+int64_t MemoryEstimate::total() const {
+  int64_t t = 0;
+  for (int64_t b : bytes) t += b;
+  return t;
+}
+
+int64_t MemoryEstimate::model_states() const {
+  return at(bytes, Category::weights) + at(bytes, Category::gradients) +
+         at(bytes, Category::optimizer_state);
+}
+
+int64_t korthikanti_activation_bytes(const TrainingArguments& args) {
+  const GPT2Config cfg = args.model_config();
+  const int64_t s = args.seq_len, b = args.per_device_train_batch_size, h = cfg.n_embd;
+  const int64_t a = cfg.n_head, L = cfg.n_layer, v = cfg.vocab_size;
+  const int64_t e = mixed_precision(args) ? 2 : 4;
+  const int64_t sbh = s * b * h;
+  const bool flash = parse_attention_impl(args.attention) == AttentionImpl::flash;
+  CheckpointConfig ck;
+  if (args.gradient_checkpointing) ck = parse_checkpoint_policy(args.checkpoint_policy, L);
+  const bool drop_scores = flash || ck.policy == CheckpointPolicy::selective;
+  const int64_t layer = sbh * (16 * e + 2) + (drop_scores ? 0 : a * s * s * b * (2 * e + 1));
+  int64_t body = 0;
+  if (ck.policy == CheckpointPolicy::every_layer || ck.policy == CheckpointPolicy::every_k) {
+    const int64_t k =
+        ck.policy == CheckpointPolicy::every_layer ? 1 : std::max<int64_t>(1, ck.every_k);
+    body = (L + k - 1) / k * e * sbh + std::min(k, L) * layer;
+  } else {
+    body = L * layer;
+  }
+  const int64_t head = parse_logits_mode(args.logits) == LogitsMode::full ? 4 * s * b * v : 0;
+  return body + head;
+}
+
+MemoryEstimate estimate_memory(const TrainingArguments& args) {
+  const GPT2Config cfg = args.model_config();
+  // Shapes only, for the parameter list the optimizer formula and --freeze work on.
+  Device shapes(DeviceKind::meta);
+  GPT2 model(cfg, shapes);
+  apply_freeze(model.parameters(), args.freeze);
+  MemoryEstimate est;
+  est.params = cfg.num_params();
+  est.trainable_params = count_params(model.parameters(), true);
+  const int64_t P = est.params, Pt = est.trainable_params;
+  auto set = [&](Category c, int64_t bytes, std::string how) {
+    est.bytes[static_cast<int>(c)] = bytes;
+    est.how[static_cast<int>(c)] = std::move(how);
+  };
+
+  if (mixed_precision(args))
+    set(Category::weights, 6 * P,
+        std::string("6 B/param: fp32 master + ") + (args.fp16 ? "fp16" : "bf16") + " copy");
+  else
+    set(Category::weights, 4 * P, "4 B/param (fp32)");
+
+  if (args.optim == "lomo" || args.optim == "adalomo") {
+    // Updated inside backward: at most the largest parameter's gradient is live.
+    int64_t largest = 0;
+    for (const Parameter* p : model.parameters())
+      if (p->requires_grad) largest = std::max(largest, p->value.numel());
+    set(Category::gradients, 4 * largest, "4 B x largest tensor (fused into backward)");
+  } else {
+    set(Category::gradients, 4 * Pt, "4 B/trainable param (fp32)");
+  }
+
+  const int64_t state =
+      state_bytes_formula(args.optim, model.parameters(), optimizer_options(args));
+  set(Category::optimizer_state, state,
+      fmt("%.2f B/trainable param", Pt > 0 ? static_cast<double>(state) / Pt : 0.0) + " (" +
+          args.optim + ")");
+
+  std::string how =
+      mixed_precision(args) ? "Korthikanti sbhL(34+5as/h)" : "Korthikanti, fp32: sbhL(66+9as/h)";
+  if (parse_attention_impl(args.attention) == AttentionImpl::flash) how += ", flash: no as/h";
+  if (args.gradient_checkpointing) how += ", ckpt " + args.checkpoint_policy;
+  if (parse_logits_mode(args.logits) == LogitsMode::full) how += ", +4sbv logits";
+  set(Category::activations, korthikanti_activation_bytes(args), how);
+  return est;
+}
+
+std::string estimate_table(const MemoryEstimate& est, const MemoryStats& plan) {
+  std::ostringstream os;
+  char buf[256];
+  const double mb = 1024.0 * 1024.0;
+  auto ratio = [](int64_t e, int64_t p) {
+    return p > 0 ? fmt("%.3f", static_cast<double>(e) / static_cast<double>(p)) : std::string("-");
+  };
+  std::snprintf(buf, sizeof buf, "%-16s %12s %12s %8s  %s\n", "category", "estimate MB", "plan MB",
+                "est/plan", "estimate's formula");
+  os << buf;
+  for (int i = 0; i < kNumCategories; ++i) {
+    const int64_t e = est.bytes[i], p = plan.max_by_category[i];
+    if (est.how[i].empty() && p == 0) continue;
+    std::snprintf(buf, sizeof buf, "%-16s %12s %12.1f %8s  %s\n", category_name(category_at(i)),
+                  est.how[i].empty() ? "-" : fmt("%.1f", static_cast<double>(e) / mb).c_str(),
+                  static_cast<double>(p) / mb, est.how[i].empty() ? "-" : ratio(e, p).c_str(),
+                  est.how[i].empty() ? "not in the closed form" : est.how[i].c_str());
+    os << buf;
+  }
+  const int64_t plan_states = at(plan.max_by_category, Category::weights) +
+                              at(plan.max_by_category, Category::gradients) +
+                              at(plan.max_by_category, Category::optimizer_state);
+  std::snprintf(buf, sizeof buf, "%-16s %12.1f %12.1f %8s  %s\n", "model states",
+                static_cast<double>(est.model_states()) / mb, static_cast<double>(plan_states) / mb,
+                ratio(est.model_states(), plan_states).c_str(),
+                "weights + gradients + optimizer_state");
+  os << buf;
+  std::snprintf(buf, sizeof buf, "%-16s %12.1f %12.1f %8s  %s\n", "peak",
+                static_cast<double>(est.total()) / mb, static_cast<double>(plan.peak_total) / mb,
+                ratio(est.total(), plan.peak_total).c_str(),
+                "estimate: all four at once; plan: the dry run's peak");
+  os << buf;
+  os << "plan MB: each category's own maximum in the dry run (docs/memory.md explains the "
+        "differences)\n";
+  return os.str();
+}
+
+nlohmann::json estimate_json(const MemoryEstimate& est, const MemoryStats& plan) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (int i = 0; i < kNumCategories; ++i) {
+    nlohmann::json r = {{"category", category_name(category_at(i))},
+                        {"plan_bytes", plan.max_by_category[i]},
+                        {"modelled", !est.how[i].empty()}};
+    if (!est.how[i].empty()) {
+      r["estimate_bytes"] = est.bytes[i];
+      r["formula"] = est.how[i];
+      r["ratio"] = plan.max_by_category[i] > 0
+                       ? nlohmann::json(static_cast<double>(est.bytes[i]) / plan.max_by_category[i])
+                       : nlohmann::json(nullptr);
+    }
+    rows.push_back(r);
+  }
+  const int64_t plan_states = at(plan.max_by_category, Category::weights) +
+                              at(plan.max_by_category, Category::gradients) +
+                              at(plan.max_by_category, Category::optimizer_state);
+  return {{"params", est.params},
+          {"trainable_params", est.trainable_params},
+          {"categories", rows},
+          {"model_states", {{"estimate_bytes", est.model_states()}, {"plan_bytes", plan_states}}},
+          {"peak", {{"estimate_bytes", est.total()}, {"plan_bytes", plan.peak_total}}}};
+}
+
+}  // namespace snug

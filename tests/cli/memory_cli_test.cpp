@@ -1,0 +1,133 @@
+// `snug plan --find-max-batch/--find-max-seq-len/--memory-timeline`, `snug estimate`,
+// `snug train --memory-timeline` and `snug plot-memory`, as a user runs them.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "support/run_cli.h"
+
+namespace snug::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+int64_t plan_peak(const std::string& flags, const TempDir& tmp) {
+  const std::string path = tmp.path("probe.json");
+  const CliResult r = run_snug("plan " + flags + " --json " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return read_json(path)["memory"]["peak_bytes"].get<int64_t>();
+}
+
+TEST(MemoryCli, FindMaxBatchAnswerFitsAndOneMoreDoesNot) {
+  TempDir tmp;
+  const std::string base = "--model gpt2-tiny --seq-len 64";
+  // A capacity between the peaks at batch 6 and 7.
+  const int64_t capacity = plan_peak(base + " --per-device-train-batch-size 6", tmp) + 1;
+  const std::string path = tmp.path("plan.json");
+  const CliResult r = run_snug("plan " + base + " --device-memory " + std::to_string(capacity) +
+                               " --find-max-batch --find-max-seq-len --json " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("largest --per-device-train-batch-size that fits"));
+  const nlohmann::json j = read_json(path);
+  const int64_t B = j["max_batch"].get<int64_t>();
+  EXPECT_EQ(B, 6);
+  EXPECT_LE(plan_peak(base + " --per-device-train-batch-size " + std::to_string(B), tmp), capacity);
+  EXPECT_GT(plan_peak(base + " --per-device-train-batch-size " + std::to_string(B + 1), tmp),
+            capacity);
+  EXPECT_EQ(j["max_batch_search"]["above"], B + 1);
+  EXPECT_TRUE(j.contains("max_seq_len"));
+  EXPECT_GE(j["max_seq_len"].get<int64_t>(), 1);
+}
+
+TEST(MemoryCli, FindMaxBatchNeedsDeviceMemory) {
+  const CliResult r = run_snug("plan --find-max-batch");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--device-memory"));
+}
+
+TEST(MemoryCli, SevenBShapePlansFromFlags) {
+  TempDir tmp;
+  const std::string path = tmp.path("7b.json");
+  const CliResult r = run_snug(
+      "plan --model gpt2-124m --n-layer 32 --n-embd 4096 --n-head 32 --n-positions 2048 "
+      "--seq-len 2048 --per-device-train-batch-size 1 --gradient-checkpointing --json " +
+      path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("6658.40M parameters"));
+  const nlohmann::json j = read_json(path);
+  EXPECT_EQ(j["config"]["model_shape"]["n_layer"], 32);
+  EXPECT_EQ(j["memory"]["max_by_category"]["weights"], int64_t{4} * 6658404352);
+  const CliResult bad = run_snug("plan --n-embd 100 --n-head 3");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("not divisible by --n-head 3"));
+}
+
+TEST(MemoryCli, EstimateBesideThePlan) {
+  TempDir tmp;
+  const std::string path = tmp.path("est.json");
+  const CliResult r = run_snug(
+      "estimate --model gpt2-124m --per-device-train-batch-size 2 --seq-len 128 --json " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("est/plan"));
+  EXPECT_THAT(r.out, HasSubstr("Korthikanti"));
+  const nlohmann::json j = read_json(path);
+  EXPECT_EQ(j["estimate"]["model_states"]["estimate_bytes"], int64_t{16} * 124439808);
+  EXPECT_EQ(j["estimate"]["model_states"]["plan_bytes"], int64_t{16} * 124439808);
+  EXPECT_EQ(j["estimate"]["peak"]["plan_bytes"], j["memory"]["peak_bytes"]);
+}
+
+TEST(MemoryCli, TrainTimelinePeakIsTheReportsPeakAndPlots) {
+  TempDir tmp;
+  const std::string tl = tmp.path("tl.json"), report = tmp.path("r.json");
+  const CliResult r = run_snug(
+      "train --model gpt2-tiny --data dummy --per-device-train-batch-size 2 --seq-len 32 "
+      "--max-steps 2 --memory-timeline " +
+      tl + " --report-json " + report);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json t = read_json(tl);
+  const nlohmann::json rep = read_json(report);
+  EXPECT_EQ(t["device"], "cpu");
+  EXPECT_EQ(t["peak_bytes"], rep["memory"]["peak_bytes"]);
+  int64_t live = 0, max_live = 0;
+  for (const auto& e : t["events"]) {
+    live += (e["action"] == "alloc" ? 1 : -1) * e["bytes"].get<int64_t>();
+    max_live = std::max(max_live, live);
+  }
+  EXPECT_EQ(max_live, rep["memory"]["peak_bytes"].get<int64_t>());
+
+  const std::string svg = tmp.path("tl.svg");
+  const CliResult p = run_snug("plot-memory " + tl + " -o " + svg + " --step 1");
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  std::ifstream in(svg);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_THAT(ss.str(), HasSubstr("allocations and frees of step 1"));
+  EXPECT_THAT(ss.str(), HasSubstr("activations"));
+
+  const CliResult png = run_snug("plot-memory " + tl + " -o " + tmp.path("tl.png"));
+  EXPECT_EQ(png.exit_code, 2);
+  EXPECT_THAT(png.err, HasSubstr("PNG output is not supported"));
+}
+
+TEST(MemoryCli, PlanWritesATimeline) {
+  TempDir tmp;
+  const std::string tl = tmp.path("tl.json"), plan = tmp.path("plan.json");
+  const CliResult r =
+      run_snug("plan --model gpt2-tiny --memory-timeline " + tl + " --json " + plan);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json t = read_json(tl);
+  EXPECT_EQ(t["device"], "meta");
+  EXPECT_EQ(t["steps"], 2);
+  EXPECT_EQ(t["peak_bytes"], read_json(plan)["memory"]["peak_bytes"]);
+}
+
+}  // namespace
+}  // namespace snug::test
