@@ -1,0 +1,96 @@
+// The fit advisor (train/advisor.h): the switch dimensions, the FLOP count, and a search whose
+// every listed configuration fits.
+#include "train/advisor.h"
+
+#include <gtest/gtest.h>
+
+#include "support/run_cli.h"
+#include "train/what_if.h"
+
+namespace snug {
+namespace {
+
+TEST(Advisor, DimensionsAreTheSplitsCheckpointingAndOptimizers) {
+  TrainingArguments a;
+  const std::vector<SwitchDimension> dims = advisor_dimensions(a, 12);
+  ASSERT_EQ(dims.size(), 3u);
+  EXPECT_EQ(dims[0].name, "batch x accumulation");
+  ASSERT_EQ(dims[0].choices.size(), 6u);  // 12, 6, 4, 3, 2, 1
+  TrainingArguments b = a;
+  dims[0].choices[2].apply(b);
+  EXPECT_EQ(b.per_device_train_batch_size, 4);
+  EXPECT_EQ(b.gradient_accumulation_steps, 3);
+  EXPECT_EQ(dims[1].choices.size(), 4u);  // off, every-layer, sqrt, selective
+  EXPECT_EQ(dims[2].choices.front().flags, "--optim adamw_torch");  // the run's own first
+}
+
+TEST(Advisor, StepFlopsClosedForm) {
+  TrainingArguments a;
+  a.model = "gpt2-124m";
+  a.per_device_train_batch_size = 2;
+  a.gradient_accumulation_steps = 3;
+  a.seq_len = 256;
+  const double L = 12, C = 768, V = 50257, T = 256, tokens = 2 * 3 * 256;
+  const double forward = 2 * (12 * L * C * C + V * C) + 2 * L * T * C;
+  EXPECT_DOUBLE_EQ(step_flops(a), 3 * forward * tokens);
+  a.gradient_checkpointing = true;  // every layer: one more forward of the layers
+  EXPECT_DOUBLE_EQ(step_flops(a), (3 * forward + 24 * L * C * C + 2 * L * T * C) * tokens);
+  a.checkpoint_policy = "selective";  // flash: no GEMM recomputed
+  EXPECT_DOUBLE_EQ(step_flops(a), 3 * forward * tokens);
+}
+
+TEST(Advisor, Gpt2XlOnSixteenGiBHasFittingConfigurationsRankedByTime) {
+  TrainingArguments a;
+  a.model = "gpt2-1.5b";
+  a.seq_len = 1024;
+  a.per_device_train_batch_size = 8;
+  AdvisorOptions o;
+  o.capacity = int64_t{16} << 30;
+  o.gemm_flops = 1e11;
+  const AdvisorResult r = advise(a, o);
+  EXPECT_EQ(r.target_batch, 8);
+  EXPECT_EQ(r.tried, 4 * 4 * 5);
+  ASSERT_FALSE(r.fitting.empty());
+  for (size_t i = 0; i < r.fitting.size(); ++i) {
+    EXPECT_LE(r.fitting[i].peak_bytes, o.capacity);
+    EXPECT_EQ(r.fitting[i].args.per_device_train_batch_size *
+                  r.fitting[i].args.gradient_accumulation_steps,
+              8);
+    if (i > 0) {
+      EXPECT_LE(r.fitting[i - 1].step_s, r.fitting[i].step_s);
+    }
+  }
+  // The top configuration, replayed, fits.
+  EXPECT_LE(dry_run(r.fitting.front().args).peak_total, o.capacity);
+  // AdamW in fp32 (16 bytes/param, 24 GB of model states) never fits.
+  for (const Advice& x : r.fitting) EXPECT_NE(x.args.optim, "adamw_torch") << x.flags;
+}
+
+TEST(Advisor, CommandLineCarriesTheSwitches) {
+  TrainingArguments a;
+  a.model = "gpt2-124m";
+  a.model_shape.n_layer = 4;
+  a.seq_len = 512;
+  a.per_device_train_batch_size = 2;
+  a.gradient_accumulation_steps = 4;
+  a.optim = "adafactor";
+  a.gradient_checkpointing = true;
+  a.checkpoint_policy = "sqrt";
+  EXPECT_EQ(train_command_line(a, "16GiB"),
+            "snug train --model gpt2-124m --n-layer 4 --seq-len 512 --per-device-train-batch-size "
+            "2 --gradient-accumulation-steps 4 --optim adafactor --gradient-checkpointing "
+            "--checkpoint-policy sqrt --device-memory 16GiB");
+}
+
+TEST(Advisor, CliTopLineIsTheCommand) {
+  const test::CliResult r = test::run_snug(
+      "plan --model gpt2-1.5b --seq-len 1024 --per-device-train-batch-size 8 "
+      "--device-memory 16GiB --advise --gemm-gflops 100");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\nrun: snug train --model gpt2-1.5b"), std::string::npos) << r.out;
+  const test::CliResult no_capacity = test::run_snug("plan --advise");
+  EXPECT_EQ(no_capacity.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace snug
