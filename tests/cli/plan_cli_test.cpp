@@ -38,6 +38,38 @@ TEST(PlanCli, VerdictAndAlternativesAsJson) {
   EXPECT_EQ(nlohmann::json::parse(rin)["memory"]["peak_bytes"], j["memory"]["peak_bytes"]);
 }
 
+// Issue 5, acceptance 1: the plan's peak is a real cpu run's measured peak, to the byte, for
+// precision x checkpointing x optimizer x accumulation.
+TEST(PlanCli, PeakEqualsARealRunsMeasuredPeakForSevenConfigs) {
+  TempDir tmp;
+  const std::string base =
+      " --model gpt2-tiny --data builtin --per-device-train-batch-size 4 --seq-len 48";
+  const char* configs[] = {
+      "",
+      " --bf16",
+      " --gradient-checkpointing",
+      " --bf16 --gradient-checkpointing --checkpoint-policy selective",
+      " --fp16 --optim adafactor",
+      " --gradient-accumulation-steps 3 --optim adamw_bnb_8bit",
+      " --bf16 --optim lion --gradient-checkpointing --checkpoint-policy sqrt",
+  };
+  int i = 0;
+  for (const char* extra : configs) {
+    SCOPED_TRACE(extra);
+    const std::string plan = tmp.path("plan" + std::to_string(i) + ".json");
+    const std::string train = tmp.path("train" + std::to_string(i) + ".json");
+    ++i;
+    const CliResult p = run_snug("plan" + base + extra + " --json " + plan);
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    const CliResult t = run_snug("train" + base + extra + " --max-steps 2 --report-json " + train);
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    std::ifstream pin(plan), tin(train);
+    const nlohmann::json pj = nlohmann::json::parse(pin), tj = nlohmann::json::parse(tin);
+    EXPECT_EQ(pj["memory"]["peak_bytes"], tj["memory"]["peak_bytes"]);
+    EXPECT_EQ(pj["memory"]["max_by_category"], tj["memory"]["max_by_category"]);
+  }
+}
+
 TEST(PlanCli, AllGpusAddsTheRuntimeOverheadLine) {
   const CliResult r = run_snug("plan --model gpt2-124m --all-gpus");
   ASSERT_EQ(r.exit_code, 0) << r.err;
