@@ -47,8 +47,7 @@ std::vector<WhatIf> what_if(const TrainingArguments& args) {
     add("--attention flash", [](TrainingArguments& a) { a.attention = "flash"; });
   if (args.logits != "chunked")
     add("--logits chunked", [](TrainingArguments& a) { a.logits = "chunked"; });
-  if (!args.fp16 && !args.bf16)
-    add("--bf16", [](TrainingArguments& a) { a.bf16 = true; });
+  if (!args.fp16 && !args.bf16) add("--bf16", [](TrainingArguments& a) { a.bf16 = true; });
   if (args.per_device_train_batch_size > 1 && args.per_device_train_batch_size % 2 == 0) {
     const int64_t b = args.per_device_train_batch_size / 2;
     const int64_t g = args.gradient_accumulation_steps * 2;
