@@ -3,15 +3,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/kernels.h"
+
 namespace snug {
 
 namespace {
 
+// Root mean square, from the engine's thread-count-independent sum of squares.
 double rms_of(const float* x, int64_t n) {
-  double ss = 0.0;
-#pragma omp parallel for reduction(+ : ss) schedule(static)
-  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  return std::sqrt(ss) / std::sqrt(static_cast<double>(n));
+  return std::sqrt(kernels::sum_squares(x, n)) / std::sqrt(static_cast<double>(n));
 }
 
 float rsqrtf_(float x) {

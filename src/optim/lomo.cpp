@@ -5,17 +5,11 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/kernels.h"
 
 namespace snug {
 
 namespace {
-
-double sum_sq(const float* x, int64_t n) {
-  double ss = 0.0;
-#pragma omp parallel for reduction(+ : ss) schedule(static)
-  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  return ss;
-}
 
 float rsqrtf_(float x) {
   return 1.0f / std::sqrt(x);
@@ -126,8 +120,8 @@ void AdaLomo::update_values(Parameter& p) {
   const float beta2t = static_cast<float>(beta2t_d);
   const float one_minus_beta2t = static_cast<float>(1.0 - beta2t_d);
   // lr_t from RMS(p) before the update.
-  const float rms_p =
-      static_cast<float>(std::sqrt(sum_sq(w, n_all)) / std::sqrt(static_cast<double>(n_all)));
+  const float rms_p = static_cast<float>(std::sqrt(kernels::sum_squares(w, n_all)) /
+                                         std::sqrt(static_cast<double>(n_all)));
   const float lr_t =
       static_cast<float>(static_cast<double>(lr_) * std::max(kEps2, static_cast<double>(rms_p)));
   const double wd = p.decay ? static_cast<double>(opts_.weight_decay) : 0.0;

@@ -23,21 +23,6 @@ bool mixed_precision(const TrainingArguments& a) {
   return a.fp16 || a.bf16;
 }
 
-OptimizerOptions optimizer_options(const TrainingArguments& a) {
-  OptimizerOptions o;
-  o.beta1 = static_cast<float>(a.adam_beta1);
-  o.beta2 = static_cast<float>(a.adam_beta2);
-  o.eps = static_cast<float>(a.adam_epsilon);
-  o.weight_decay = static_cast<float>(a.weight_decay);
-  o.momentum = static_cast<float>(a.momentum);
-  o.optim_8bit_embeddings = a.optim_8bit_embeddings;
-  o.adafactor_relative_step = a.adafactor_relative_step;
-  o.galore_rank = a.galore_rank;
-  o.galore_update_proj_gap = a.galore_update_proj_gap;
-  o.galore_scale = static_cast<float>(a.galore_scale);
-  return o;
-}
-
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -112,7 +97,7 @@ MemoryEstimate estimate_memory(const TrainingArguments& args) {
   }
 
   const int64_t state =
-      state_bytes_formula(args.optim, model.parameters(), optimizer_options(args));
+      state_bytes_formula(args.optim, model.parameters(), args.optimizer_options());
   set(Category::optimizer_state, state,
       fmt("%.2f B/trainable param", Pt > 0 ? static_cast<double>(state) / Pt : 0.0) + " (" +
           args.optim + ")");

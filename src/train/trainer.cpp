@@ -20,17 +20,7 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
   args_.validate();
   SNUG_CHECK(data_ || model_.device().is_meta(), "Trainer: a dataset is required on ",
              model_.device().name());
-  OptimizerOptions o;
-  o.beta1 = static_cast<float>(args_.adam_beta1);
-  o.beta2 = static_cast<float>(args_.adam_beta2);
-  o.eps = static_cast<float>(args_.adam_epsilon);
-  o.weight_decay = static_cast<float>(args_.weight_decay);
-  o.momentum = static_cast<float>(args_.momentum);
-  o.optim_8bit_embeddings = args_.optim_8bit_embeddings;
-  o.adafactor_relative_step = args_.adafactor_relative_step;
-  o.galore_rank = args_.galore_rank;
-  o.galore_update_proj_gap = args_.galore_update_proj_gap;
-  o.galore_scale = static_cast<float>(args_.galore_scale);
+  const OptimizerOptions o = args_.optimizer_options();
   model_.set_attention(parse_attention_impl(args_.attention));
   model_.set_logits_mode(parse_logits_mode(args_.logits));
   model_.set_compute_dtype(parse_compute_dtype(args_.fp16, args_.bf16));

@@ -49,6 +49,21 @@ GPT2Config TrainingArguments::model_config() const {
   return resolve_model(model, model_shape);
 }
 
+OptimizerOptions TrainingArguments::optimizer_options() const {
+  OptimizerOptions o;
+  o.beta1 = static_cast<float>(adam_beta1);
+  o.beta2 = static_cast<float>(adam_beta2);
+  o.eps = static_cast<float>(adam_epsilon);
+  o.weight_decay = static_cast<float>(weight_decay);
+  o.momentum = static_cast<float>(momentum);
+  o.optim_8bit_embeddings = optim_8bit_embeddings;
+  o.adafactor_relative_step = adafactor_relative_step;
+  o.galore_rank = galore_rank;
+  o.galore_update_proj_gap = galore_update_proj_gap;
+  o.galore_scale = static_cast<float>(galore_scale);
+  return o;
+}
+
 nlohmann::json TrainingArguments::to_json() const {
   nlohmann::json j;
   j["model"] = model;

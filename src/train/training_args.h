@@ -19,6 +19,8 @@
 
 namespace snug {
 
+struct OptimizerOptions;
+
 struct TrainingArguments {
   std::string model = "gpt2-tiny";
   // --n-layer/--n-embd/--n-head/--vocab-size/--n-positions on top of the --model preset or
@@ -78,6 +80,8 @@ struct TrainingArguments {
   // The model's shapes: resolve_model(model) with model_shape applied.
   GPT2Config model_config() const;
   nlohmann::json to_json() const;
+  // The optimizer's hyperparameters from these flags (Trainer and estimate share them).
+  OptimizerOptions optimizer_options() const;
 };
 
 }  // namespace snug

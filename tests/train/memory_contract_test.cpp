@@ -10,6 +10,7 @@
 #include "core/device.h"
 #include "data/dataset.h"
 #include "models/gpt2.h"
+#include "support/configs.h"
 #include "train/trainer.h"
 
 namespace snug {
@@ -40,16 +41,7 @@ GPT2Config tiny() {
   return resolve_model("gpt2-tiny");
 }
 
-GPT2Config odd_config() {
-  GPT2Config c;
-  c.name = "odd";
-  c.vocab_size = 301;
-  c.n_positions = 40;
-  c.n_embd = 48;
-  c.n_layer = 3;
-  c.n_head = 6;
-  return c;
-}
+using test::odd_config;
 
 TrainingArguments args(int64_t B, int64_t T, int64_t steps) {
   TrainingArguments a;

@@ -15,6 +15,7 @@
 #include "core/device.h"
 #include "data/dataset.h"
 #include "models/gpt2.h"
+#include "support/configs.h"
 #include "support/random.h"
 #include "train/trainer.h"
 
@@ -25,16 +26,7 @@ int64_t at(const ByCategory& b, Category c) {
   return b[static_cast<int>(c)];
 }
 
-GPT2Config odd_config() {
-  GPT2Config c;
-  c.name = "odd";
-  c.vocab_size = 301;
-  c.n_positions = 40;
-  c.n_embd = 48;
-  c.n_layer = 3;
-  c.n_head = 6;
-  return c;
-}
+using test::odd_config;
 
 TrainingArguments args(int64_t B, int64_t T, int64_t steps, bool fp16) {
   TrainingArguments a;
