@@ -27,5 +27,6 @@ Command add_export_command(CLI::App& app);       // `snug export-init`
 Command add_quantize_command(CLI::App& app);     // `snug quantize`
 Command add_plot_memory_command(CLI::App& app);  // `snug plot-memory`
 Command add_estimate_command(CLI::App& app);     // `snug estimate`
+Command add_peft_export_command(CLI::App& app);  // `snug export` (--adapter, --merge)
 
 }  // namespace snug::cli

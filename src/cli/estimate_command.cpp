@@ -33,9 +33,10 @@ int run_estimate(TrainingArguments args, const std::string& json_path) {
       static_cast<long long>(args.per_device_train_batch_size),
       static_cast<long long>(args.seq_len),
       static_cast<long long>(args.gradient_accumulation_steps), args.optim.c_str(),
-      args.fp16   ? "fp16 mixed precision"
-      : args.bf16 ? "bf16 mixed precision"
-                  : "fp32");
+      args.fp16        ? "fp16 mixed precision"
+      : args.bf16_full ? "bf16 weights, gradients and state (--bf16-full)"
+      : args.bf16      ? "bf16 mixed precision"
+                       : "fp32");
   std::printf("%s", estimate_table(est, plan).c_str());
   if (!json_path.empty()) {
     nlohmann::json j;

@@ -67,7 +67,7 @@ int run_export(const TrainingArguments& args, const ExportFlags& f) {
              "'s context of ", cfg.n_positions, " positions");
   if (!f.output.empty()) {
     Device dev(DeviceKind::cpu);
-    GPT2 model(cfg, dev);
+    GPT2 model(cfg, dev, args.param_dtype());  // --bf16-full: the bf16-rounded weights
     model.init_weights(args.seed);
     if (!args.init_from.empty()) load_gpt2_weights(model, args.init_from);
     save_gpt2_weights(model, f.output,

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "models/gpt2.h"
 #include "train/freeze.h"
+#include "train/model_setup.h"
 #include "train/report.h"
 #include "train/training_args.h"
 #include "train/what_if.h"
@@ -56,8 +57,8 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
   const MemoryStats mem = dry_run(args);
   // What --freeze leaves training (a shapes-only model: no bytes are touched).
   Device shapes(DeviceKind::meta);
-  GPT2 shape_model(cfg, shapes);
-  apply_freeze(shape_model.parameters(), args.freeze);
+  GPT2 shape_model(cfg, shapes, args.param_dtype(), args.weight_quant());
+  prepare_model(shape_model, args);  // LoRA, --freeze
   const int64_t trainable = count_params(shape_model.parameters(), true);
   std::printf(
       "snug plan: %s (%.2fM parameters), batch %lld x %lld tokens, accumulation %lld, "
@@ -66,12 +67,13 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
       static_cast<long long>(args.per_device_train_batch_size),
       static_cast<long long>(args.seq_len),
       static_cast<long long>(args.gradient_accumulation_steps), args.optim.c_str(),
-      args.fp16   ? "fp16 mixed precision"
-      : args.bf16 ? "bf16 mixed precision"
-                  : "fp32");
-  if (!args.freeze.empty())
-    std::printf("--freeze: %lld of %lld parameters train (%.2fM), the rest are frozen\n\n",
-                static_cast<long long>(trainable),
+      args.fp16        ? "fp16 mixed precision"
+      : args.bf16_full ? "bf16 weights, gradients and state (--bf16-full)"
+      : args.bf16      ? "bf16 mixed precision"
+                       : "fp32");
+  if (!args.freeze.empty() || args.lora_r > 0)
+    std::printf("%s: %lld of %lld parameters train (%.2fM), the rest are frozen\n\n",
+                args.lora_r > 0 ? "LoRA" : "--freeze", static_cast<long long>(trainable),
                 static_cast<long long>(count_params(shape_model.parameters())),
                 static_cast<double>(trainable) / 1e6);
   std::printf("%s\n", memory_table(mem, std::nullopt).c_str());

@@ -59,7 +59,7 @@ int run_train(const TrainingArguments& args, const std::string& memory_timeline)
 
   std::unique_ptr<GPT2> model;
   try {
-    model = std::make_unique<GPT2>(cfg, dev);
+    model = std::make_unique<GPT2>(cfg, dev, args.param_dtype(), args.weight_quant());
   } catch (const OutOfMemoryError& e) {
     fail_report(e.what());
     throw;

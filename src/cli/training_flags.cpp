@@ -100,6 +100,10 @@ void add_training_flags(CLI::App* sub, TrainingArguments& a, std::string& device
   sub->add_flag("--bf16", a.bf16,
                 "Mixed precision with bf16 compute copies and activations, fp32 master weights "
                 "and gradients (no loss scaling needed)");
+  sub->add_flag("--bf16-full", a.bf16_full,
+                "bf16 weights, gradients and optimizer state (2+2+4 bytes per parameter with "
+                "AdamW; no fp32 master), stochastic rounding of the updates; computes as --bf16. "
+                "--optim adamw_torch, adamw or sgd");
   sub->add_flag("--gradient-checkpointing", a.gradient_checkpointing,
                 "Recompute activations in backward instead of keeping them");
   sub->add_option("--checkpoint-policy", a.checkpoint_policy,
@@ -134,6 +138,37 @@ void add_training_flags(CLI::App* sub, TrainingArguments& a, std::string& device
                   "(transformer.wte)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  // PEFT / bitsandbytes (issue 6). --qlora first: CLI11 runs callbacks in definition order, so
+  // the flags below it override the recipe's values.
+  sub->add_flag_callback(
+      "--qlora", [&a] { a.apply_qlora_recipe(); },
+      "QLoRA recipe: --load-in-4bit --bnb-4bit-quant-type nf4 --bnb-4bit-use-double-quant "
+      "--bnb-4bit-compute-dtype bf16 and LoRA (rank 8 unless --lora-r)");
+  sub->add_option("--lora-r", a.lora_r, "LoRA rank (0: no LoRA); the base is frozen")
+      ->capture_default_str();
+  sub->add_option("--lora-alpha", a.lora_alpha, "LoRA alpha (scaling alpha/r)")
+      ->capture_default_str();
+  sub->add_option("--lora-dropout", a.lora_dropout, "Dropout on the LoRA input while training")
+      ->capture_default_str();
+  sub->add_option("--target-modules", a.target_modules,
+                  "Modules that get adapters, comma-separated, PEFT's suffix match "
+                  "(c_attn,c_proj,c_fc,mlp.c_proj) or all-linear")
+      ->capture_default_str();
+  sub->add_flag("--use-rslora", a.use_rslora, "rsLoRA scaling alpha/sqrt(r)");
+  sub->add_flag("--load-in-8bit", a.load_in_8bit,
+                "Store the blocks' Linear weights int8 (blockwise absmax), frozen");
+  sub->add_flag("--load-in-4bit", a.load_in_4bit,
+                "Store the blocks' Linear weights 4-bit (blocks of 64), frozen");
+  sub->add_option("--bnb-4bit-quant-type", a.bnb_4bit_quant_type, "nf4 or fp4")
+      ->capture_default_str();
+  sub->add_flag("--bnb-4bit-use-double-quant", a.bnb_4bit_use_double_quant,
+                "Quantize the 4-bit absmax values again (8-bit, blocks of 256)");
+  sub->add_option("--bnb-4bit-compute-dtype", a.bnb_4bit_compute_dtype,
+                  "fp32 or bf16: the precision dequantized weights are used in")
+      ->capture_default_str();
+  sub->add_option("--neftune-noise-alpha", a.neftune_noise_alpha,
+                  "NEFTune: uniform noise alpha/sqrt(L*d) on the embeddings while training")
+      ->capture_default_str();
   sub->add_option("--report-json", a.report_json, "Write the run report as JSON to this path");
 }
 

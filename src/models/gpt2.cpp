@@ -10,14 +10,19 @@
 #include "kernels/kernels.h"
 #include "kernels/lm_head.h"
 #include "models/gpt2_internal.h"
+#include "models/param_view.h"
 #include "nn/init.h"
 
 namespace snug {
 
 namespace K = snug::kernels;
 
-GPT2::GPT2(const GPT2Config& cfg, Device& dev) : cfg_(cfg), dev_(&dev) {
+GPT2::GPT2(const GPT2Config& cfg, Device& dev, DType param_dtype,
+           const std::optional<WeightQuantConfig>& quant)
+    : cfg_(cfg), dev_(&dev), param_dtype_(param_dtype) {
   cfg_.validate();
+  SNUG_CHECK(param_dtype == DType::f32 || param_dtype == DType::bf16,
+             "GPT2: parameters are f32 or bf16 (--bf16-full), not ", dtype_name(param_dtype));
   const int64_t V = cfg_.vocab_size, P = cfg_.n_positions, C = cfg_.n_embd;
   dev.pool().set_phase("init weights");
   add_param("transformer.wte.weight", {V, C}, true);
@@ -28,15 +33,15 @@ GPT2::GPT2(const GPT2Config& cfg, Device& dev) : cfg_(cfg), dev_(&dev) {
     h += '.';
     add_param(h + "ln_1.weight", {C}, false);
     add_param(h + "ln_1.bias", {C}, false);
-    add_param(h + "attn.c_attn.weight", {C, 3 * C}, true);
+    add_param(h + "attn.c_attn.weight", {C, 3 * C}, true, quant);
     add_param(h + "attn.c_attn.bias", {3 * C}, false);
-    add_param(h + "attn.c_proj.weight", {C, C}, true);
+    add_param(h + "attn.c_proj.weight", {C, C}, true, quant);
     add_param(h + "attn.c_proj.bias", {C}, false);
     add_param(h + "ln_2.weight", {C}, false);
     add_param(h + "ln_2.bias", {C}, false);
-    add_param(h + "mlp.c_fc.weight", {C, 4 * C}, true);
+    add_param(h + "mlp.c_fc.weight", {C, 4 * C}, true, quant);
     add_param(h + "mlp.c_fc.bias", {4 * C}, false);
-    add_param(h + "mlp.c_proj.weight", {4 * C, C}, true);
+    add_param(h + "mlp.c_proj.weight", {4 * C, C}, true, quant);
     add_param(h + "mlp.c_proj.bias", {C}, false);
   }
   add_param("transformer.ln_f.weight", {C}, false);
@@ -57,10 +62,17 @@ GPT2::GPT2(const GPT2Config& cfg, Device& dev) : cfg_(cfg), dev_(&dev) {
 
 GPT2::~GPT2() = default;
 
-void GPT2::add_param(const std::string& name, const Shape& shape, bool decay) {
+void GPT2::add_param(const std::string& name, const Shape& shape, bool decay,
+                     const std::optional<WeightQuantConfig>& quant) {
   auto p = std::make_unique<Parameter>();
   p->name = name;
-  p->value = Tensor::empty(shape, DType::f32, Category::weights, *dev_);
+  if (quant) {
+    // Frozen and stored quantized from the start: the fp32 tensor never exists on the device.
+    p->quant = std::make_shared<QuantizedWeight>(empty_quantized_weight(shape, *quant, *dev_));
+    p->requires_grad = false;
+  } else {
+    p->value = Tensor::empty(shape, param_dtype_, Category::weights, *dev_);
+  }
   p->decay = decay;
   params_.push_back(p.get());
   owned_.push_back(std::move(p));
@@ -83,15 +95,24 @@ void GPT2::init_weights(uint64_t seed) {
       return n.size() >= suffix.size() &&
              n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
     };
-    float* d = p->value.data<float>();
-    const int64_t cnt = p->value.numel();
-    if (ends_with(".bias")) {
-      for (int64_t i = 0; i < cnt; ++i) d[i] = 0.0f;
-    } else if (n.find(".ln_") != std::string::npos) {
-      for (int64_t i = 0; i < cnt; ++i) d[i] = 1.0f;
+    // bf16 parameters get these fp32 values rounded, chunk by chunk (models/param_view.h);
+    // quantized ones are generated in host memory and quantized (the same values either way).
+    auto fill = [&](float* d, int64_t cnt) {
+      if (ends_with(".bias")) {
+        for (int64_t i = 0; i < cnt; ++i) d[i] = 0.0f;
+      } else if (n.find(".ln_") != std::string::npos) {
+        for (int64_t i = 0; i < cnt; ++i) d[i] = 1.0f;
+      } else {
+        const float std = ends_with("c_proj.weight") ? proj_std : 0.02f;
+        rng.fill(d, cnt, 0.0f, std);
+      }
+    };
+    if (p->quantized()) {
+      std::vector<float> host(static_cast<size_t>(p->numel()));
+      fill(host.data(), p->numel());
+      quantize_weight_into(*p->quant, host.data(), p->name);
     } else {
-      const float std = ends_with("c_proj.weight") ? proj_std : 0.02f;
-      rng.fill(d, cnt, 0.0f, std);
+      fill_values(*p, fill);
     }
   }
 }
@@ -104,6 +125,7 @@ const Tensor& GPT2::logits() const {
 void GPT2::free_activations() {
   saved_.reset();
   free_compute_weights();
+  grad_acc_.clear();
 }
 
 void GPT2::zero_grad() {
@@ -167,7 +189,7 @@ void layernorm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const 
                const Parameter* w, const Parameter* b, float eps) {
   const int64_t C = in.dim(-1);
   K::layernorm_forward(out.data<float>(), mean.data<float>(), rstd.data<float>(), in.data<float>(),
-                       w->value.data<float>(), b->value.data<float>(), in.numel() / C, C, eps);
+                       VectorF32(w).get(), VectorF32(b).get(), in.numel() / C, C, eps);
 }
 
 // a.atty (and a.lse or a.att) from a.qkv.
@@ -194,13 +216,17 @@ void GPT2::layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a) {
   };
   const Category half_cat = low_precision() ? Category::temporary : Category::activations;
   auto work = [&](const Shape& sh) { return Tensor::empty(sh, DType::f32, half_cat, *dev_); };
-  // out(N,OC) = 16-bit-rounded GEMM of in(N,IC) with parameter wp, plus bias.
+  // out(N,OC) = 16-bit-rounded GEMM of in(N,IC) with parameter wp, plus bias, plus the LoRA
+  // bypass of Linear `slot` when it has one.
   auto linear = [&](const Tensor& out, const Tensor& in, const Parameter* wp, const Parameter* bp,
-                    int64_t IC, int64_t OC) {
-    Tensor scratch;
-    const float* W = gemm_weight(wp, scratch);
-    if (real)
-      K::linear_forward(out.data<float>(), in.data<float>(), W, bp->value.data<float>(), N, IC, OC);
+                    int64_t IC, int64_t OC, int slot) {
+    {
+      Tensor scratch;
+      const float* W = gemm_weight(wp, scratch);
+      if (real)
+        K::linear_forward(out.data<float>(), in.data<float>(), W, VectorF32(bp).get(), N, IC, OC);
+    }
+    if (const LoraAdapter* ad = lora_at(l, slot)) lora_forward(*ad, in, out, a);
     round_half(out);
   };
   a.ln1 = work({B, T, C});
@@ -215,12 +241,12 @@ void GPT2::layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a) {
   a.atty = work({B, T, C});
   if (real) layernorm(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, eps);
   round_half(a.ln1);
-  linear(a.qkv, a.ln1, w.qkv_w, w.qkv_b, C, 3 * C);
+  linear(a.qkv, a.ln1, w.qkv_w, w.qkv_b, C, 3 * C, 0);
   if (real) run_attention(a, attention_, NH);
   round_half(a.atty);
   round_half(a.att);
   a.res2 = act({B, T, C});
-  linear(a.res2, a.atty, w.attproj_w, w.attproj_b, C, C);
+  linear(a.res2, a.atty, w.attproj_w, w.attproj_b, C, C, 1);
   if (real) K::add(a.res2.data<float>(), a.res2.data<float>(), x.data<float>(), N * C);
   a.ln2 = work({B, T, C});
   a.ln2_mean = act({B, T});
@@ -230,10 +256,10 @@ void GPT2::layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a) {
   a.out = act({B, T, C});
   if (real) layernorm(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2_w, w.ln2_b, eps);
   round_half(a.ln2);
-  linear(a.fch, a.ln2, w.fc_w, w.fc_b, C, 4 * C);
+  linear(a.fch, a.ln2, w.fc_w, w.fc_b, C, 4 * C, 2);
   if (real) K::gelu_forward(a.fch_gelu.data<float>(), a.fch.data<float>(), N * 4 * C);
   round_half(a.fch_gelu);
-  linear(a.out, a.fch_gelu, w.fcproj_w, w.fcproj_b, 4 * C, C);
+  linear(a.out, a.fch_gelu, w.fcproj_w, w.fcproj_b, 4 * C, C, 3);
   if (real) K::add(a.out.data<float>(), a.out.data<float>(), a.res2.data<float>(), N * C);
 }
 
@@ -299,6 +325,8 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
   SNUG_CHECK(T <= cfg_.n_positions, "forward: sequence length ", T, " exceeds the model's ",
              cfg_.n_positions, " positions (n_positions of ", cfg_.name, ")");
   saved_.reset();  // a new forward replaces whatever an earlier one kept
+  training_forward_ = for_backward;
+  if (for_backward) ++forward_count_;  // keys this forward's dropout masks and NEFTune noise
   MemoryPool& pool = dev_->pool();
   const bool real = !dev_->is_meta();
   const float eps = cfg_.layer_norm_epsilon;
@@ -334,9 +362,14 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
     }
   }
   s->encoded = act({B, T, C});
-  if (real)
-    K::embedding_forward(s->encoded.data<float>(), s->tokens.data<int32_t>(),
-                         wte_->value.data<float>(), wpe_->value.data<float>(), B, T, C);
+  {
+    Tensor wte_s, wpe_s;  // --bf16-full: the embeddings widened to fp32 (temporary)
+    const float* wte = param_f32(wte_, wte_s);
+    const float* wpe = param_f32(wpe_, wpe_s);
+    if (real)
+      K::embedding_forward(s->encoded.data<float>(), s->tokens.data<int32_t>(), wte, wpe, B, T, C);
+  }
+  if (real && for_backward && neftune_alpha_ > 0) add_neftune_noise(s->encoded);
 
   const bool segments = for_backward && (ckpt_.policy == CheckpointPolicy::every_layer ||
                                          ckpt_.policy == CheckpointPolicy::every_k);
@@ -397,7 +430,7 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
     const bool defer_wte = for_backward && grad_ready_ && wte_->requires_grad;
     if (for_backward) {
       s->dlnf = Tensor::empty({B, T, C}, DType::f32, Category::temporary, *dev_);
-      if (wte_->requires_grad && !defer_wte) dwte = wte_->grad_for_accumulation();
+      if (wte_->requires_grad && !defer_wte) dwte = grad_buffer(wte_);
     }
     if (real) {
       const float scale =
@@ -409,6 +442,7 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
       loss =
           valid_targets_ > 0 ? static_cast<float>(sum / static_cast<double>(valid_targets_)) : 0.0f;
     }
+    flush_grads();  // --bf16-full: wte's head gradient into its bf16 gradient
     if (for_backward) round_half(s->dlnf);  // the head GEMM's input gradient, 16-bit
     // ln_f's backward needs its input and statistics, not its output; the deferred head
     // gradient needs the output at the end of backward.
@@ -456,7 +490,7 @@ void GPT2::backward(float loss_scale) {
   // Gradient buffer of a parameter, or nullptr when it is frozen (its dW work is skipped).
   auto grad = [&](Parameter* p) -> float* {
     if (!p->requires_grad) return nullptr;
-    float* g = p->grad_for_accumulation();
+    float* g = grad_buffer(p);  // fp32: the gradient, or an accumulator under --bf16-full
     return real ? g : nullptr;
   };
   auto f = [&](const Tensor& t) { return real ? t.data<float>() : nullptr; };
@@ -509,7 +543,7 @@ void GPT2::backward(float loss_scale) {
     if (real) {
       dres.zero_();
       K::layernorm_backward(f(dres), grad(lnf_w_), grad(lnf_b_), f(dlnf), f(s.layers.back().out),
-                            f(lnf_w_->value), f(s.lnf_mean), f(s.lnf_rstd), N, C);
+                            VectorF32(lnf_w_).get(), f(s.lnf_mean), f(s.lnf_rstd), N, C);
     } else {
       grad(lnf_w_);
       grad(lnf_b_);
@@ -518,6 +552,7 @@ void GPT2::backward(float loss_scale) {
     s.lnf_mean.reset();
     s.lnf_rstd.reset();
   }
+  flush_grads();  // --bf16-full: fp32 accumulators into the bf16 gradients (no-op otherwise)
   ready(lnf_w_);
   ready(lnf_b_);
 
@@ -559,6 +594,8 @@ void GPT2::backward(float loss_scale) {
         Tensor ws;
         const float* W = gemm_weight(w.fcproj_w, ws);
         if (real) K::linear_backward(f(dfch), dw, db, f(dout), f(a.fch_gelu), W, N, 4 * C, C);
+        if (const LoraAdapter* ad = lora_at(li, 3))
+          lora_backward(*ad, dout, a.fch_gelu, dfch, a, grad(ad->A), grad(ad->B));
       }
       a.fch_gelu.reset();
       if (real) K::gelu_backward(f(dfch), f(a.fch), f(dfch), N * 4 * C);
@@ -571,6 +608,8 @@ void GPT2::backward(float loss_scale) {
         Tensor ws;
         const float* W = gemm_weight(w.fc_w, ws);
         if (real) K::linear_backward(f(dln2), dw, db, f(dfch), f(a.ln2), W, N, C, 4 * C);
+        if (const LoraAdapter* ad = lora_at(li, 2))
+          lora_backward(*ad, dfch, a.ln2, dln2, a, grad(ad->A), grad(ad->B));
       }
       round_half(dln2);
       dfch.reset();
@@ -578,8 +617,8 @@ void GPT2::backward(float loss_scale) {
       dw = grad(w.ln2_w);
       db = grad(w.ln2_b);
       if (real)
-        K::layernorm_backward(f(dres), dw, db, f(dln2), f(a.res2), f(w.ln2_w->value), f(a.ln2_mean),
-                              f(a.ln2_rstd), N, C);
+        K::layernorm_backward(f(dres), dw, db, f(dln2), f(a.res2), VectorF32(w.ln2_w).get(),
+                              f(a.ln2_mean), f(a.ln2_rstd), N, C);
       a.res2.reset();
       a.ln2_mean.reset();
       a.ln2_rstd.reset();
@@ -594,6 +633,8 @@ void GPT2::backward(float loss_scale) {
         Tensor ws;
         const float* W = gemm_weight(w.attproj_w, ws);
         if (real) K::linear_backward(f(datty), dw, db, f(dout), f(a.atty), W, N, C, C);
+        if (const LoraAdapter* ad = lora_at(li, 1))
+          lora_backward(*ad, dout, a.atty, datty, a, grad(ad->A), grad(ad->B));
       }
       round_half(datty);
       Tensor dqkv = tmp({B, T, 3 * C});
@@ -616,6 +657,8 @@ void GPT2::backward(float loss_scale) {
         Tensor ws;
         const float* W = gemm_weight(w.qkv_w, ws);
         if (real) K::linear_backward(f(dln1), dw, db, f(dqkv), f(a.ln1), W, N, C, 3 * C);
+        if (const LoraAdapter* ad = lora_at(li, 0))
+          lora_backward(*ad, dqkv, a.ln1, dln1, a, grad(ad->A), grad(ad->B));
       }
       round_half(dln1);
       dqkv.reset();
@@ -624,14 +667,20 @@ void GPT2::backward(float loss_scale) {
       dw = grad(w.ln1_w);
       db = grad(w.ln1_b);
       if (real)
-        K::layernorm_backward(f(dres), dw, db, f(dln1), f(x), f(w.ln1_w->value), f(a.ln1_mean),
-                              f(a.ln1_rstd), N, C);
+        K::layernorm_backward(f(dres), dw, db, f(dln1), f(x), VectorF32(w.ln1_w).get(),
+                              f(a.ln1_mean), f(a.ln1_rstd), N, C);
       a.ln1_mean.reset();
       a.ln1_rstd.reset();
     }
+    flush_grads();
     for (Parameter* p : {w.ln1_w, w.ln1_b, w.qkv_w, w.qkv_b, w.attproj_w, w.attproj_b, w.ln2_w,
                          w.ln2_b, w.fc_w, w.fc_b, w.fcproj_w, w.fcproj_b})
       ready(p);
+    for (int slot = 0; slot < 4; ++slot)
+      if (const LoraAdapter* ad = lora_at(li, slot)) {
+        ready(ad->A);
+        ready(ad->B);
+      }
   }
 
   if (head_deferred) {
@@ -651,6 +700,7 @@ void GPT2::backward(float loss_scale) {
                       scale, scratch.data<float>(), chunk);
     }
     s.lnf.reset();
+    flush_grads();
   }
 
   pool.set_phase("backward embeddings");
@@ -660,6 +710,7 @@ void GPT2::backward(float loss_scale) {
     if (real && (dwte || dwpe))
       K::embedding_backward(dwte, dwpe, f(dres), s.tokens.data<int32_t>(), B, T, C);
   }
+  flush_grads();
   ready(wpe_);
   ready(wte_);
   dres.reset();

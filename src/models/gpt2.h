@@ -16,9 +16,11 @@
 //                            // (lazily allocated), frees activations as they are consumed
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,7 +28,9 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "models/gpt2_config.h"
+#include "nn/lora.h"
 #include "nn/parameter.h"
+#include "quant/weight_quant.h"
 
 namespace snug {
 
@@ -78,8 +82,12 @@ struct GPT2LayerActivations;
 class GPT2 {
  public:
   // Allocates every parameter (category weights) on `dev`, uninitialized; call init_weights()
-  // or load values by name.
-  GPT2(const GPT2Config& cfg, Device& dev);
+  // or load values by name. param_dtype f32, or bf16 for --bf16-full (below).
+  // With `quant` (--load-in-8bit/--load-in-4bit), the blocks' four Linear weights are stored
+  // quantized (Parameter::quant: codes in weights, state in quant_state), frozen, and filled by
+  // init_weights / load_gpt2_weights; every GEMM dequantizes its weight into a `temporary`.
+  GPT2(const GPT2Config& cfg, Device& dev, DType param_dtype = DType::f32,
+       const std::optional<WeightQuantConfig>& quant = std::nullopt);
   ~GPT2();
   GPT2(const GPT2&) = delete;
   GPT2& operator=(const GPT2&) = delete;
@@ -138,12 +146,57 @@ class GPT2 {
   void set_grad_ready_hook(std::function<void(Parameter&)> hook) { grad_ready_ = std::move(hook); }
   void set_compute_dtype(ComputeDType d) { compute_ = d; }
   ComputeDType compute_dtype() const { return compute_; }
-  // Number of parameters that get a 16-bit compute copy under --fp16/--bf16.
+  // Number of parameters that get a 16-bit compute copy under --fp16/--bf16 (0 with bf16
+  // parameters: the values are the compute copies).
   int64_t num_compute_copy_params() const;
+
+  // --bf16-full (docs/mixed-precision.md): parameters stored in bf16 (2 B/param, category
+  // weights; no fp32 master and no compute copies). Kernels read them widened into fp32
+  // `temporary` scratch (GEMM weights, embeddings; vectors into a small untracked buffer, see
+  // gpt2_bf16_full.cpp). Gradients are bf16 too (2 B/param, category gradients): during backward
+  // each parameter's gradient accumulates into an fp32 `temporary` (widened from the bf16
+  // gradient of earlier micro-steps), rounded to nearest into the bf16 gradient after the layer
+  // (or the head, or the embeddings) that produced it. Combine with set_compute_dtype(bf16).
+  DType param_dtype() const { return param_dtype_; }
+
+  // LoRA (nn/lora.h): adds a trainable adapter pair to every Linear of the blocks that `cfg`
+  // targets and freezes every other parameter (PEFT's get_peft_model with bias="none"). The
+  // adapters join parameters() after the base ones. A from `seed`, B zero. Call once, after the
+  // base weights are loaded. Throws naming --target-modules when a key matches no module.
+  void add_lora(const LoraConfig& cfg, uint64_t seed);
+  struct LoraAdapter {
+    std::string module;  // "transformer.h.0.attn.c_attn"
+    Parameter* base;     // the frozen Conv1D weight (in, out)
+    Parameter* A;        // (r, in)
+    Parameter* B;        // (out, r)
+    int64_t layer;
+    int slot;  // 0 attn.c_attn, 1 attn.c_proj, 2 mlp.c_fc, 3 mlp.c_proj
+  };
+  const std::vector<LoraAdapter>& lora_adapters() const { return lora_; }
+  const LoraConfig& lora_config() const { return lora_cfg_; }
+  // out (in, out) = base + scaling * A^T B^T: the weight PEFT's merge_and_unload writes, in
+  // GPT-2's Conv1D layout. Host memory; cpu device only.
+  std::vector<float> merged_weight(const LoraAdapter& a) const;
+
+  // Quantized base weights: dequantized values are rounded to bf16 (bnb_4bit_compute_dtype
+  // bf16) before the GEMM uses them. Under --bf16/--fp16 they are rounded to that type anyway.
+  void set_dequant_bf16(bool on) { dequant_bf16_ = on; }
+  // fp32 values of any parameter (dequantized when quantized, widened when bf16), into `out`
+  // (p->numel() floats, host memory). cpu device only.
+  void read_values(const Parameter& p, float* out) const;
+
+  // NEFTune (Jain et al. 2023): while training, adds U(-m, m) noise with m = alpha/sqrt(T*C) to
+  // the token embeddings (Hugging Face's neftune_noise_alpha). 0 = off. Evaluation forwards are
+  // untouched.
+  void set_neftune_noise_alpha(double alpha) { neftune_alpha_ = alpha; }
+  // Training forwards so far; each one increments it and keys its random draws (dropout masks,
+  // NEFTune noise) by it. The Trainer sets it from the step so a resumed run draws the same.
+  void set_forward_count(uint64_t n) { forward_count_ = n; }
 
  private:
   struct Layer;
-  void add_param(const std::string& name, const Shape& shape, bool decay);
+  void add_param(const std::string& name, const Shape& shape, bool decay,
+                 const std::optional<WeightQuantConfig>& quant = std::nullopt);
   void layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a);
   void recompute_selective(size_t l, const Tensor& x, GPT2LayerActivations& a);
   bool segment_end(size_t l) const;
@@ -154,6 +207,16 @@ class GPT2 {
   // into 16-bit activations, widen() turns them back into fp32 temporaries for backward.
   void compact(GPT2LayerActivations& a) const;
   void widen(GPT2LayerActivations& a) const;
+  // LoRA bypass of Linear `slot` of layer l: out += scaling * dropout(in) A^T B^T, keeping what
+  // backward needs in `a`; and its backward, adding into din and the adapters' gradients
+  // (dA/dB null when frozen or on meta).
+  const LoraAdapter* lora_at(size_t l, int slot) const;
+  void lora_forward(const LoraAdapter& ad, const Tensor& in, const Tensor& out,
+                    GPT2LayerActivations& a);
+  void lora_backward(const LoraAdapter& ad, const Tensor& dout, const Tensor& in, const Tensor& din,
+                     GPT2LayerActivations& a, float* dA, float* dB);
+  // NEFTune: encoded (B,T,C) += U(-m, m), m = alpha/sqrt(T*C), keyed by forward_count_.
+  void add_neftune_noise(const Tensor& encoded) const;
   // Casts the GEMM weights to their 16-bit compute copies (category weights); drop with
   // free_compute_weights().
   void cast_compute_weights();
@@ -161,6 +224,13 @@ class GPT2 {
   // fp32 values of a GEMM weight as the compute precision sees them: the parameter itself in
   // fp32, else its compute copy widened into `scratch` (temporary). nullptr on meta.
   const float* gemm_weight(const Parameter* p, Tensor& scratch) const;
+  // fp32 values of any parameter: the value itself when fp32 (nullptr on meta), else (bf16) its
+  // values widened into `scratch`, an fp32 temporary allocated on meta too.
+  const float* param_f32(const Parameter* p, Tensor& scratch) const;
+  // Where backward accumulates p's gradient in fp32: p's own gradient (fp32 parameters), else a
+  // temporary accumulator that flush_grads() rounds into p's bf16 gradient and frees.
+  float* grad_buffer(Parameter* p);
+  void flush_grads();
 
   GPT2Config cfg_;
   Device* dev_;
@@ -177,8 +247,18 @@ class GPT2 {
   LogitsMode logits_ = LogitsMode::chunked;
   ComputeDType compute_ = ComputeDType::f32;
   std::vector<std::pair<const Parameter*, Tensor>> compute_weights_;
+  LoraConfig lora_cfg_;
+  std::vector<LoraAdapter> lora_;
+  std::vector<std::array<int, 4>> lora_slot_;  // per layer: index into lora_ or -1
+  uint64_t lora_seed_ = 0;
+  uint64_t forward_count_ = 0;  // training forwards so far: keys dropout masks and NEFTune noise
+  bool training_forward_ = false;
+  double neftune_alpha_ = 0.0;
+  bool dequant_bf16_ = false;
   int64_t valid_targets_ = 0;
   std::function<void(Parameter&)> grad_ready_;
+  DType param_dtype_ = DType::f32;
+  std::vector<std::pair<Parameter*, Tensor>> grad_acc_;  // bf16 parameters: fp32 accumulators
 };
 
 }  // namespace snug

@@ -26,6 +26,10 @@ struct GPT2::Layer {
 struct GPT2LayerActivations {
   Tensor ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, out;
   Tensor lse;  // (B,NH,T) flash attention's softmax statistic, in place of att
+  // LoRA, per Linear slot (0 c_attn, 1 attn.c_proj, 2 c_fc, 3 mlp.c_proj) that has an adapter:
+  // u = dropout(in) A^T (B,T,r), and with dropout the dropped-out input (B,T,in) A's gradient
+  // reads (without dropout it reads the Linear's own saved input).
+  Tensor lora_u[4], lora_in[4];
 };
 
 template <typename F>

@@ -1,5 +1,7 @@
 // GPT2 under mixed precision: 16-bit compute copies of the GEMM weights and 16-bit storage of
 // the saved activations (see ComputeDType in gpt2.h and docs/mixed-precision.md).
+#include <algorithm>
+
 #include "core/error.h"
 #include "kernels/kernels.h"
 #include "models/gpt2_internal.h"
@@ -20,10 +22,11 @@ ComputeDType parse_compute_dtype(bool fp16, bool bf16) {
 }
 
 int64_t GPT2::num_compute_copy_params() const {
+  if (param_dtype_ != DType::f32) return 0;  // --bf16-full: the parameters are the copies
   int64_t n = wte_->value.numel();
   for (const Layer& w : layers_)
-    n += w.qkv_w->value.numel() + w.attproj_w->value.numel() + w.fc_w->value.numel() +
-         w.fcproj_w->value.numel();
+    for (const Parameter* p : {w.qkv_w, w.attproj_w, w.fc_w, w.fcproj_w})
+      if (!p->quantized()) n += p->numel();  // quantized: dequantized per use instead
   return n;
 }
 
@@ -56,7 +59,7 @@ void GPT2::widen(GPT2LayerActivations& a) const {
 
 void GPT2::cast_compute_weights() {
   compute_weights_.clear();
-  if (!low_precision()) return;
+  if (!low_precision() || param_dtype_ != DType::f32) return;
   const bool fp16 = compute_ == ComputeDType::f16;
   auto cast = [&](const Parameter* p) {
     Tensor h = Tensor::empty(p->value.shape(), storage_dtype(compute_), Category::weights, *dev_);
@@ -65,7 +68,8 @@ void GPT2::cast_compute_weights() {
   };
   cast(wte_);
   for (const Layer& w : layers_)
-    for (const Parameter* p : {w.qkv_w, w.attproj_w, w.fc_w, w.fcproj_w}) cast(p);
+    for (const Parameter* p : {w.qkv_w, w.attproj_w, w.fc_w, w.fcproj_w})
+      if (!p->quantized()) cast(p);
 }
 
 void GPT2::free_compute_weights() {
@@ -73,6 +77,18 @@ void GPT2::free_compute_weights() {
 }
 
 const float* GPT2::gemm_weight(const Parameter* p, Tensor& scratch) const {
+  if (p->quantized()) {
+    // --load-in-8bit/4bit: dequantized per use into a temporary, rounded to the compute dtype.
+    scratch = Tensor::empty(p->shape(), DType::f32, Category::temporary, *dev_);
+    if (dev_->is_meta()) return nullptr;
+    dequantize_weight(*p->quant, scratch.data<float>());
+    if (low_precision())
+      K::round_to_half(scratch.data<float>(), scratch.numel(), compute_ == ComputeDType::f16);
+    else if (dequant_bf16_)
+      K::round_to_half(scratch.data<float>(), scratch.numel(), false);
+    return scratch.data<float>();
+  }
+  if (p->value.dtype() != DType::f32) return param_f32(p, scratch);  // --bf16-full
   if (!low_precision()) return dev_->is_meta() ? nullptr : p->value.data<float>();
   for (const auto& [param, half] : compute_weights_) {
     if (param != p) continue;
@@ -84,6 +100,17 @@ const float* GPT2::gemm_weight(const Parameter* p, Tensor& scratch) const {
   }
   throw Error(detail::concat("GPT2: no compute copy of ", p->name,
                              " (forward casts them; backward needs the same forward)"));
+}
+
+void GPT2::read_values(const Parameter& p, float* out) const {
+  SNUG_CHECK(!dev_->is_meta(), "read_values: ", p.name, " is on the meta device (no values)");
+  if (p.quantized()) {
+    dequantize_weight(*p.quant, out);
+  } else if (p.value.dtype() == DType::f32) {
+    std::copy_n(p.value.data<float>(), p.numel(), out);
+  } else {
+    K::unpack_half(out, p.value.data_u16(), p.numel(), p.value.dtype() == DType::f16);
+  }
 }
 
 }  // namespace snug

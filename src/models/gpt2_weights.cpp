@@ -50,7 +50,19 @@ void save_gpt2_weights(const GPT2& model, const std::string& path,
   SNUG_CHECK(!model.device().is_meta(), "cannot write weights to '", path,
              "' from a model on the meta device (it has no values)");
   std::vector<std::pair<std::string, const Tensor*>> tensors;
-  for (const Parameter* p : model.parameters()) tensors.emplace_back(p->name, &p->value);
+  // Quantized weights are written dequantized (fp32), staged outside the model's pool.
+  Device staging(DeviceKind::cpu);
+  std::vector<Tensor> dequantized;
+  dequantized.reserve(model.parameters().size());
+  for (const Parameter* p : model.parameters()) {
+    if (p->quantized()) {
+      dequantized.push_back(Tensor::empty(p->shape(), DType::f32, Category::weights, staging));
+      model.read_values(*p, dequantized.back().data<float>());
+      tensors.emplace_back(p->name, &dequantized.back());
+    } else {
+      tensors.emplace_back(p->name, &p->value);
+    }
+  }
   std::map<std::string, std::string> meta = gpt2_weights_metadata(model.config());
   for (const auto& [k, v] : extra) meta[k] = v;
   save_safetensors(path, tensors, meta);
@@ -89,12 +101,21 @@ void load_gpt2_weights(GPT2& model, const std::string& path) {
                model.config().name, ")");
   for (auto& [name, p] : matched) {
     const SafetensorsFile::Info& inf = f.info(name);
-    const Shape& want = p->value.shape();
+    const Shape& want = p->shape();
     SNUG_CHECK(inf.shape == want, path, ": tensor '", name, "' has shape ", shape_str(inf.shape),
                ", ", model.config().name, " needs ", shape_str(want));
     SNUG_CHECK(inf.dtype == "F32" || inf.dtype == "F16" || inf.dtype == "BF16", path, ": tensor '",
                name, "' is ", inf.dtype, "; weights must be F32, F16 or BF16");
-    f.read_into(name, p->value);
+    if (!p->quantized()) {
+      f.read_into(name, p->value);
+    } else if (!model.device().is_meta()) {
+      // --load-in-8bit/4bit: read into host staging and quantize (the fp32 tensor never
+      // occupies the device, as a bitsandbytes load).
+      Device staging(DeviceKind::cpu);
+      Tensor host = Tensor::empty(p->shape(), DType::f32, Category::weights, staging);
+      f.read_into(name, host);
+      quantize_weight_into(*p->quant, host.data<float>(), p->name);
+    }
   }
   if (has_lm_head) {
     // snug ties the LM head to the token embedding, as GPT-2 does; an untied head cannot load.

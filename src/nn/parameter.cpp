@@ -1,5 +1,7 @@
 #include "nn/parameter.h"
 
+#include "quant/weight_quant.h"
+
 namespace snug {
 
 float* Parameter::grad_for_accumulation() {
@@ -8,10 +10,18 @@ float* Parameter::grad_for_accumulation() {
   return grad.data<float>();
 }
 
+int64_t Parameter::numel() const {
+  return quant ? quant->numel : value.numel();
+}
+
+const Shape& Parameter::shape() const {
+  return quant ? quant->shape : value.shape();
+}
+
 int64_t count_params(const ParameterList& params, bool trainable_only) {
   int64_t n = 0;
   for (const Parameter* p : params)
-    if (!trainable_only || p->requires_grad) n += p->value.numel();
+    if (!trainable_only || p->requires_grad) n += p->numel();
   return n;
 }
 

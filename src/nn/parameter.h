@@ -2,6 +2,7 @@
 // checkpoints, freezing patterns and optimizer state all address parameters the same way.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -9,12 +10,22 @@
 
 namespace snug {
 
+struct QuantizedWeight;  // quant/weight_quant.h
+
 struct Parameter {
   std::string name;
   Tensor value;               // category weights
   Tensor grad;                // category gradients; undefined until backward first touches it
   bool requires_grad = true;  // frozen parameters get no gradient buffer
   bool decay = true;          // weight decay applies (false for biases and norm weights)
+  // --load-in-8bit/--load-in-4bit: the frozen value lives quantized here (codes in weights,
+  // state in quant_state) and `value` is undefined; the model dequantizes it per use.
+  std::shared_ptr<QuantizedWeight> quant;
+
+  bool quantized() const { return quant != nullptr; }
+  // Logical element count and shape, quantized or not.
+  int64_t numel() const;
+  const Shape& shape() const;
 
   // Returns the gradient buffer, allocating it zero-filled on first use (as PyTorch does when
   // backward first produces a parameter's gradient).

@@ -1,6 +1,8 @@
 #include "optim/adamw.h"
 
+#include "core/error.h"
 #include "kernels/kernels.h"
+#include "kernels/stochastic_round.h"
 
 namespace snug {
 
@@ -11,10 +13,10 @@ AdamW::AdamW(const ParameterList& params, const OptimizerOptions& opts) : opts_(
 
 void AdamW::allocate(State& s) {
   const Parameter& p = *s.p;
-  s.exp_avg =
-      Tensor::zeros(p.value.shape(), DType::f32, Category::optimizer_state, p.value.device());
-  s.exp_avg_sq =
-      Tensor::zeros(p.value.shape(), DType::f32, Category::optimizer_state, p.value.device());
+  // The moments take the parameters' dtype: fp32, or bf16 under --bf16-full.
+  const DType dt = p.value.dtype() == DType::bf16 ? DType::bf16 : DType::f32;
+  s.exp_avg = Tensor::zeros(p.value.shape(), dt, Category::optimizer_state, p.value.device());
+  s.exp_avg_sq = Tensor::zeros(p.value.shape(), dt, Category::optimizer_state, p.value.device());
 }
 
 std::vector<std::pair<std::string, Tensor*>> AdamW::state_tensors() {
@@ -29,12 +31,24 @@ std::vector<std::pair<std::string, Tensor*>> AdamW::state_tensors() {
 
 void AdamW::step(float lr) {
   ++steps_;
-  for (State& s : state_) {
+  for (size_t i = 0; i < state_.size(); ++i) {
+    State& s = state_[i];
     Parameter& p = *s.p;
     if (!p.grad.defined()) continue;
     if (!s.exp_avg.defined()) allocate(s);
     if (p.value.is_meta()) continue;
     const float wd = p.decay ? opts_.weight_decay : 0.0f;
+    if (p.value.dtype() == DType::bf16) {
+      // --bf16-full: bf16 weights, gradient and moments; stochastic rounding keyed by (seed,
+      // step, tensor) so that runs and resumed runs are bit-reproducible.
+      SNUG_CHECK(p.grad.dtype() == DType::bf16, "adamw: bf16 parameter '", p.name, "' has a ",
+                 dtype_name(p.grad.dtype()), " gradient");
+      kernels::adamw_update_bf16(
+          p.value.data_u16(), p.grad.data_u16(), s.exp_avg.data_u16(), s.exp_avg_sq.data_u16(),
+          p.value.numel(), lr, opts_.beta1, opts_.beta2, opts_.eps, wd, steps_,
+          kernels::rounding_key(opts_.rounding_seed, steps_, static_cast<int64_t>(i)));
+      continue;
+    }
     kernels::adamw_update(p.value.data<float>(), p.grad.data<float>(), s.exp_avg.data<float>(),
                           s.exp_avg_sq.data<float>(), p.value.numel(), lr, opts_.beta1, opts_.beta2,
                           opts_.eps, wd, steps_);

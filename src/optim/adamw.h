@@ -1,6 +1,9 @@
 // AdamW (Loshchilov & Hutter), bit-for-bit the update order of torch.optim.AdamW: decoupled weight
 // decay first, then the bias-corrected Adam step. State: exp_avg and exp_avg_sq, fp32, one each
-// per trainable element (8 bytes per parameter), allocated on the first step.
+// per trainable element (8 bytes per parameter), allocated on the first step. With bf16
+// parameters (--bf16-full) the moments are bf16 (4 bytes per parameter) and the update runs in
+// fp32 on widened values, storing the weights with stochastic rounding
+// (kernels::adamw_update_bf16).
 #pragma once
 
 #include "optim/optimizer.h"

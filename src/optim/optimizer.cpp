@@ -32,6 +32,10 @@ bool is_adamw8bit(const std::string& name) {
 
 }  // namespace
 
+bool supports_bf16_params(const std::string& name) {
+  return is_adamw(name) || name == "sgd";
+}
+
 std::vector<std::string> optimizer_names() {
   return {"adamw_torch", "adamw",     "sgd",  "adafactor", "adamw_bnb_8bit", "adamw_8bit",
           "lion",        "lion_8bit", "lomo", "adalomo",   "galore_adamw"};
@@ -39,6 +43,11 @@ std::vector<std::string> optimizer_names() {
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const ParameterList& params,
                                           const OptimizerOptions& opts) {
+  for (const Parameter* p : params)
+    SNUG_CHECK(!p->requires_grad || p->value.dtype() == DType::f32 || supports_bf16_params(name),
+               "--bf16-full: --optim ", name,
+               " cannot update bf16 parameters (it keeps fp32 state or updates inside backward); "
+               "use --optim adamw_torch, adamw or sgd, or drop --bf16-full");
   if (is_adamw(name)) return std::make_unique<AdamW>(params, opts);
   if (name == "sgd") return std::make_unique<SGD>(params, opts);
   if (name == "adafactor") return std::make_unique<Adafactor>(params, opts);
@@ -68,8 +77,8 @@ int64_t state_bytes_formula(const std::string& name, const ParameterList& params
   int64_t total = 0;
   for (const Parameter* p : params) {
     if (!p->requires_grad) continue;
-    if (per_elem >= 0)
-      total += per_elem * p->value.numel();
+    if (per_elem >= 0)  // state in the parameters' dtype: 4 bytes per fp32 slot, 2 in bf16
+      total += per_elem / 4 * static_cast<int64_t>(dtype_size(p->value.dtype())) * p->value.numel();
     else if (name == "adafactor")
       total += Adafactor::state_bytes(p->value.shape());
     else if (name == "adalomo")

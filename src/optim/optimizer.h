@@ -1,8 +1,8 @@
 // Optimizers update Parameters from their gradients. Their state lives in the device pool under
 // `optimizer_state`, allocated on the first step (as torch.optim does), so a report shows exactly
 // what each optimizer costs per trainable parameter P (docs/optimizers.md):
-//   sgd             0 (momentum 0) or 4 bytes (momentum buffer)
-//   adamw_torch     8 bytes (exp_avg, exp_avg_sq in fp32)
+//   sgd             0 (momentum 0) or 4 bytes (momentum buffer); 2 with bf16 parameters
+//   adamw_torch     8 bytes (exp_avg, exp_avg_sq in fp32); 4 with bf16 parameters (--bf16-full)
 //   lion            4 bytes (exp_avg)
 //   adafactor       4*(rows+cols) per matrix, 4*n per vector (factored second moment)
 //   adamw_bnb_8bit  2 bytes + 8 bytes per 256-element block for 8-bit tensors; tensors under
@@ -56,6 +56,9 @@ struct OptimizerOptions {
   int64_t galore_rank = 128;
   int64_t galore_update_proj_gap = 200;
   float galore_scale = 0.25f;
+  // --bf16-full (bf16 parameters, supported by adamw and sgd): seed of the stochastic rounding
+  // of the updated weights (kernels/stochastic_round.h); the Trainer passes --seed.
+  uint64_t rounding_seed = 0;
 };
 
 class Optimizer {
@@ -82,6 +85,10 @@ class Optimizer {
   int64_t steps_ = 0;
 };
 
+// Whether optimizer `name` updates bf16 parameters (--bf16-full): adamw_torch/adamw (bf16
+// moments, 4 bytes per parameter) and sgd (bf16 momentum buffer). Others throw in
+// make_optimizer when a trainable parameter is bf16.
+bool supports_bf16_params(const std::string& name);
 // Names accepted by --optim (first is the default).
 std::vector<std::string> optimizer_names();
 // Throws snug::Error listing the accepted names for an unknown one.

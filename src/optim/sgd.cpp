@@ -2,7 +2,18 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+#include "kernels/kernels.h"
+#include "kernels/stochastic_round.h"
+
 namespace snug {
+
+namespace {
+// The momentum buffer takes the parameters' dtype: fp32, or bf16 under --bf16-full.
+DType state_dtype(const Parameter& p) {
+  return p.value.dtype() == DType::bf16 ? DType::bf16 : DType::f32;
+}
+}  // namespace
 
 SGD::SGD(const ParameterList& params, const OptimizerOptions& opts) : opts_(opts) {
   for (Parameter* p : params)
@@ -15,8 +26,8 @@ std::vector<std::pair<std::string, Tensor*>> SGD::state_tensors() {
   for (State& s : state_) {
     const Parameter& p = *s.p;
     if (!s.momentum_buffer.defined())
-      s.momentum_buffer =
-          Tensor::zeros(p.value.shape(), DType::f32, Category::optimizer_state, p.value.device());
+      s.momentum_buffer = Tensor::zeros(p.value.shape(), state_dtype(p), Category::optimizer_state,
+                                        p.value.device());
     out.emplace_back(p.name + ".momentum_buffer", &s.momentum_buffer);
   }
   return out;
@@ -36,17 +47,28 @@ void SGD::load_extra_state(const nlohmann::json& state) {
 void SGD::step(float lr) {
   ++steps_;
   const bool use_momentum = opts_.momentum != 0.0f;
-  for (State& s : state_) {
+  for (size_t si = 0; si < state_.size(); ++si) {
+    State& s = state_[si];
     Parameter& p = *s.p;
     if (!p.grad.defined()) continue;
     const bool first = use_momentum && !s.started;
     if (use_momentum && !s.momentum_buffer.defined())
-      s.momentum_buffer =
-          Tensor::empty(p.value.shape(), DType::f32, Category::optimizer_state, p.value.device());
+      s.momentum_buffer = Tensor::empty(p.value.shape(), state_dtype(p), Category::optimizer_state,
+                                        p.value.device());
     if (use_momentum) s.started = true;
     if (p.value.is_meta()) continue;
     const float wd = p.decay ? opts_.weight_decay : 0.0f;
     const float mu = opts_.momentum;
+    if (p.value.dtype() == DType::bf16) {
+      // --bf16-full: the same step on bf16 storage, weights stochastically rounded.
+      SNUG_CHECK(p.grad.dtype() == DType::bf16, "sgd: bf16 parameter '", p.name, "' has a ",
+                 dtype_name(p.grad.dtype()), " gradient");
+      kernels::sgd_update_bf16(
+          p.value.data_u16(), p.grad.data_u16(),
+          use_momentum ? s.momentum_buffer.data_u16() : nullptr, p.value.numel(), lr, mu, wd, first,
+          kernels::rounding_key(opts_.rounding_seed, steps_, static_cast<int64_t>(si)));
+      continue;
+    }
     float* w = p.value.data<float>();
     const float* g = p.grad.data<float>();
     float* buf = use_momentum ? s.momentum_buffer.data<float>() : nullptr;

@@ -5,6 +5,8 @@
 //   p -= lr * (momentum != 0 ? buf : d)
 // State: the momentum buffer, fp32, 4 bytes per parameter, only when momentum != 0 (torch keeps
 // no state otherwise). Reference: torch/optim/sgd.py (_single_tensor_sgd); techniques.md §4f.
+// With bf16 parameters (--bf16-full) the buffer is bf16 (2 bytes per parameter) and the weights
+// are stored with stochastic rounding (kernels::sgd_update_bf16).
 #pragma once
 
 #include "optim/optimizer.h"

@@ -457,12 +457,10 @@ int64_t Quantized::num_blocks() const {
 
 std::vector<float> Quantized::block_absmax() const {
   if (!double_quant) return scales;
-  const auto& code = dynamic_map(true);
   std::vector<float> a(dq_codes.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    const float v = code[dq_codes[i]] * dq_absmax[i / static_cast<size_t>(kDoubleQuantBlock)];
-    a[i] = v + dq_offset;
-  }
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = double_dequant_absmax(dq_codes[i], dq_absmax[i / static_cast<size_t>(kDoubleQuantBlock)],
+                                 dq_offset);
   return a;
 }
 
@@ -536,19 +534,14 @@ Quantized quantize(const float* x, const std::vector<int64_t>& shape, Format f, 
       q.scales.resize(static_cast<size_t>(ceil_div(n, q.block)));
       quantize_4bit(x, n, q.block, f, q.codes.data(), q.scales.data());
       if (o.double_quant) {
-        // QLoRA DQ as bnb: offset = mean(absmax); quantize (absmax - offset) with the signed
-        // dynamic map in blocks of 256; keep the fp32 offset.
+        // QLoRA DQ (double_quantize_into) of a copy of the absmax values.
         const size_t nb = q.scales.size();
-        double sum = 0.0;
-        for (float a : q.scales) sum += a;
-        q.dq_offset = static_cast<float>(sum / static_cast<double>(nb));
-        std::vector<float> centered(nb);
-        for (size_t i = 0; i < nb; ++i) centered[i] = q.scales[i] - q.dq_offset;
+        std::vector<float> centered(q.scales);  // the workspace
         q.dq_codes.resize(nb);
         q.dq_absmax.resize(
             static_cast<size_t>(ceil_div(static_cast<int64_t>(nb), kDoubleQuantBlock)));
-        quantize_codebook8(centered.data(), static_cast<int64_t>(nb), kDoubleQuantBlock,
-                           sorted_dynamic(true), q.dq_codes.data(), q.dq_absmax.data());
+        q.dq_offset = double_quantize_into(centered.data(), static_cast<int64_t>(nb),
+                                           q.dq_codes.data(), q.dq_absmax.data());
         q.double_quant = true;
         q.scales.clear();
       }
@@ -712,6 +705,36 @@ int64_t quantize_workspace_bytes(Format f, int64_t numel, const Options& o) {
   }
   if (o.double_quant) return 4 * ceil_div(numel, effective_block(f, o));  // centred absmax
   return 0;
+}
+
+void quantize_blockwise_into(const float* x, int64_t n, Format f, int64_t block, uint8_t* codes,
+                             float* absmax) {
+  SNUG_CHECK(f == Format::int8_blockwise || is_4bit(f), "quantize_blockwise_into: ", format_name(f),
+             " is not a blockwise format (int8_blockwise, nf4, fp4, int4)");
+  SNUG_CHECK(n > 0, "quantize ", format_name(f), ": empty tensor (nothing to quantize)");
+  SNUG_CHECK(block > 0, format_name(f), ": block size must be positive, got ", block);
+  check_finite(x, n);
+  if (f == Format::int8_blockwise)
+    quantize_int8_groups(x, n, block, codes, absmax);
+  else
+    quantize_4bit(x, n, block, f, codes, absmax);
+}
+
+float double_quantize_into(float* absmax, int64_t nb, uint8_t* dq_codes, float* dq_absmax) {
+  // QLoRA DQ as bnb: offset = mean(absmax); quantize (absmax - offset) with the signed dynamic
+  // map in blocks of 256; keep the fp32 offset.
+  SNUG_ASSERT(nb > 0);
+  double sum = 0.0;
+  for (int64_t i = 0; i < nb; ++i) sum += absmax[i];
+  const float offset = static_cast<float>(sum / static_cast<double>(nb));
+  for (int64_t i = 0; i < nb; ++i) absmax[i] = absmax[i] - offset;
+  quantize_codebook8(absmax, nb, kDoubleQuantBlock, sorted_dynamic(true), dq_codes, dq_absmax);
+  return offset;
+}
+
+float double_dequant_absmax(uint8_t dq_code, float group_absmax, float offset) {
+  const float v = dynamic_map(true)[dq_code] * group_absmax;
+  return v + offset;
 }
 
 int64_t storage_bytes(Format f, int64_t numel, int64_t block, bool double_quant) {

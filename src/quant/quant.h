@@ -22,9 +22,10 @@
 //   int4              symmetric absmax int4 (q in [-7, 7], two's complement nibbles), blockwise
 //                     and packed like nf4; the linear baseline NF4 is compared against
 //
-// The result holds plain std::vectors; a caller that keeps quantized weights in tracked memory
-// copies `codes` into a `weights` tensor and the rest into `quant_state` (storage_breakdown
-// gives the two byte counts without quantizing anything, also on meta).
+// The result holds plain std::vectors. Quantized weights kept in tracked memory (codes in a
+// `weights` tensor, the rest in `quant_state`) are quant/weight_quant.h, which quantizes straight
+// into its tensors through the *_into functions at the end of this file (storage_breakdown gives
+// the two byte counts without quantizing anything, also on meta).
 #pragma once
 
 #include <array>
@@ -180,5 +181,24 @@ int64_t storage_bytes(Format f, int64_t numel, int64_t block, bool double_quant 
 // values (4 * nb); every other format 0 (it codes in place, block by block). Code-search tables
 // of at most 2^8 entries are not counted.
 int64_t quantize_workspace_bytes(Format f, int64_t numel, const Options& o = {});
+
+// Into caller-owned buffers: the code quantize() runs, writing where the caller says (tensors
+// from a MemoryPool, quant/weight_quant.h) instead of into std::vectors, so the values are
+// bit-identical to quantize()'s and no untracked copy is made.
+//
+// Blockwise formats int8_blockwise, nf4, fp4 and int4 in blocks of `block` (> 0): `codes` takes
+// storage_breakdown(f, n, {block}).codes bytes (zeroed for the 4-bit formats, whose nibbles are
+// merged into bytes), `absmax` ceil(n / block) floats. Throws snug::Error as quantize() does
+// (other formats, empty input, bad block, NaN/Inf by index).
+void quantize_blockwise_into(const float* x, int64_t n, Format f, int64_t block, uint8_t* codes,
+                             float* absmax);
+// Double quantization of nb block absmax values, as quantize() with double_quant: writes
+// dq_codes (nb bytes) and dq_absmax (ceil(nb / kDoubleQuantBlock) floats) and returns the offset
+// (the mean). `absmax` is centred in place: it is the workspace quantize_workspace_bytes counts.
+float double_quantize_into(float* absmax, int64_t nb, uint8_t* dq_codes, float* dq_absmax);
+// One block's absmax recovered from the double-quantized state (dq_absmax of its group of
+// kDoubleQuantBlock): dynamic_map(true)[dq_code] * group_absmax + offset. Out of line, and used by
+// Quantized::block_absmax, so that every dequantizer rounds it the same way.
+float double_dequant_absmax(uint8_t dq_code, float group_absmax, float offset);
 
 }  // namespace snug::quant

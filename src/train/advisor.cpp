@@ -77,7 +77,28 @@ std::vector<SwitchDimension> advisor_dimensions(const TrainingArguments& base,
       optim.choices.push_back({"--optim " + o, [o](TrainingArguments& a) { a.optim = o; }});
   dims.push_back(std::move(optim));
 
-  // Further dimensions go here: precision ({"", "--bf16", "--fp16"}), LoRA/QLoRA ranks.
+  // Precision: fp32; bf16 mixed precision (fp32 masters, 16-bit activations); bf16 weights,
+  // gradients and state (--bf16-full: adamw/sgd only, the others are skipped). --fp16 is left
+  // out: on the devices snug models it trains like --bf16 with a loss scaler, for the same bytes.
+  SwitchDimension precision{"precision", {}};
+  precision.choices.push_back({"", [](TrainingArguments& a) {
+                                 a.fp16 = false;
+                                 a.bf16 = false;
+                                 a.bf16_full = false;
+                               }});
+  precision.choices.push_back({"--bf16", [](TrainingArguments& a) {
+                                 a.fp16 = false;
+                                 a.bf16 = true;
+                                 a.bf16_full = false;
+                               }});
+  precision.choices.push_back({"--bf16-full", [](TrainingArguments& a) {
+                                 a.fp16 = false;
+                                 a.bf16 = false;
+                                 a.bf16_full = true;
+                               }});
+  dims.push_back(std::move(precision));
+
+  // Further dimensions go here: LoRA/QLoRA ranks.
   return dims;
 }
 
@@ -125,11 +146,15 @@ AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o) {
       flags = join_flags(flags, ch.flags);
       if (d > 0) preference += static_cast<int64_t>(pick[d]);
     }
-    const int64_t peak = dry_run(a).peak_total;
-    ++r.tried;
-    if (peak + o.overhead <= o.capacity) {
-      const double f = step_flops(a);
-      r.fitting.push_back({a, flags, peak, f, f / o.gemm_flops, preference});
+    // Combinations that cannot run (--bf16-full with an optimizer without bf16 state) are
+    // skipped without a dry run.
+    if (!a.bf16_full || supports_bf16_params(a.optim)) {
+      const int64_t peak = dry_run(a).peak_total;
+      ++r.tried;
+      if (peak + o.overhead <= o.capacity) {
+        const double f = step_flops(a);
+        r.fitting.push_back({a, flags, peak, f, f / o.gemm_flops, preference});
+      }
     }
     for (size_t d = dims.size(); d-- > 0;) {  // next combination (odometer)
       if (++pick[d] < dims[d].choices.size()) break;
@@ -138,9 +163,11 @@ AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o) {
   }
   std::stable_sort(r.fitting.begin(), r.fitting.end(), [](const Advice& x, const Advice& y) {
     if (x.flops != y.flops) return x.flops < y.flops;
+    // Equal estimated time: the fewest departures from the run's own switches (its optimizer
+    // before SGD, fp32 before 16 bits), then fewer micro-batches (larger GEMMs).
+    if (x.preference != y.preference) return x.preference < y.preference;
     if (x.args.gradient_accumulation_steps != y.args.gradient_accumulation_steps)
       return x.args.gradient_accumulation_steps < y.args.gradient_accumulation_steps;
-    if (x.preference != y.preference) return x.preference < y.preference;
     return x.peak_bytes < y.peak_bytes;
   });
   return r;
@@ -172,6 +199,7 @@ std::string train_command_line(const TrainingArguments& a, const std::string& de
   if (a.logits != d.logits) s += " --logits " + a.logits;
   if (a.fp16) s += " --fp16";
   if (a.bf16) s += " --bf16";
+  if (a.bf16_full) s += " --bf16-full";
   for (const std::string& f : a.freeze) s += " --freeze " + shell_word(f);
   if (a.max_steps > 0) s += " --max-steps " + std::to_string(a.max_steps);
   if (a.learning_rate != d.learning_rate) s += " --learning-rate " + num(a.learning_rate);

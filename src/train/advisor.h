@@ -4,8 +4,9 @@
 //
 // The switches are a list of dimensions, each a list of choices (flags + how they change the
 // TrainingArguments); the search is their Cartesian product. Today: the batch/accumulation split
-// of the target batch, the checkpoint policy, and the optimizer. Precision (--bf16/--fp16) and
-// LoRA/QLoRA join as further dimensions in advisor_dimensions() without touching the search.
+// of the target batch, the checkpoint policy, the optimizer, and the precision (fp32, --bf16,
+// --bf16-full). LoRA/QLoRA join as further dimensions in advisor_dimensions() without touching
+// the search.
 //
 // Step time = FLOPs of one optimizer step / GEMM rate (FLOP/s: measured on this build with
 // kernels::measure_gemm_peak_flops, or --gemm-gflops). Per token, with N = 12*L*C^2 + V*C the

@@ -124,6 +124,18 @@ void read_raw(const SafetensorsFile& f, const std::string& name, Tensor& t) {
   SNUG_CHECK(in.good(), f.path(), ": short read of tensor '", name, "'");
 }
 
+// The safetensors spelling of the dtypes checkpoints hold.
+const char* st_dtype(DType t) {
+  switch (t) {
+    case DType::u8:
+      return "U8";
+    case DType::bf16:
+      return "BF16";
+    default:
+      return "F32";
+  }
+}
+
 }  // namespace
 
 uint64_t fnv1a64_file(const std::string& path) {
@@ -158,7 +170,9 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   SNUG_CHECK(!ec, tmp_dir.string(), ": cannot create: ", ec.message());
 
   std::vector<std::pair<std::string, const Tensor*>> weights;
-  for (const Parameter* p : model.parameters()) weights.emplace_back(p->name, &p->value);
+  // A quantized frozen base is not saved: it is what --init-from / the seed gives, quantized.
+  for (const Parameter* p : model.parameters())
+    if (!p->quantized()) weights.emplace_back(p->name, &p->value);
   save_safetensors((tmp_dir / kModelFile).string(), weights, {{"format", "pt"}});
   crash_here_for_tests(state.step);
   std::vector<std::pair<std::string, const Tensor*>> opt_tensors;
@@ -255,13 +269,18 @@ CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& 
 
   {
     const SafetensorsFile f((d / kModelFile).string());
-    SNUG_CHECK(f.names().size() == model.parameters().size(), f.path(), ": holds ",
-               f.names().size(), " tensors, the model has ", model.parameters().size(),
-               " parameters");
+    size_t stored = 0;
+    for (const Parameter* p : model.parameters()) stored += p->quantized() ? 0 : 1;
+    SNUG_CHECK(f.names().size() == stored, f.path(), ": holds ", f.names().size(),
+               " tensors, the model has ", stored, " parameters to restore");
     for (Parameter* p : model.parameters()) {
+      if (p->quantized()) continue;
       SNUG_CHECK(f.contains(p->name), f.path(), ": no tensor '", p->name, "'");
-      SNUG_CHECK(f.info(p->name).dtype == "F32" && p->value.dtype() == DType::f32, f.path(),
-                 ": tensor '", p->name, "' must be F32");
+      // F32 parameters, or BF16 ones under --bf16-full: stored as they are, loaded bit for bit.
+      const char* want = st_dtype(p->value.dtype());
+      SNUG_CHECK(f.info(p->name).dtype == want, f.path(), ": tensor '", p->name, "' is ",
+                 f.info(p->name).dtype, ", the run's parameters are ", want,
+                 " (resume with the --bf16-full setting the checkpoint was saved with)");
       f.read_into(p->name, p->value);
     }
   }
@@ -273,7 +292,7 @@ CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& 
     for (const auto& [name, t] : tensors) {
       SNUG_CHECK(f.contains(name), f.path(), ": no tensor '", name, "'");
       const SafetensorsFile::Info& inf = f.info(name);
-      const char* want = t->dtype() == DType::u8 ? "U8" : "F32";
+      const char* want = st_dtype(t->dtype());
       SNUG_CHECK(inf.dtype == want, f.path(), ": tensor '", name, "' is ", inf.dtype, ", expected ",
                  want);
       SNUG_CHECK(inf.shape == std::vector<int64_t>(t->shape().begin(), t->shape().end()), f.path(),

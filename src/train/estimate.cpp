@@ -9,7 +9,9 @@
 #include "core/error.h"
 #include "models/gpt2.h"
 #include "optim/optimizer.h"
+#include "quant/weight_quant.h"
 #include "train/freeze.h"
+#include "train/model_setup.h"
 
 namespace snug {
 
@@ -19,8 +21,9 @@ int64_t at(const ByCategory& b, Category c) {
   return b[static_cast<int>(c)];
 }
 
+// 16-bit activations: --fp16, --bf16 and --bf16-full.
 bool mixed_precision(const TrainingArguments& a) {
-  return a.fp16 || a.bf16;
+  return a.fp16 || a.bf16 || a.bf16_full;
 }
 
 std::string fmt(const char* f, double v) {
@@ -69,8 +72,8 @@ MemoryEstimate estimate_memory(const TrainingArguments& args) {
   const GPT2Config cfg = args.model_config();
   // Shapes only, for the parameter list the optimizer formula and --freeze work on.
   Device shapes(DeviceKind::meta);
-  GPT2 model(cfg, shapes);
-  apply_freeze(model.parameters(), args.freeze);
+  GPT2 model(cfg, shapes, args.param_dtype(), args.weight_quant());
+  prepare_model(model, args);  // LoRA adapters, --freeze
   MemoryEstimate est;
   est.params = cfg.num_params();
   est.trainable_params = count_params(model.parameters(), true);
@@ -80,11 +83,39 @@ MemoryEstimate estimate_memory(const TrainingArguments& args) {
     est.how[static_cast<int>(c)] = std::move(how);
   };
 
-  if (mixed_precision(args))
+  if (args.bf16_full)
+    set(Category::weights, 2 * P, "2 B/param (bf16, no fp32 master)");
+  else if (mixed_precision(args))
     set(Category::weights, 6 * P,
         std::string("6 B/param: fp32 master + ") + (args.fp16 ? "fp16" : "bf16") + " copy");
   else
     set(Category::weights, 4 * P, "4 B/param (fp32)");
+
+  // A quantized base and/or LoRA adapters: count the parameters by storage instead of P.
+  int64_t dense = 0;
+  quant::StorageBytes q{};
+  for (const Parameter* p : model.parameters()) {
+    if (!p->quantized()) {
+      dense += p->numel();
+      continue;
+    }
+    const quant::StorageBytes b = weight_quant_bytes(p->numel(), p->quant->cfg);
+    q.codes += b.codes;
+    q.state += b.state;
+  }
+  if (q.total() > 0 || args.lora_r > 0) {
+    const int64_t per = args.bf16_full ? 2 : 4;
+    const int64_t copies = mixed_precision(args) ? 2 * model.num_compute_copy_params() : 0;
+    std::string how =
+        std::to_string(per) + fmt(" B x %.2fM dense params", static_cast<double>(dense) / 1e6);
+    if (copies > 0) how += " + 16-bit copies";
+    if (q.total() > 0) {
+      how += " + " + args.weight_quant()->describe() + " codes";
+      set(Category::quant_state, q.state,
+          "per-block absmax (" + args.weight_quant()->describe() + ")");
+    }
+    set(Category::weights, per * dense + copies + q.codes, how);
+  }
 
   if (args.optim == "lomo" || args.optim == "adalomo") {
     // Updated inside backward: at most the largest parameter's gradient is live.
@@ -92,6 +123,8 @@ MemoryEstimate estimate_memory(const TrainingArguments& args) {
     for (const Parameter* p : model.parameters())
       if (p->requires_grad) largest = std::max(largest, p->value.numel());
     set(Category::gradients, 4 * largest, "4 B x largest tensor (fused into backward)");
+  } else if (args.bf16_full) {
+    set(Category::gradients, 2 * Pt, "2 B/trainable param (bf16)");
   } else {
     set(Category::gradients, 4 * Pt, "4 B/trainable param (fp32)");
   }

@@ -6,13 +6,16 @@
 //
 // Per category, P parameters (Pt of them trainable), s = seq_len, b = batch, h = n_embd,
 // a = n_head, L = n_layer, v = vocab_size, e = bytes per activation element (4 fp32, 2 under
-// --fp16/--bf16):
+// --fp16/--bf16/--bf16-full):
 //   weights          4P (fp32); 4P + 2P with --fp16/--bf16 (fp32 master + a 16-bit copy; HF's
-//                    calculator books that copy under gradients: 4P + 6P, the same sum)
-//   gradients        4Pt (fp32, also under mixed precision); lomo/adalomo update inside backward
-//                    and keep only the largest block's gradient
+//                    calculator books that copy under gradients: 4P + 6P, the same sum); 2P
+//                    with --bf16-full (bf16 parameters, no master)
+//   gradients        4Pt (fp32, also under mixed precision; 2Pt bf16 with --bf16-full);
+//                    lomo/adalomo update inside backward and keep only the largest block's
+//                    gradient
 //   optimizer_state  the optimizer's own per-parameter formula (optim/optimizer.h
-//                    state_bytes_formula): adamw 8, lion 4, sgd 0 or 4 (momentum), adafactor
+//                    state_bytes_formula): adamw 8 (4 with --bf16-full), lion 4, sgd 0 or 4
+//                    (momentum; 2 with --bf16-full), adafactor
 //                    4(rows+cols) per matrix, adamw_bnb_8bit ~2 + block scales, ...
 //   activations      per layer sbh(34 + 5as/h) in 16-bit (Korthikanti's count, with dropout
 //                    masks), generalized to e bytes: sbh(16e + 2) + as^2b(2e + 1). The as^2b term

@@ -108,7 +108,9 @@ nlohmann::json make_report(const TrainingArguments& args, const GPT2& model, con
   j["learning_rate"] = r.learning_rate;
   // Mixed precision: compute dtype; with --fp16, optimizer steps skipped for overflowed
   // gradients and the dynamic loss scale at the end (null without a loss scaler).
-  j["compute_dtype"] = args.fp16 ? "fp16" : args.bf16 ? "bf16" : "fp32";
+  j["compute_dtype"] = args.fp16 ? "fp16" : (args.bf16 || args.bf16_full) ? "bf16" : "fp32";
+  // The parameters' (and gradients') storage: "bf16" under --bf16-full, else "f32".
+  j["param_dtype"] = dtype_name(model.param_dtype());
   j["skipped_steps"] = r.skipped_steps;
   j["loss_scale"] = r.loss_scale > 0 ? nlohmann::json(r.loss_scale) : nlohmann::json(nullptr);
   j["final_loss"] = r.loss.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.loss.back());

@@ -9,8 +9,8 @@
 #include "data/prefetch.h"
 #include "kernels/kernels.h"
 #include "train/checkpoint.h"
-#include "train/freeze.h"
 #include "train/fused_step.h"
+#include "train/model_setup.h"
 #include "train/schedule.h"
 
 namespace snug {
@@ -23,13 +23,19 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
   const OptimizerOptions o = args_.optimizer_options();
   model_.set_attention(parse_attention_impl(args_.attention));
   model_.set_logits_mode(parse_logits_mode(args_.logits));
-  model_.set_compute_dtype(parse_compute_dtype(args_.fp16, args_.bf16));
+  // --bf16-full computes as --bf16 and needs a model built with bf16 parameters.
+  model_.set_compute_dtype(parse_compute_dtype(args_.fp16, args_.bf16 || args_.bf16_full));
+  SNUG_CHECK(model_.param_dtype() == args_.param_dtype(), "Trainer: the model's parameters are ",
+             dtype_name(model_.param_dtype()), " but the run needs ",
+             dtype_name(args_.param_dtype()),
+             args_.bf16_full ? " (--bf16-full: build GPT2 with DType::bf16)" : "");
   if (args_.fp16) scaler_ = std::make_unique<GradScaler>();
   if (args_.gradient_checkpointing)
     model_.set_checkpointing(
         parse_checkpoint_policy(args_.checkpoint_policy, model_.config().n_layer));
-  // --freeze before the optimizer exists: frozen parameters get no state and no gradient.
-  apply_freeze(model_.parameters(), args_.freeze);
+  // Quantized base, LoRA adapters (freezing the base), --freeze, NEFTune, before the optimizer
+  // exists: frozen parameters get no state and no gradient.
+  prepare_model(model_, args_);
   optimizer_ = make_optimizer(args_.optim, model_.parameters(), o);
   fused_ = dynamic_cast<InBackwardOptimizer*>(optimizer_.get());
   if (fused_) check_fused_settings(args_.optim, args_.gradient_accumulation_steps, args_.fp16);
@@ -87,17 +93,26 @@ double accumulate_gradients(GPT2& model, const int32_t* inputs, const int32_t* t
 
 double Trainer::clip_gradients() {
   if (model_.device().is_meta()) return 0.0;
+  // Gradients are fp32, or bf16 under --bf16-full (reduced in double, scaled and rounded back).
   double sq = 0.0;
-  for (Parameter* p : model_.parameters())
-    if (p->grad.defined()) sq += kernels::sum_squares(p->grad.data<float>(), p->grad.numel());
+  for (Parameter* p : model_.parameters()) {
+    if (!p->grad.defined()) continue;
+    sq += p->grad.dtype() == DType::bf16
+              ? kernels::sum_squares_bf16(p->grad.data_u16(), p->grad.numel())
+              : kernels::sum_squares(p->grad.data<float>(), p->grad.numel());
+  }
   const double norm = std::sqrt(sq);
   if (args_.max_grad_norm > 0) {
     // clip_grad_norm_: coefficient max_norm / (norm + 1e-6), clamped to 1.
     const double coef = args_.max_grad_norm / (norm + 1e-6);
     if (coef < 1.0)
-      for (Parameter* p : model_.parameters())
-        if (p->grad.defined())
+      for (Parameter* p : model_.parameters()) {
+        if (!p->grad.defined()) continue;
+        if (p->grad.dtype() == DType::bf16)
+          kernels::scale_bf16(p->grad.data_u16(), static_cast<float>(coef), p->grad.numel());
+        else
           kernels::scale(p->grad.data<float>(), static_cast<float>(coef), p->grad.numel());
+      }
   }
   return norm;
 }
@@ -153,6 +168,9 @@ TrainResult Trainer::train(TrainCallback* callback) {
       }
       const double lr = args_.learning_rate * lr_multiplier(args_.lr_scheduler_type, step,
                                                             total_steps_, args_.warmup_steps);
+      // Random draws of the forwards (LoRA dropout, NEFTune) keyed by the step, so that a
+      // resumed run draws what the uninterrupted one did.
+      model_.set_forward_count(static_cast<uint64_t>(step) << 16);
       // lomo/adalomo update inside backward (train/fused_step.h): no gradients are left after.
       FusedStepResult fused;
       if (fused_)

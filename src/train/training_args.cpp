@@ -34,6 +34,18 @@ void TrainingArguments::validate() const {
   SNUG_CHECK(init_from.empty() || resume_from.empty(),
              "--init-from and --resume-from cannot be combined (a checkpoint has its own weights)");
   for (const std::string& f : freeze) SNUG_CHECK(!f.empty(), "--freeze: empty pattern");
+  SNUG_CHECK(lora_r >= 0, "--lora-r must be >= 0 (0: no LoRA), got ", lora_r);
+  if (lora_r > 0) lora_config().validate();
+  SNUG_CHECK(neftune_noise_alpha >= 0, "--neftune-noise-alpha must be >= 0, got ",
+             neftune_noise_alpha);
+  SNUG_CHECK(!(load_in_8bit && load_in_4bit), "--load-in-8bit and --load-in-4bit are exclusive");
+  SNUG_CHECK(bnb_4bit_quant_type == "nf4" || bnb_4bit_quant_type == "fp4",
+             "--bnb-4bit-quant-type: unknown type '", bnb_4bit_quant_type, "' (known: nf4, fp4)");
+  SNUG_CHECK(bnb_4bit_compute_dtype == "fp32" || bnb_4bit_compute_dtype == "bf16",
+             "--bnb-4bit-compute-dtype: unknown dtype '", bnb_4bit_compute_dtype,
+             "' (known: fp32, bf16)");
+  SNUG_CHECK(!qlora || (load_in_4bit && lora_r > 0),
+             "--qlora needs a 4-bit base with LoRA adapters (--load-in-4bit and --lora-r > 0)");
   validate_scheduler(lr_scheduler_type);
   parse_checkpoint_policy(checkpoint_policy, 1);
   parse_attention_impl(attention);
@@ -43,6 +55,45 @@ void TrainingArguments::validate() const {
   bool known_optim = false;
   for (const auto& n : optimizer_names()) known_optim = known_optim || n == optim;
   if (!known_optim) make_optimizer(optim, {}, {});  // throws the message listing known names
+  SNUG_CHECK(!(bf16_full && fp16),
+             "--fp16 and --bf16-full are exclusive: --bf16-full stores and computes in bf16");
+  SNUG_CHECK(!bf16_full || supports_bf16_params(optim), "--bf16-full: --optim ", optim,
+             " cannot update bf16 parameters (it keeps fp32 state or updates inside backward); "
+             "use --optim adamw_torch, adamw or sgd, or drop --bf16-full");
+}
+
+void TrainingArguments::apply_qlora_recipe() {
+  qlora = true;
+  load_in_4bit = true;
+  load_in_8bit = false;
+  bnb_4bit_quant_type = "nf4";
+  bnb_4bit_use_double_quant = true;
+  bnb_4bit_compute_dtype = "bf16";
+  if (lora_r == 0) lora_r = 8;
+}
+
+LoraConfig TrainingArguments::lora_config() const {
+  LoraConfig c;
+  c.r = lora_r;
+  c.alpha = lora_alpha;
+  c.dropout = lora_dropout;
+  c.target_modules = parse_target_modules(target_modules);
+  c.use_rslora = use_rslora;
+  return c;
+}
+
+std::optional<WeightQuantConfig> TrainingArguments::weight_quant() const {
+  WeightQuantConfig c;
+  if (load_in_4bit) {
+    c.format = parse_4bit_quant_type(bnb_4bit_quant_type);
+    c.double_quant = bnb_4bit_use_double_quant;
+    return c;
+  }
+  if (load_in_8bit) {
+    c.format = quant::Format::int8_blockwise;
+    return c;
+  }
+  return std::nullopt;
 }
 
 GPT2Config TrainingArguments::model_config() const {
@@ -61,6 +112,7 @@ OptimizerOptions TrainingArguments::optimizer_options() const {
   o.galore_rank = galore_rank;
   o.galore_update_proj_gap = galore_update_proj_gap;
   o.galore_scale = static_cast<float>(galore_scale);
+  o.rounding_seed = seed;
   return o;
 }
 
@@ -103,6 +155,7 @@ nlohmann::json TrainingArguments::to_json() const {
   j["logits"] = logits;
   j["fp16"] = fp16;
   j["bf16"] = bf16;
+  j["bf16_full"] = bf16_full;
   j["gradient_checkpointing"] = gradient_checkpointing;
   j["checkpoint_policy"] = checkpoint_policy;
   j["device"] = device;
@@ -114,6 +167,18 @@ nlohmann::json TrainingArguments::to_json() const {
   j["resume_from"] = resume_from;
   j["init_from"] = init_from;
   j["freeze"] = freeze;
+  j["lora_r"] = lora_r;
+  j["lora_alpha"] = lora_alpha;
+  j["lora_dropout"] = lora_dropout;
+  j["target_modules"] = target_modules;
+  j["use_rslora"] = use_rslora;
+  j["load_in_8bit"] = load_in_8bit;
+  j["load_in_4bit"] = load_in_4bit;
+  j["bnb_4bit_quant_type"] = bnb_4bit_quant_type;
+  j["bnb_4bit_use_double_quant"] = bnb_4bit_use_double_quant;
+  j["bnb_4bit_compute_dtype"] = bnb_4bit_compute_dtype;
+  j["qlora"] = qlora;
+  j["neftune_noise_alpha"] = neftune_noise_alpha;
   return j;
 }
 

@@ -15,7 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "models/gpt2_config.h"
+#include "nn/lora.h"
+#include "quant/weight_quant.h"
 
 namespace snug {
 
@@ -56,6 +59,10 @@ struct TrainingArguments {
   // copies and saved activations; fp16 adds GradScaler's dynamic loss scaling.
   bool fp16 = false;
   bool bf16 = false;
+  // --bf16-full (beyond the seeds): bf16 parameters, gradients and optimizer state, 2+2+4 bytes
+  // per parameter with AdamW, weights updated with stochastic rounding; computes as --bf16 (which
+  // it implies and may be given with it); --fp16 is an error. adamw_torch/adamw and sgd only.
+  bool bf16_full = false;
   bool gradient_checkpointing = false;
   std::string checkpoint_policy = "every-layer";  // every-layer, every-k:K, sqrt, selective
   std::string device = "cpu";
@@ -74,11 +81,40 @@ struct TrainingArguments {
   // --freeze (repeatable): parameters matched by any pattern do not train: no gradient buffer,
   // no optimizer state, weights unchanged (train/freeze.h for the glob/substring rules).
   std::vector<std::string> freeze;
+  // LoRA as PEFT's LoraConfig (nn/lora.h): lora_r > 0 adds adapters to the target modules and
+  // freezes the base. target_modules is a comma list ("c_attn,c_proj,c_fc", "all-linear").
+  int64_t lora_r = 0;
+  double lora_alpha = 8.0;
+  double lora_dropout = 0.0;
+  std::string target_modules = "c_attn";
+  bool use_rslora = false;
+  // Loading the base in low precision, as transformers' BitsAndBytesConfig (quant/
+  // weight_quant.h): the blocks' Linear weights are stored quantized (frozen) and dequantized
+  // per layer for each GEMM. Defaults are BitsAndBytesConfig's (fp4, no double quant, fp32
+  // compute). --qlora applies the QLoRA recipe (apply_qlora_recipe()).
+  bool load_in_8bit = false;
+  bool load_in_4bit = false;
+  std::string bnb_4bit_quant_type = "fp4";
+  bool bnb_4bit_use_double_quant = false;
+  std::string bnb_4bit_compute_dtype = "fp32";
+  bool qlora = false;
+  // NEFTune (models/gpt2_neftune.cpp): embedding noise alpha while training; 0 = off.
+  double neftune_noise_alpha = 0.0;
+
+  // QLoRA (Dettmers et al. 2023): 4-bit NF4 base with double quantization, bf16 compute, and
+  // LoRA (rank 8 unless lora_r is set). Sets the fields; flags given after it override them.
+  void apply_qlora_recipe();
+  LoraConfig lora_config() const;
+  // The storage of the quantized base (--load-in-8bit: int8 blockwise absmax; --load-in-4bit:
+  // --bnb-4bit-quant-type, --bnb-4bit-use-double-quant), or nullopt.
+  std::optional<WeightQuantConfig> weight_quant() const;
 
   // Throws snug::Error naming the flag for values that cannot work.
   void validate() const;
   // The model's shapes: resolve_model(model) with model_shape applied.
   GPT2Config model_config() const;
+  // The parameters' storage dtype: bf16 under --bf16-full, else f32 (GPT2's constructor argument).
+  DType param_dtype() const { return bf16_full ? DType::bf16 : DType::f32; }
   nlohmann::json to_json() const;
   // The optimizer's hyperparameters from these flags (Trainer and estimate share them).
   OptimizerOptions optimizer_options() const;

@@ -18,7 +18,7 @@ MemoryStats dry_run(const TrainingArguments& args, std::vector<MemoryEvent>* tim
   a.report_json.clear();
   Device dev(DeviceKind::meta);
   dev.pool().enable_timeline(timeline != nullptr);
-  GPT2 model(a.model_config(), dev);
+  GPT2 model(a.model_config(), dev, a.param_dtype(), a.weight_quant());
   Trainer trainer(a, model, nullptr);
   const TrainResult r = trainer.train();
   SNUG_CHECK(r.error.empty(), "dry run failed: ", r.error);
@@ -47,7 +47,11 @@ std::vector<WhatIf> what_if(const TrainingArguments& args) {
     add("--attention flash", [](TrainingArguments& a) { a.attention = "flash"; });
   if (args.logits != "chunked")
     add("--logits chunked", [](TrainingArguments& a) { a.logits = "chunked"; });
-  if (!args.fp16 && !args.bf16) add("--bf16", [](TrainingArguments& a) { a.bf16 = true; });
+  if (!args.fp16 && !args.bf16 && !args.bf16_full)
+    add("--bf16", [](TrainingArguments& a) { a.bf16 = true; });
+  const bool peft = args.lora_r > 0 || args.load_in_4bit || args.load_in_8bit;
+  if (!args.fp16 && !args.bf16_full && !peft && supports_bf16_params(args.optim))
+    add("--bf16-full", [](TrainingArguments& a) { a.bf16_full = true; });
   if (args.per_device_train_batch_size > 1 && args.per_device_train_batch_size % 2 == 0) {
     const int64_t b = args.per_device_train_batch_size / 2;
     const int64_t g = args.gradient_accumulation_steps * 2;
@@ -58,13 +62,37 @@ std::vector<WhatIf> what_if(const TrainingArguments& args) {
           a.gradient_accumulation_steps = g;
         });
   }
+  // PEFT: adapters instead of full fine-tuning; a 4-bit base under the adapters (QLoRA).
+  if (args.lora_r == 0 && !args.bf16_full && !args.load_in_4bit && !args.load_in_8bit)
+    add("--lora-r 8 --target-modules all-linear", [](TrainingArguments& a) {
+      a.lora_r = 8;
+      a.target_modules = "all-linear";
+    });
+  if (args.lora_r > 0 && !args.load_in_4bit)
+    add("--load-in-4bit --bnb-4bit-quant-type nf4 --bnb-4bit-use-double-quant",
+        [](TrainingArguments& a) {
+          a.load_in_8bit = false;
+          a.load_in_4bit = true;
+          a.bnb_4bit_quant_type = "nf4";
+          a.bnb_4bit_use_double_quant = true;
+        });
   const auto names = optimizer_names();
   for (const char* opt : {"adafactor", "adamw_bnb_8bit", "lion", "sgd"})
-    if (args.optim != opt && std::find(names.begin(), names.end(), opt) != names.end())
+    if (args.optim != opt && std::find(names.begin(), names.end(), opt) != names.end() &&
+        (!args.bf16_full || supports_bf16_params(opt)))
       add(std::string("--optim ") + opt, [&](TrainingArguments& a) { a.optim = opt; });
 
   std::vector<WhatIf> rows;
-  for (const auto& [flags, a] : variants) rows.push_back({flags, dry_run(a).peak_total});
+  for (const auto& [flags, a] : variants) {
+    try {
+      rows.push_back({flags, dry_run(a).peak_total});
+    } catch (const OutOfMemoryError&) {
+      throw;
+    } catch (const Error&) {
+      // A combination this run's other flags rule out (e.g. an optimizer that refuses them):
+      // not an alternative, so not a row.
+    }
+  }
   return rows;
 }
 

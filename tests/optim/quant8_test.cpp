@@ -110,7 +110,7 @@ struct RefAdam {
 TEST(OptimQuant8, AdamW8bitStepsMatchFp32ReferenceWithinOneCode) {
   Device dev(DeviceKind::cpu);
   const int64_t n = 2 * 4096 + 300;  // 8-bit, with a short last block
-  Parameter p{"h.0.mlp.c_fc.weight", {}, {}, true, true};
+  Parameter p{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}};
   p.value = Tensor::empty({n}, DType::f32, Category::weights, dev);
   const std::vector<float> w0 = randn(n, 0.5f, 1);
   std::memcpy(p.value.data<float>(), w0.data(), sizeof(float) * size_t(n));
@@ -165,9 +165,9 @@ TEST(OptimQuant8, AdamW8bitStepsMatchFp32ReferenceWithinOneCode) {
 
 TEST(OptimQuant8, SmallTensorsAndEmbeddingsKeepFp32States) {
   Device dev(DeviceKind::cpu);
-  Parameter small{"h.0.ln_1.weight", {}, {}, true, false};
-  Parameter big{"h.0.attn.c_attn.weight", {}, {}, true, true};
-  Parameter wte{"wte.weight", {}, {}, true, true};
+  Parameter small{"h.0.ln_1.weight", {}, {}, true, false, {}};
+  Parameter big{"h.0.attn.c_attn.weight", {}, {}, true, true, {}};
+  Parameter wte{"wte.weight", {}, {}, true, true, {}};
   small.value = Tensor::zeros({4095}, DType::f32, Category::weights, dev);
   big.value = Tensor::zeros({64, 64}, DType::f32, Category::weights, dev);
   wte.value = Tensor::zeros({100, 64}, DType::f32, Category::weights, dev);

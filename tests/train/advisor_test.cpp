@@ -10,10 +10,10 @@
 namespace snug {
 namespace {
 
-TEST(Advisor, DimensionsAreTheSplitsCheckpointingAndOptimizers) {
+TEST(Advisor, DimensionsAreTheSplitsCheckpointingOptimizersAndPrecision) {
   TrainingArguments a;
   const std::vector<SwitchDimension> dims = advisor_dimensions(a, 12);
-  ASSERT_EQ(dims.size(), 3u);
+  ASSERT_EQ(dims.size(), 4u);
   EXPECT_EQ(dims[0].name, "batch x accumulation");
   ASSERT_EQ(dims[0].choices.size(), 6u);  // 12, 6, 4, 3, 2, 1
   TrainingArguments b = a;
@@ -22,6 +22,12 @@ TEST(Advisor, DimensionsAreTheSplitsCheckpointingAndOptimizers) {
   EXPECT_EQ(b.gradient_accumulation_steps, 3);
   EXPECT_EQ(dims[1].choices.size(), 4u);  // off, every-layer, sqrt, selective
   EXPECT_EQ(dims[2].choices.front().flags, "--optim adamw_torch");  // the run's own first
+  ASSERT_EQ(dims[3].choices.size(), 3u);                            // fp32, --bf16, --bf16-full
+  EXPECT_EQ(dims[3].choices[1].flags, "--bf16");
+  TrainingArguments c = a;
+  dims[3].choices[2].apply(c);
+  EXPECT_TRUE(c.bf16_full);
+  EXPECT_FALSE(c.bf16);
 }
 
 TEST(Advisor, StepFlopsClosedForm) {
@@ -49,7 +55,9 @@ TEST(Advisor, Gpt2XlOnSixteenGiBHasFittingConfigurationsRankedByTime) {
   o.gemm_flops = 1e11;
   const AdvisorResult r = advise(a, o);
   EXPECT_EQ(r.target_batch, 8);
-  EXPECT_EQ(r.tried, 4 * 4 * 5);
+  // 4 splits x 4 checkpoint policies x (5 optimizers in fp32 and --bf16, and the 2 of them
+  // with bf16 state, adamw_torch and sgd, under --bf16-full).
+  EXPECT_EQ(r.tried, 4 * 4 * (5 + 5 + 2));
   ASSERT_FALSE(r.fitting.empty());
   for (size_t i = 0; i < r.fitting.size(); ++i) {
     EXPECT_LE(r.fitting[i].peak_bytes, o.capacity);
@@ -62,8 +70,16 @@ TEST(Advisor, Gpt2XlOnSixteenGiBHasFittingConfigurationsRankedByTime) {
   }
   // The top configuration, replayed, fits.
   EXPECT_LE(dry_run(r.fitting.front().args).peak_total, o.capacity);
-  // AdamW in fp32 (16 bytes/param, 24 GB of model states) never fits.
-  for (const Advice& x : r.fitting) EXPECT_NE(x.args.optim, "adamw_torch") << x.flags;
+  // AdamW with fp32 parameters (16 bytes/param, 24 GB of model states; 18 with --bf16) never
+  // fits; with --bf16-full (8 bytes/param, 12.5 GB) it does, with checkpointing.
+  bool bf16_full_adamw = false;
+  for (const Advice& x : r.fitting) {
+    if (x.args.optim == "adamw_torch") {
+      EXPECT_TRUE(x.args.bf16_full) << x.flags;
+      bf16_full_adamw = true;
+    }
+  }
+  EXPECT_TRUE(bf16_full_adamw);
 }
 
 TEST(Advisor, CommandLineCarriesTheSwitches) {

@@ -1,0 +1,103 @@
+// `snug export`: a LoRA run's adapters for the Hugging Face stack (train/peft_export.h).
+//   --adapter -o DIR            DIR/adapter_config.json + DIR/adapter_model.safetensors, as PEFT's
+//                               save_pretrained writes them (PeftModel.from_pretrained loads it)
+//   --merge -o FILE.safetensors the merged full weights in GPT2LMHeadModel names (what
+//                               merge_and_unload + save gives; `snug train --init-from` reads it)
+//   --checkpoint DIR            the values: a checkpoint folder, or an output dir (its latest
+//                               complete checkpoint); without it, the freshly initialized adapters
+// It takes every training flag and builds the model as `snug train` does with them (--model and
+// shape flags, --init-from, --load-in-4bit..., --lora-r, --lora-alpha, --target-modules,
+// --use-rslora, --seed), so that the export is given the run's own flags.
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "models/gpt2.h"
+#include "models/gpt2_weights.h"
+#include "train/model_setup.h"
+#include "train/peft_export.h"
+#include "train/training_args.h"
+
+namespace snug::cli {
+
+namespace {
+
+struct PeftExportFlags {
+  bool merge = false;
+  bool adapter = false;
+  std::string output;
+  std::string checkpoint;
+};
+
+int run_peft_export(const TrainingArguments& args, const PeftExportFlags& f) {
+  SNUG_CHECK(f.merge != f.adapter, "snug export: give exactly one of --merge and --adapter");
+  SNUG_CHECK(!f.output.empty(), "snug export: -o must not be empty");
+  args.validate();
+  SNUG_CHECK(args.lora_r > 0,
+             "snug export: the run has no LoRA adapters; give the run's --lora-r (and "
+             "--target-modules, --lora-alpha) to export them");
+  set_num_threads(args.threads);
+  const GPT2Config cfg = args.model_config();
+  Device dev(DeviceKind::cpu);
+  // The model as `snug train` builds it from these flags: base (quantized or not) from the seed
+  // or --init-from, then the adapters (A from the seed, B zero) until the checkpoint's arrive.
+  GPT2 model(cfg, dev, args.param_dtype(), args.weight_quant());
+  model.init_weights(args.seed);
+  if (!args.init_from.empty()) load_gpt2_weights(model, args.init_from);
+  prepare_model(model, args);
+  std::string source = "freshly initialized adapters (seed " + std::to_string(args.seed) + ")";
+  if (!f.checkpoint.empty()) source = load_checkpoint_values(model, f.checkpoint, args);
+
+  const size_t n = model.lora_adapters().size();
+  if (f.adapter) {
+    save_peft_adapter(model, f.output);
+    std::printf(
+        "snug: wrote the PEFT adapter of %s (%zu LoRA modules, r=%lld, %lld parameters) "
+        "from %s to %s\n",
+        cfg.name.c_str(), n, static_cast<long long>(args.lora_r),
+        static_cast<long long>(count_params(model.parameters(), true)), source.c_str(),
+        f.output.c_str());
+  } else {
+    save_merged_weights(model, f.output, {{"snug_version", SNUG_VERSION}});
+    std::printf("snug: wrote the merged weights of %s (%zu LoRA modules merged) from %s to %s\n",
+                cfg.name.c_str(), n, source.c_str(), f.output.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_peft_export_command(CLI::App& app) {
+  auto args = std::make_shared<TrainingArguments>();
+  auto flags = std::make_shared<PeftExportFlags>();
+  auto device_memory = std::make_shared<std::string>();
+  CLI::App* sub = app.add_subcommand(
+      "export",
+      "Export a LoRA run: the PEFT adapter (--adapter) or the merged full weights (--merge); "
+      "give it the run's training flags");
+  add_training_flags(sub, *args, *device_memory);
+  // Exactly one of --merge/--adapter, and -o: command-line errors (exit 2), caught by CLI11.
+  CLI::Option_group* what =
+      sub->add_option_group("what to export", "Exactly one of --merge and --adapter is required");
+  what->add_flag("--merge", flags->merge,
+                 "Write the merged full weights (safetensors, GPT2LMHeadModel names, no LoRA "
+                 "keys)");
+  what->add_flag("--adapter", flags->adapter,
+                 "Write adapter_config.json + adapter_model.safetensors as PEFT's save_pretrained");
+  what->require_option(1);
+  sub->add_option("-o,--output", flags->output,
+                  "FILE.safetensors for --merge, a folder for --adapter")
+      ->required();
+  sub->add_option("--checkpoint", flags->checkpoint,
+                  "Read the values from this checkpoint folder, or the latest complete checkpoint "
+                  "of this output dir (default: the freshly initialized adapters)");
+  Command c;
+  c.sub = sub;
+  c.run = [args, flags]() { return run_peft_export(*args, *flags); };
+  return c;
+}
+
+}  // namespace snug::cli

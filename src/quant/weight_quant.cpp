@@ -1,0 +1,267 @@
+#include "quant/weight_quant.h"
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <vector>
+
+#include "core/error.h"
+
+namespace snug {
+
+namespace {
+
+constexpr int64_t kParallelMin = int64_t{1} << 16;  // below this, one thread is faster
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+bool is_4bit(quant::Format f) {
+  return f == quant::Format::nf4 || f == quant::Format::fp4;
+}
+
+quant::Options options_of(const WeightQuantConfig& rc) {
+  quant::Options o;
+  o.block = rc.block;
+  o.double_quant = rc.double_quant;
+  return o;
+}
+
+// Runs f, prefixing the message of a user error with the weight's name. Only for steps that
+// allocate nothing (an OutOfMemoryError must keep its type and message).
+void named(const std::string& name, const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const OutOfMemoryError&) {
+    throw;
+  } catch (const Error& e) {
+    throw Error(detail::concat("quantize_weight ", name, ": ", e.what()));
+  }
+}
+
+QuantizedWeight quantize_into_tracked(const float* w, const Shape& shape,
+                                      const WeightQuantConfig& cfg, Device& dev,
+                                      const std::string& name) {
+  QuantizedWeight q;
+  int64_t n = 0;
+  named(name, [&] {
+    q.cfg = cfg.resolved();
+    n = shape_numel(shape);
+    SNUG_CHECK(n > 0, "empty weight ", shape_str(shape), " (nothing to quantize)");
+    SNUG_CHECK(dev.is_meta() || w != nullptr, "no data for a weight of shape ", shape_str(shape),
+               " on ", dev.name());
+  });
+  q.shape = shape;
+  q.numel = n;
+  const quant::Format f = q.cfg.format;
+  const int64_t nb = q.num_blocks();
+  const quant::StorageBytes bytes = weight_quant_bytes(n, q.cfg);
+
+  // 4-bit codes are written nibble by nibble into shared bytes: start from zeros.
+  q.codes = is_4bit(f) ? Tensor::zeros({bytes.codes}, DType::u8, Category::weights, dev)
+                       : Tensor::empty({bytes.codes}, DType::u8, Category::weights, dev);
+  // Under double quantization the fp32 absmax is only the input of the second quantization: a
+  // temporary, centred in place, dropped on return.
+  Tensor absmax = Tensor::empty(
+      {nb}, DType::f32, q.cfg.double_quant ? Category::temporary : Category::quant_state, dev);
+  if (q.cfg.double_quant) {
+    q.dq_codes = Tensor::empty({nb}, DType::u8, Category::quant_state, dev);
+    q.dq_absmax = Tensor::empty({ceil_div(nb, quant::kDoubleQuantBlock)}, DType::f32,
+                                Category::quant_state, dev);
+    q.dq_offset = Tensor::empty({1}, DType::f32, Category::quant_state, dev);
+  }
+  if (!dev.is_meta()) {
+    named(name, [&] {
+      quant::quantize_blockwise_into(w, n, f, q.cfg.block, q.codes.data<uint8_t>(),
+                                     absmax.data<float>());
+    });
+    if (q.cfg.double_quant)
+      q.dq_offset.data<float>()[0] = quant::double_quantize_into(
+          absmax.data<float>(), nb, q.dq_codes.data<uint8_t>(), q.dq_absmax.data<float>());
+  }
+  if (!q.cfg.double_quant) q.absmax = absmax;
+  return q;
+}
+
+}  // namespace
+
+WeightQuantConfig WeightQuantConfig::resolved() const {
+  SNUG_CHECK(is_4bit(format) || format == quant::Format::int8_blockwise,
+             "weight quantization supports nf4, fp4 and int8_blockwise, not ",
+             quant::format_name(format));
+  SNUG_CHECK(!double_quant || is_4bit(format),
+             "double quantization applies to the 4-bit formats (nf4, fp4), not ",
+             quant::format_name(format));
+  SNUG_CHECK(block >= 0,
+             "weight quantization block must be positive (0 = ", quant::format_name(format),
+             "'s default), got ", block);
+  WeightQuantConfig r = *this;
+  if (r.block == 0) r.block = quant::default_block(format);
+  return r;
+}
+
+std::string WeightQuantConfig::describe() const {
+  const WeightQuantConfig r = resolved();
+  return detail::concat(quant::format_name(r.format), ", blocks of ", r.block,
+                        r.double_quant ? ", double quant" : "");
+}
+
+int64_t QuantizedWeight::num_blocks() const {
+  return cfg.block > 0 ? ceil_div(numel, cfg.block) : 0;
+}
+
+int64_t QuantizedWeight::tracked_bytes() const {
+  int64_t b = 0;
+  for (const Tensor* t : {&codes, &absmax, &dq_codes, &dq_absmax, &dq_offset})
+    if (t->defined()) b += t->nbytes();
+  return b;
+}
+
+QuantizedWeight quantize_weight(const Tensor& w, const WeightQuantConfig& cfg,
+                                const std::string& name) {
+  named(name, [&] {
+    SNUG_CHECK(w.defined(), "undefined tensor");
+    SNUG_CHECK(w.dtype() == DType::f32, "expected an f32 tensor, got ", dtype_name(w.dtype()),
+               " of shape ", shape_str(w.shape()));
+  });
+  return quantize_into_tracked(w.is_meta() ? nullptr : w.data<float>(), w.shape(), cfg, w.device(),
+                               name);
+}
+
+QuantizedWeight quantize_weight(const float* w, const Shape& shape, const WeightQuantConfig& cfg,
+                                Device& dev, const std::string& name) {
+  return quantize_into_tracked(w, shape, cfg, dev, name);
+}
+
+QuantizedWeight empty_quantized_weight(const Shape& shape, const WeightQuantConfig& cfg,
+                                       Device& dev) {
+  QuantizedWeight q;
+  q.cfg = cfg.resolved();
+  q.shape = shape;
+  q.numel = shape_numel(shape);
+  SNUG_CHECK(q.numel > 0, "empty weight ", shape_str(shape), " (nothing to quantize)");
+  const int64_t nb = q.num_blocks();
+  q.codes =
+      Tensor::zeros({weight_quant_bytes(q.numel, q.cfg).codes}, DType::u8, Category::weights, dev);
+  if (q.cfg.double_quant) {
+    q.dq_codes = Tensor::empty({nb}, DType::u8, Category::quant_state, dev);
+    q.dq_absmax = Tensor::empty({ceil_div(nb, quant::kDoubleQuantBlock)}, DType::f32,
+                                Category::quant_state, dev);
+    q.dq_offset = Tensor::zeros({1}, DType::f32, Category::quant_state, dev);
+  } else {
+    q.absmax = Tensor::empty({nb}, DType::f32, Category::quant_state, dev);
+  }
+  return q;
+}
+
+void quantize_weight_into(QuantizedWeight& q, const float* w, const std::string& name) {
+  if (q.codes.is_meta()) return;
+  SNUG_CHECK(w != nullptr, "quantize_weight ", name, ": no data");
+  const int64_t nb = q.num_blocks();
+  if (is_4bit(q.cfg.format)) q.codes.zero_();  // nibbles are merged into shared bytes
+  std::vector<float> staged;
+  float* absmax = q.absmax.defined() ? q.absmax.data<float>() : nullptr;
+  if (q.cfg.double_quant) {
+    staged.resize(static_cast<size_t>(nb));
+    absmax = staged.data();
+  }
+  named(name, [&] {
+    quant::quantize_blockwise_into(w, q.numel, q.cfg.format, q.cfg.block, q.codes.data<uint8_t>(),
+                                   absmax);
+  });
+  if (q.cfg.double_quant)
+    q.dq_offset.data<float>()[0] = quant::double_quantize_into(
+        absmax, nb, q.dq_codes.data<uint8_t>(), q.dq_absmax.data<float>());
+}
+
+void dequantize_weight(const QuantizedWeight& q, float* out) {
+  if (q.numel == 0 || q.codes.is_meta()) return;
+  SNUG_ASSERT(out != nullptr);
+  const int64_t n = q.numel, block = q.cfg.block, nb = q.num_blocks();
+  const uint8_t* c = q.codes.data<uint8_t>();
+  if (q.cfg.format == quant::Format::int8_blockwise) {
+    const int8_t* c8 = reinterpret_cast<const int8_t*>(c);
+    const float* am = q.absmax.data<float>();
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+    for (int64_t b = 0; b < nb; ++b) {
+      const float s = am[b] / 127.0f;  // as quant::dequantize: divide, then multiply
+      const int64_t begin = b * block, end = std::min(n, begin + block);
+      for (int64_t i = begin; i < end; ++i) out[i] = static_cast<float>(c8[i]) * s;
+    }
+    return;
+  }
+  const std::array<float, 16>& code =
+      q.cfg.format == quant::Format::nf4 ? quant::nf4_code() : quant::fp4_code();
+  const bool dq = q.cfg.double_quant;
+  const float* am = dq ? nullptr : q.absmax.data<float>();
+  const uint8_t* dq_codes = dq ? q.dq_codes.data<uint8_t>() : nullptr;
+  const float* dq_absmax = dq ? q.dq_absmax.data<float>() : nullptr;
+  const float dq_offset = dq ? q.dq_offset.data<float>()[0] : 0.0f;
+  // Blocks write disjoint ranges of out and only read the packed codes, so any block length
+  // (odd ones share a byte with the neighbour) runs in parallel.
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t b = 0; b < nb; ++b) {
+    const float a = dq ? quant::double_dequant_absmax(
+                             dq_codes[b], dq_absmax[b / quant::kDoubleQuantBlock], dq_offset)
+                       : am[b];
+    const int64_t begin = b * block, end = std::min(n, begin + block);
+    int64_t i = begin;
+    if (i & 1) {  // block starts in a low nibble
+      out[i] = code[c[i >> 1] & 0x0Fu] * a;
+      ++i;
+    }
+    for (; i + 1 < end; i += 2) {  // whole bytes: high nibble first
+      const uint8_t byte = c[i >> 1];
+      out[i] = code[byte >> 4] * a;
+      out[i + 1] = code[byte & 0x0Fu] * a;
+    }
+    if (i < end) out[i] = code[c[i >> 1] >> 4] * a;
+  }
+}
+
+quant::Quantized to_quantized(const QuantizedWeight& q) {
+  SNUG_CHECK(!q.codes.is_meta(), "to_quantized: a meta weight has no values");
+  quant::Quantized r;
+  r.format = q.cfg.format;
+  r.shape = q.shape;
+  r.numel = q.numel;
+  r.block = q.cfg.block;
+  r.bits = quant::bits_per_code(q.cfg.format);
+  const auto copy_u8 = [](const Tensor& t) {
+    const uint8_t* p = t.data<uint8_t>();
+    return std::vector<uint8_t>(p, p + t.numel());
+  };
+  const auto copy_f32 = [](const Tensor& t) {
+    const float* p = t.data<float>();
+    return std::vector<float>(p, p + t.numel());
+  };
+  r.codes = copy_u8(q.codes);
+  if (q.cfg.double_quant) {
+    r.double_quant = true;
+    r.dq_codes = copy_u8(q.dq_codes);
+    r.dq_absmax = copy_f32(q.dq_absmax);
+    r.dq_offset = q.dq_offset.data<float>()[0];
+  } else {
+    r.scales = copy_f32(q.absmax);
+  }
+  return r;
+}
+
+void dequantize_weight_reference(const QuantizedWeight& q, float* out) {
+  if (q.numel == 0 || q.codes.is_meta()) return;
+  quant::dequantize(to_quantized(q), out);
+}
+
+quant::StorageBytes weight_quant_bytes(int64_t numel, const WeightQuantConfig& cfg) {
+  const WeightQuantConfig rc = cfg.resolved();
+  return quant::storage_breakdown(rc.format, numel, options_of(rc));
+}
+
+quant::Format parse_4bit_quant_type(const std::string& s) {
+  if (s == "nf4") return quant::Format::nf4;
+  if (s == "fp4") return quant::Format::fp4;
+  throw Error(detail::concat("--bnb-4bit-quant-type must be nf4 or fp4, got '", s, "'"));
+}
+
+}  // namespace snug

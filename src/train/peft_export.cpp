@@ -1,0 +1,287 @@
+#include "train/peft_export.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "models/gpt2_weights.h"
+#include "train/checkpoint.h"
+
+namespace snug {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kModelFile = "model.safetensors";  // train/checkpoint.h's layout
+constexpr const char* kStateFile = "trainer_state.json";
+constexpr const char* kPeftPrefix = "base_model.model.";
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// The checkpoint's record of model.safetensors (size, FNV-1a 64) against the file itself.
+void verify_model_file(const fs::path& dir, const nlohmann::json& state) {
+  const fs::path path = dir / kModelFile;
+  const std::string state_path = (dir / kStateFile).string();
+  std::error_code ec;
+  SNUG_CHECK(fs::is_regular_file(path, ec), path.string(), ": missing from the checkpoint");
+  SNUG_CHECK(state.contains("files") && state["files"].contains(kModelFile), state_path,
+             ": no record of ", kModelFile);
+  const nlohmann::json& rec = state["files"][kModelFile];
+  const auto size = static_cast<int64_t>(fs::file_size(path, ec));
+  SNUG_CHECK(!ec, path.string(), ": cannot stat: ", ec.message());
+  const int64_t expected = rec.at("size").get<int64_t>();
+  SNUG_CHECK(size == expected, path.string(), ": ",
+             size < expected ? "truncated" : "has trailing bytes", " (", size, " bytes, expected ",
+             expected, "); the checkpoint is damaged");
+  const std::string sum = hex64(fnv1a64_file(path.string()));
+  SNUG_CHECK(sum == rec.at("fnv1a64").get<std::string>(), path.string(),
+             ": checksum mismatch (fnv1a64 ", sum, ", expected ",
+             rec.at("fnv1a64").get<std::string>(), "); the checkpoint is corrupted");
+}
+
+// The run's flags that change the exported values must be this export's: a different
+// --lora-alpha or --use-rslora would silently rescale every adapter, a different quantization
+// would merge into another base. (Rank, targets and shapes would also fail on tensor shapes or
+// names, but one message naming the flag is clearer.) Keys absent from an older checkpoint are
+// not checked.
+void check_run_config(const nlohmann::json& saved, const TrainingArguments& args,
+                      const std::string& state_path) {
+  const nlohmann::json mine = args.to_json();
+  auto differs = [&](const nlohmann::json& a, const nlohmann::json& b, const std::string& key) {
+    if (key == "target_modules" && a.is_string() && b.is_string())
+      return parse_target_modules(a.get<std::string>()) !=
+             parse_target_modules(b.get<std::string>());
+    return a != b;
+  };
+  auto check = [&](const nlohmann::json& s, const nlohmann::json& m, const std::string& key,
+                   const char* flag) {
+    if (!s.contains(key) || !m.contains(key) || !differs(s[key], m[key], key)) return;
+    SNUG_CHECK(false, state_path, ": the run was trained with ", flag, " ", s[key].dump(),
+               " but this export has ", flag, " ", m[key].dump(),
+               "; pass `snug export` the flags of the run");
+  };
+  const std::pair<const char*, const char*> keys[] = {{"model", "--model"},
+                                                      {"lora_r", "--lora-r"},
+                                                      {"lora_alpha", "--lora-alpha"},
+                                                      {"use_rslora", "--use-rslora"},
+                                                      {"target_modules", "--target-modules"},
+                                                      {"load_in_8bit", "--load-in-8bit"},
+                                                      {"load_in_4bit", "--load-in-4bit"}};
+  for (const auto& [key, flag] : keys) check(saved, mine, key, flag);
+  if (args.load_in_4bit) {
+    check(saved, mine, "bnb_4bit_quant_type", "--bnb-4bit-quant-type");
+    check(saved, mine, "bnb_4bit_use_double_quant", "--bnb-4bit-use-double-quant");
+  }
+  if (saved.contains("model_shape") && mine.contains("model_shape")) {
+    const std::pair<const char*, const char*> shape_keys[] = {{"n_layer", "--n-layer"},
+                                                              {"n_embd", "--n-embd"},
+                                                              {"n_head", "--n-head"},
+                                                              {"vocab_size", "--vocab-size"},
+                                                              {"n_positions", "--n-positions"}};
+    for (const auto& [key, flag] : shape_keys)
+      check(saved["model_shape"], mine["model_shape"], key, flag);
+  }
+}
+
+// PEFT writes lora_alpha as the int it was given (8), a float only when it is one (3.5).
+nlohmann::json number(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 9.0e15) return static_cast<int64_t>(v);
+  return v;
+}
+
+}  // namespace
+
+int64_t load_values_by_name(GPT2& model, const std::string& path) {
+  const SafetensorsFile f(path);
+  const std::string& name_of_model = model.config().name;
+  std::set<const Parameter*> loaded;
+  for (const std::string& name : f.names()) {
+    Parameter* p = model.find(name);
+    SNUG_CHECK(p != nullptr, path, ": tensor '", name, "' is not a parameter of ", name_of_model,
+               model.lora_adapters().empty() ? "" : " with these LoRA adapters",
+               "; give the flags of the run that wrote it (--model, --lora-r, --target-modules)");
+    SNUG_CHECK(!p->quantized(), path, ": tensor '", name,
+               "' is stored there, but this model keeps it quantized (--load-in-8bit/"
+               "--load-in-4bit); give the flags of the run that wrote it");
+    const SafetensorsFile::Info& inf = f.info(name);
+    SNUG_CHECK(inf.shape == p->value.shape(), path, ": tensor '", name, "' has shape ",
+               shape_str(inf.shape), ", ", name_of_model, " needs ", shape_str(p->value.shape()),
+               " (--lora-r, --model and the shape flags must be the run's)");
+    SNUG_CHECK(inf.dtype == "F32" || inf.dtype == "F16" || inf.dtype == "BF16", path, ": tensor '",
+               name, "' is ", inf.dtype, "; weights must be F32, F16 or BF16");
+    f.read_into(name, p->value);
+    loaded.insert(p);
+  }
+  for (const GPT2::LoraAdapter& ad : model.lora_adapters())
+    for (const Parameter* p : {ad.A, ad.B})
+      SNUG_CHECK(loaded.count(p) != 0, path, ": no tensor '", p->name,
+                 "': the run had no LoRA adapter on ", ad.module,
+                 " (--lora-r and --target-modules must be the run's)");
+  return static_cast<int64_t>(loaded.size());
+}
+
+std::string load_checkpoint_values(GPT2& model, const std::string& dir,
+                                   const TrainingArguments& args) {
+  std::error_code ec;
+  SNUG_CHECK(fs::is_directory(dir, ec), "--checkpoint ", dir, ": no such directory");
+  fs::path ckpt;
+  try {
+    ckpt = resolve_checkpoint(dir);
+  } catch (const Error& e) {
+    // resolve_checkpoint speaks of --resume-from, its flag in `snug train`.
+    std::string msg = e.what();
+    const std::string flag = "--resume-from";
+    if (msg.rfind(flag, 0) == 0) msg = "--checkpoint" + msg.substr(flag.size());
+    throw Error(msg);
+  }
+  const std::string state_path = (ckpt / kStateFile).string();
+  nlohmann::json state;
+  {
+    std::ifstream in(state_path);
+    SNUG_CHECK(in.good(), state_path, ": cannot open");
+    try {
+      in >> state;
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(detail::concat(state_path, ": not valid JSON: ", e.what()));
+    }
+  }
+  verify_model_file(ckpt, state);
+  if (state.contains("config") && state["config"].is_object())
+    check_run_config(state["config"], args, state_path);
+  load_values_by_name(model, (ckpt / kModelFile).string());
+  return ckpt.string();
+}
+
+nlohmann::json peft_adapter_config(const GPT2& model) {
+  SNUG_CHECK(!model.lora_adapters().empty(), "the model has no LoRA adapters (--lora-r 0)");
+  const LoraConfig& c = model.lora_config();
+  // PEFT stores target_modules as a set (written as a list); "all-linear" is resolved to the
+  // adapted modules' names before save_pretrained writes it.
+  std::set<std::string> targets;
+  const bool all_linear = std::find(c.target_modules.begin(), c.target_modules.end(),
+                                    "all-linear") != c.target_modules.end();
+  if (all_linear)
+    for (const GPT2::LoraAdapter& ad : model.lora_adapters()) targets.insert(ad.module);
+  else
+    targets.insert(c.target_modules.begin(), c.target_modules.end());
+  using J = nlohmann::json;
+  J j = J::object();
+  j["alora_invocation_tokens"] = nullptr;
+  j["alpha_pattern"] = J::object();
+  j["arrow_config"] = nullptr;
+  j["auto_mapping"] = nullptr;
+  j["base_model_name_or_path"] = nullptr;
+  j["bias"] = "none";
+  j["corda_config"] = nullptr;
+  j["ensure_weight_tying"] = false;
+  j["eva_config"] = nullptr;
+  j["exclude_modules"] = nullptr;
+  j["fan_in_fan_out"] = true;  // GPT-2's Conv1D stores weights (in, out)
+  j["inference_mode"] = true;
+  j["init_lora_weights"] = true;
+  j["kasa_config"] = nullptr;
+  j["layer_replication"] = nullptr;
+  j["layers_pattern"] = nullptr;
+  j["layers_to_transform"] = nullptr;
+  j["loftq_config"] = J::object();
+  j["lora_alpha"] = number(c.alpha);
+  j["lora_bias"] = false;
+  j["lora_dropout"] = c.dropout;
+  j["lora_ga_config"] = nullptr;
+  j["megatron_config"] = nullptr;
+  j["megatron_core"] = "megatron.core";
+  j["modules_to_save"] = nullptr;
+  j["monteclora_config"] = nullptr;
+  j["peft_type"] = "LORA";
+  j["peft_version"] = kPeftFormatVersion;
+  j["qalora_group_size"] = 16;
+  j["r"] = c.r;
+  j["rank_pattern"] = J::object();
+  j["revision"] = nullptr;
+  j["target_modules"] = J(std::vector<std::string>(targets.begin(), targets.end()));
+  j["target_parameters"] = nullptr;
+  j["task_type"] = "CAUSAL_LM";
+  j["trainable_token_indices"] = nullptr;
+  j["use_bdlora"] = nullptr;
+  j["use_dora"] = false;
+  j["use_qalora"] = false;
+  j["use_rslora"] = c.use_rslora;
+  j["velora_config"] = nullptr;
+  return j;
+}
+
+void save_peft_adapter(const GPT2& model, const std::string& dir) {
+  SNUG_CHECK(!model.device().is_meta(), "cannot write an adapter to '", dir,
+             "' from a model on the meta device (it has no values)");
+  const nlohmann::json config = peft_adapter_config(model);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  SNUG_CHECK(!ec, dir, ": cannot create the adapter directory: ", ec.message());
+  std::vector<std::pair<std::string, const Tensor*>> tensors;
+  for (const GPT2::LoraAdapter& ad : model.lora_adapters()) {
+    for (const Parameter* p : {ad.A, ad.B}) {
+      SNUG_CHECK(p->value.dtype() == DType::f32, p->name,
+                 ": adapters are written as F32, this one is ", dtype_name(p->value.dtype()));
+      tensors.emplace_back(kPeftPrefix + p->name, &p->value);
+    }
+  }
+  save_safetensors((fs::path(dir) / "adapter_model.safetensors").string(), tensors,
+                   {{"format", "pt"}});
+  const fs::path cfg_path = fs::path(dir) / "adapter_config.json";
+  std::ofstream out(cfg_path);
+  SNUG_CHECK(out.good(), cfg_path.string(), ": cannot create");
+  out << config.dump(2) << "\n";
+  out.close();
+  SNUG_CHECK(out.good(), cfg_path.string(), ": write failed");
+}
+
+void save_merged_weights(const GPT2& model, const std::string& path,
+                         const std::map<std::string, std::string>& extra) {
+  SNUG_CHECK(!model.device().is_meta(), "cannot write merged weights to '", path,
+             "' from a model on the meta device (it has no values)");
+  std::set<const Parameter*> adapters;
+  for (const GPT2::LoraAdapter& ad : model.lora_adapters()) adapters.insert({ad.A, ad.B});
+  // Host fp32 copies where the parameter's own storage is not the fp32 value to write: merged
+  // weights, and dequantized (or widened) base weights.
+  std::vector<std::unique_ptr<Tensor>> staged;
+  auto stage = [&](const Shape& shape) {
+    staged.push_back(std::make_unique<Tensor>(
+        Tensor::empty(shape, DType::f32, Category::temporary, model.device())));
+    return staged.back()->data<float>();
+  };
+  std::vector<std::pair<std::string, const Tensor*>> tensors;
+  for (const Parameter* p : model.parameters()) {
+    if (adapters.count(p) != 0) continue;
+    const GPT2::LoraAdapter* ad = nullptr;
+    for (const GPT2::LoraAdapter& a : model.lora_adapters())
+      if (a.base == p) ad = &a;
+    if (ad != nullptr) {
+      const std::vector<float> w = model.merged_weight(*ad);
+      std::copy(w.begin(), w.end(), stage(p->shape()));
+    } else if (!p->quantized() && p->value.dtype() == DType::f32) {
+      tensors.emplace_back(p->name, &p->value);
+      continue;
+    } else {
+      model.read_values(*p, stage(p->shape()));
+    }
+    tensors.emplace_back(p->name, staged.back().get());
+  }
+  std::map<std::string, std::string> meta = gpt2_weights_metadata(model.config());
+  for (const auto& [k, v] : extra) meta[k] = v;
+  save_safetensors(path, tensors, meta);
+}
+
+}  // namespace snug
