@@ -98,7 +98,28 @@ std::vector<SwitchDimension> advisor_dimensions(const TrainingArguments& base,
                                }});
   dims.push_back(std::move(precision));
 
-  // Further dimensions go here: LoRA/QLoRA ranks.
+  // A LoRA run (--lora-r > 0) may also store its frozen base in 8 or 4 bits (QLoRA). A full
+  // fine-tuning run is not offered LoRA: that would change what it trains, not how.
+  if (base.lora_r > 0) {
+    SwitchDimension storage{"base storage", {}};
+    storage.choices.push_back({"", [](TrainingArguments& a) {
+                                 a.load_in_8bit = false;
+                                 a.load_in_4bit = false;
+                               }});
+    storage.choices.push_back({"--load-in-8bit", [](TrainingArguments& a) {
+                                 a.load_in_8bit = true;
+                                 a.load_in_4bit = false;
+                               }});
+    storage.choices.push_back(
+        {"--load-in-4bit --bnb-4bit-quant-type nf4 --bnb-4bit-use-double-quant",
+         [](TrainingArguments& a) {
+           a.load_in_8bit = false;
+           a.load_in_4bit = true;
+           a.bnb_4bit_quant_type = "nf4";
+           a.bnb_4bit_use_double_quant = true;
+         }});
+    dims.push_back(std::move(storage));
+  }
   return dims;
 }
 
@@ -111,7 +132,8 @@ double step_flops(const TrainingArguments& a) {
   const double layer_gemm = 12.0 * L * C * C;
   const double attention = 2.0 * L * T * C;  // causal: (T+1)/2 keys per token on average
   const double forward = 2.0 * (layer_gemm + V * C) + attention;
-  double per_token = 3.0 * forward;
+  // LoRA: the frozen weights get no weight gradient, backward is the input gradients only.
+  double per_token = (a.lora_r > 0 ? 2.0 : 3.0) * forward;
   if (a.gradient_checkpointing) {
     const CheckpointConfig ck = parse_checkpoint_policy(a.checkpoint_policy, c.n_layer);
     if (ck.policy == CheckpointPolicy::selective) {
@@ -146,9 +168,9 @@ AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o) {
       flags = join_flags(flags, ch.flags);
       if (d > 0) preference += static_cast<int64_t>(pick[d]);
     }
-    // Combinations that cannot run (--bf16-full with an optimizer without bf16 state) are
-    // skipped without a dry run.
-    if (!a.bf16_full || supports_bf16_params(a.optim)) {
+    // Combinations that cannot run (--bf16-full with an optimizer without bf16 state, or with
+    // LoRA) are skipped without a dry run.
+    if ((!a.bf16_full || supports_bf16_params(a.optim)) && !(a.bf16_full && a.lora_r > 0)) {
       const int64_t peak = dry_run(a).peak_total;
       ++r.tried;
       if (peak + o.overhead <= o.capacity) {
@@ -201,6 +223,22 @@ std::string train_command_line(const TrainingArguments& a, const std::string& de
   if (a.bf16) s += " --bf16";
   if (a.bf16_full) s += " --bf16-full";
   for (const std::string& f : a.freeze) s += " --freeze " + shell_word(f);
+  if (a.lora_r > 0) {
+    s += " --lora-r " + std::to_string(a.lora_r);
+    if (a.lora_alpha != d.lora_alpha) s += " --lora-alpha " + num(a.lora_alpha);
+    if (a.lora_dropout != d.lora_dropout) s += " --lora-dropout " + num(a.lora_dropout);
+    if (a.target_modules != d.target_modules)
+      s += " --target-modules " + shell_word(a.target_modules);
+    if (a.use_rslora) s += " --use-rslora";
+  }
+  if (a.load_in_8bit) s += " --load-in-8bit";
+  if (a.load_in_4bit) {
+    s += " --load-in-4bit --bnb-4bit-quant-type " + a.bnb_4bit_quant_type;
+    if (a.bnb_4bit_use_double_quant) s += " --bnb-4bit-use-double-quant";
+  }
+  if (a.bnb_4bit_compute_dtype != d.bnb_4bit_compute_dtype)
+    s += " --bnb-4bit-compute-dtype " + a.bnb_4bit_compute_dtype;
+  if (a.neftune_noise_alpha > 0) s += " --neftune-noise-alpha " + num(a.neftune_noise_alpha);
   if (a.max_steps > 0) s += " --max-steps " + std::to_string(a.max_steps);
   if (a.learning_rate != d.learning_rate) s += " --learning-rate " + num(a.learning_rate);
   if (!device_memory.empty()) s += " --device-memory " + shell_word(device_memory);

@@ -4,9 +4,9 @@
 //
 // The switches are a list of dimensions, each a list of choices (flags + how they change the
 // TrainingArguments); the search is their Cartesian product. Today: the batch/accumulation split
-// of the target batch, the checkpoint policy, the optimizer, and the precision (fp32, --bf16,
-// --bf16-full). LoRA/QLoRA join as further dimensions in advisor_dimensions() without touching
-// the search.
+// of the target batch, the checkpoint policy, the optimizer, the precision (fp32, --bf16,
+// --bf16-full) and, for a LoRA run, the base's storage (fp32, --load-in-8bit, 4-bit nf4 with
+// double quantization: QLoRA). Full fine-tuning is not offered LoRA (a different task).
 //
 // Step time = FLOPs of one optimizer step / GEMM rate (FLOP/s: measured on this build with
 // kernels::measure_gemm_peak_flops, or --gemm-gflops). Per token, with N = 12*L*C^2 + V*C the
@@ -17,10 +17,12 @@
 //   recompute every-layer, every-k, sqrt: + one forward of the layers (24*L*C^2 + 2*L*T*C);
 //             selective: + the attention forward with --attention naive (it recomputes the
 //             softmax), nothing with flash (only element-wise ops, no GEMM FLOPs)
-// Optimizer updates and element-wise kernels are not counted (memory-bound, small next to the
-// GEMMs for these shapes). Among equal FLOPs, fewer micro-batches rank first (bigger GEMMs run
-// closer to the peak rate), then the choices listed first in their dimensions (the run's own
-// optimizer, then the one closest to AdamW), then a lower peak.
+// With LoRA the frozen weights get no weight gradient: backward is 1 x forward for them plus the
+// adapters' small GEMMs, not counted. Optimizer updates, element-wise kernels and dequantization
+// are not counted (memory-bound, small next to the GEMMs for these shapes). Among equal FLOPs,
+// the choices listed first in their dimensions rank first (the fewest departures from the run's
+// own switches: its optimizer, then the one closest to AdamW; fp32 before 16 bits), then fewer
+// micro-batches (bigger GEMMs run closer to the peak rate), then a lower peak.
 #pragma once
 
 #include <cstdint>

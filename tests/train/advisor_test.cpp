@@ -82,6 +82,35 @@ TEST(Advisor, Gpt2XlOnSixteenGiBHasFittingConfigurationsRankedByTime) {
   EXPECT_TRUE(bf16_full_adamw);
 }
 
+// A LoRA run may also quantize its base: on a capacity where only a 4-bit base fits, the advice
+// is QLoRA, and its command line carries the adapters and the storage.
+TEST(Advisor, LoraRunIsOfferedAQuantizedBase) {
+  TrainingArguments a;
+  a.model = "gpt2-1.5b";
+  a.seq_len = 256;
+  a.per_device_train_batch_size = 1;
+  a.lora_r = 8;
+  a.target_modules = "all-linear";
+  const std::vector<SwitchDimension> dims = advisor_dimensions(a, 1);
+  ASSERT_EQ(dims.size(), 5u);
+  EXPECT_EQ(dims[4].name, "base storage");
+  AdvisorOptions o;
+  o.capacity = int64_t{2} << 30;  // 2 GiB: the fp32 base alone is 6.2 GB, int8 1.6 GB
+  o.gemm_flops = 1e11;
+  const AdvisorResult r = advise(a, o);
+  // 1 split x 4 checkpoint policies x 5 optimizers x 2 precisions (no --bf16-full with LoRA)
+  // x 3 storages.
+  EXPECT_EQ(r.tried, 4 * 5 * 2 * 3);
+  ASSERT_FALSE(r.fitting.empty());
+  for (const Advice& x : r.fitting) {
+    EXPECT_TRUE(x.args.load_in_4bit || x.args.load_in_8bit) << x.flags;
+    EXPECT_LE(dry_run(x.args).peak_total, o.capacity) << x.flags;
+  }
+  const std::string cmd = train_command_line(r.fitting.front().args, "2GiB");
+  EXPECT_NE(cmd.find("--lora-r 8 --target-modules all-linear"), std::string::npos) << cmd;
+  EXPECT_NE(cmd.find("--load-in-"), std::string::npos) << cmd;
+}
+
 TEST(Advisor, CommandLineCarriesTheSwitches) {
   TrainingArguments a;
   a.model = "gpt2-124m";

@@ -47,6 +47,24 @@ TEST(Estimate, Fp32AdamWIsSixteenBytesPerParameterExactly) {
   EXPECT_EQ(est.model_states(), plan_states(dry_run(a)));
 }
 
+// LoRA and a quantized base: model states and quant_state by storage, equal to the plan's.
+TEST(Estimate, LoraAndQuantizedBaseAreExact) {
+  for (int storage = 0; storage < 3; ++storage) {
+    TrainingArguments a;
+    a.model = "gpt2-124m";
+    a.lora_r = 8;
+    a.target_modules = "all-linear";
+    a.load_in_8bit = storage == 1;
+    if (storage == 2) a.apply_qlora_recipe();
+    const MemoryEstimate est = estimate_memory(a);
+    const MemoryStats plan = dry_run(a);
+    EXPECT_EQ(est.model_states(), plan_states(plan)) << storage;
+    EXPECT_EQ(est.bytes[static_cast<int>(Category::quant_state)],
+              at(plan.max_by_category, Category::quant_state))
+        << storage;
+  }
+}
+
 TEST(Estimate, KorthikantiActivationsAsPublished) {
   // 16-bit, attention scores stored: sbhL(34 + 5as/h).
   TrainingArguments a;
