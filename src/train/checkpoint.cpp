@@ -155,6 +155,11 @@ uint64_t fnv1a64_file(const std::string& path) {
   return h;
 }
 
+void verify_checkpoint_file(const std::string& dir, const std::string& name,
+                            const nlohmann::json& files) {
+  verify_file(fs::path(dir), name, files);
+}
+
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
                             const GPT2& model, Optimizer& optimizer) {
   SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");

@@ -46,6 +46,11 @@ struct CheckpointState {
 // FNV-1a 64 over the bytes of `path` (throws snug::Error naming the file if unreadable).
 uint64_t fnv1a64_file(const std::string& path);
 
+// Checks the size and FNV-1a 64 checksum of dir/name against `files`, trainer_state.json's
+// "files" record; throws snug::Error naming the file when it is missing, truncated or corrupted.
+void verify_checkpoint_file(const std::string& dir, const std::string& name,
+                            const nlohmann::json& files);
+
 // Writes output_dir/checkpoint-<state.step> (replacing one of the same step) and returns its
 // path. Meta-device models cannot be saved.
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,

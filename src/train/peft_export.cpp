@@ -25,31 +25,10 @@ constexpr const char* kModelFile = "model.safetensors";  // train/checkpoint.h's
 constexpr const char* kStateFile = "trainer_state.json";
 constexpr const char* kPeftPrefix = "base_model.model.";
 
-std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 // The checkpoint's record of model.safetensors (size, FNV-1a 64) against the file itself.
 void verify_model_file(const fs::path& dir, const nlohmann::json& state) {
-  const fs::path path = dir / kModelFile;
-  const std::string state_path = (dir / kStateFile).string();
-  std::error_code ec;
-  SNUG_CHECK(fs::is_regular_file(path, ec), path.string(), ": missing from the checkpoint");
-  SNUG_CHECK(state.contains("files") && state["files"].contains(kModelFile), state_path,
-             ": no record of ", kModelFile);
-  const nlohmann::json& rec = state["files"][kModelFile];
-  const auto size = static_cast<int64_t>(fs::file_size(path, ec));
-  SNUG_CHECK(!ec, path.string(), ": cannot stat: ", ec.message());
-  const int64_t expected = rec.at("size").get<int64_t>();
-  SNUG_CHECK(size == expected, path.string(), ": ",
-             size < expected ? "truncated" : "has trailing bytes", " (", size, " bytes, expected ",
-             expected, "); the checkpoint is damaged");
-  const std::string sum = hex64(fnv1a64_file(path.string()));
-  SNUG_CHECK(sum == rec.at("fnv1a64").get<std::string>(), path.string(),
-             ": checksum mismatch (fnv1a64 ", sum, ", expected ",
-             rec.at("fnv1a64").get<std::string>(), "); the checkpoint is corrupted");
+  SNUG_CHECK(state.contains("files"), (dir / kStateFile).string(), ": no record of ", kModelFile);
+  verify_checkpoint_file(dir.string(), kModelFile, state["files"]);
 }
 
 // The run's flags that change the exported values must be this export's: a different
