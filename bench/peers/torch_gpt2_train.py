@@ -239,6 +239,10 @@ def train_hf(a, sd, shape, batches):
     del sd
     if model.lm_head.weight.data_ptr() != model.transformer.wte.weight.data_ptr():
         raise SystemExit("GPT2LMHeadModel did not tie lm_head to wte")
+    if a.lora_adapter:
+        from peft import PeftModel  # the base frozen, the adapters trainable, as get_peft_model
+
+        model = PeftModel.from_pretrained(model, a.lora_adapter, is_trainable=True)
 
     class Windows(Dataset):
         """Rows in snug's order; shift_labels = the targets (no shifting inside the model)."""
@@ -291,7 +295,7 @@ def train_hf(a, sd, shape, batches):
 
 def versions():
     v = {"torch": torch.__version__, "numpy": np.__version__, "python": sys.version.split()[0]}
-    for mod in ("transformers", "safetensors", "bitsandbytes", "accelerate"):
+    for mod in ("transformers", "safetensors", "bitsandbytes", "accelerate", "peft"):
         try:
             v[mod] = __import__(mod).__version__
         except Exception:  # noqa: BLE001 - absent or broken: report it absent
@@ -340,6 +344,13 @@ def unavailable(a):
             import accelerate  # noqa: F401 - Trainer needs it
         except ImportError:
             return "transformers' Trainer needs accelerate (pip install accelerate)"
+    if a.lora_adapter:
+        if a.impl != "hf":
+            return "LoRA runs through PEFT on GPT2LMHeadModel (the hf peer); plain torch has none"
+        try:
+            import peft  # noqa: F401
+        except ImportError:
+            return "the LoRA row needs peft (pip install peft)"
     return None
 
 
@@ -357,6 +368,8 @@ def main():
                     choices=("adamw_torch", "adafactor", "adamw_bnb_8bit"))
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--gradient-checkpointing", action="store_true")
+    ap.add_argument("--lora-adapter", help="a PEFT adapter folder to train on the frozen base "
+                    "(snug export --adapter writes snug's initial adapters)")
     # snug's defaults (src/train/training_args.h)
     ap.add_argument("--learning-rate", type=float, default=6e-4)
     ap.add_argument("--adam-beta1", type=float, default=0.9)
