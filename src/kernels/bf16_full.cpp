@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/adamw_math.h"
 #include "kernels/kernels.h"
+#include "kernels/partial_sum.h"
 #include "kernels/stochastic_round.h"
 
 namespace snug::kernels {
@@ -31,26 +33,15 @@ inline uint16_t nearest(float f) {
 void adamw_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v, int64_t n,
                        float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
                        uint64_t key) {
-  const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(t));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(t));
-  const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay);
-  const float step_size = static_cast<float>(lr / bc1);
-  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-  const float b1 = beta1;
-  const float b2 = beta2;
-  const float one_minus_b1 = static_cast<float>(1.0 - beta1);
-  const float one_minus_b2 = static_cast<float>(1.0 - beta2);
+  const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, t);
   const uint64_t key_v = rounding_substream(key, 1);
 #pragma omp parallel for schedule(static)
   for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
     const int64_t i1 = std::min(n, i0 + kGrain);
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) {
-      const float gi = widen(g[i]);
-      const float mi = b1 * widen(m[i]) + one_minus_b1 * gi;
-      const float vi = b2 * widen(v[i]) + one_minus_b2 * gi * gi;
-      const float denom = std::sqrt(vi) / bc2_sqrt + eps;
-      const float pi = widen(p[i]) * decay - step_size * (mi / denom);
+      float mi = widen(m[i]), vi = widen(v[i]), pi = widen(p[i]);
+      adamw_element(s, widen(g[i]), mi, vi, pi);
       m[i] = nearest(mi);
       v[i] = f32_to_bf16_stochastic(vi, random_bits(key_v, i));
       p[i] = f32_to_bf16_stochastic(pi, random_bits(key, i));
@@ -88,25 +79,10 @@ void round_bf16_stochastic(uint16_t* dst, const float* src, int64_t n, uint64_t 
 }
 
 double sum_squares_bf16(const uint16_t* x, int64_t n) {
-  // As sum_squares: a fixed number of partial sums added serially (thread-count independent).
-  constexpr int64_t kParts = 64;
-  double partial[kParts] = {};
-  const int64_t chunk = (n + kParts - 1) / kParts;
-#pragma omp parallel for schedule(static)
-  for (int64_t part = 0; part < kParts; ++part) {
-    const int64_t i0 = part * chunk;
-    const int64_t i1 = std::min(n, i0 + chunk);
-    double acc = 0.0;
-#pragma omp simd reduction(+ : acc)
-    for (int64_t i = i0; i < i1; ++i) {
-      const double xi = widen(x[i]);
-      acc += xi * xi;
-    }
-    partial[part] = acc;
-  }
-  double total = 0.0;
-  for (int64_t part = 0; part < kParts; ++part) total += partial[part];
-  return total;
+  return fixed_partial_sum(n, [x](int64_t i) {
+    const double xi = widen(x[i]);
+    return xi * xi;
+  });
 }
 
 void scale_bf16(uint16_t* x, float s, int64_t n) {

@@ -5,6 +5,7 @@
 // ref::adamw_update; tests compare against both).
 #include <cmath>
 
+#include "kernels/adamw_math.h"
 #include "kernels/kernels.h"
 #include "kernels/stochastic_round.h"
 
@@ -26,20 +27,11 @@ uint16_t stochastic(float f, uint32_t r) {
 void adamw_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v, int64_t n,
                        float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
                        uint64_t key) {
-  const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(t));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(t));
-  const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay);
-  const float step_size = static_cast<float>(lr / bc1);
-  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-  const auto one_minus_b1 = static_cast<float>(1.0 - beta1);
-  const auto one_minus_b2 = static_cast<float>(1.0 - beta2);
+  const kernels::AdamWScalars s = kernels::adamw_scalars(lr, beta1, beta2, eps, weight_decay, t);
   const uint64_t key_v = kernels::rounding_substream(key, 1);
   for (int64_t i = 0; i < n; ++i) {
-    const float gi = bf16_to_f32(g[i]);
-    const float mi = beta1 * bf16_to_f32(m[i]) + one_minus_b1 * gi;
-    const float vi = beta2 * bf16_to_f32(v[i]) + one_minus_b2 * gi * gi;
-    const float denom = std::sqrt(vi) / bc2_sqrt + eps;
-    const float pi = bf16_to_f32(p[i]) * decay - step_size * (mi / denom);
+    float mi = bf16_to_f32(m[i]), vi = bf16_to_f32(v[i]), pi = bf16_to_f32(p[i]);
+    kernels::adamw_element(s, bf16_to_f32(g[i]), mi, vi, pi);
     m[i] = f32_to_bf16(mi);
     v[i] = stochastic(vi, kernels::random_bits(key_v, i));
     p[i] = stochastic(pi, kernels::random_bits(key, i));

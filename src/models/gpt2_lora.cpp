@@ -87,13 +87,9 @@ void GPT2::lora_forward(const LoraAdapter& ad, const Tensor& in, const Tensor& o
   if (training_forward_ && p > 0) {
     // h = x * mask / (1 - p), kept for A's gradient (the mask itself is recomputed).
     a.lora_in[slot] = Tensor::empty(in.shape(), DType::f32, Category::activations, *dev_);
-    if (real) {
-      const uint64_t key = lora_dropout_key(lora_seed_, forward_count_, ad.layer, ad.slot);
-      const float inv = static_cast<float>(1.0 / (1.0 - p));
-      const float* x = in.data<float>();
-      float* d = a.lora_in[slot].data<float>();
-      for (int64_t i = 0; i < N * IC; ++i) d[i] = lora_keep(key, i, p) ? x[i] * inv : 0.0f;
-    }
+    if (real)
+      lora_dropout(lora_dropout_key(lora_seed_, forward_count_, ad.layer, ad.slot), p,
+                   in.data<float>(), a.lora_in[slot].data<float>(), N * IC, false);
     h = &a.lora_in[slot];
   }
   Shape ush = in.shape();
@@ -124,15 +120,9 @@ void GPT2::lora_backward(const LoraAdapter& ad, const Tensor& dout, const Tensor
                      dout.data<float>(), h.data<float>(), a.lora_u[slot].data<float>(),
                      ad.A->value.data<float>(), ad.B->value.data<float>(), N, IC, OC, r,
                      static_cast<float>(lora_cfg_.scaling()), !dropped);
-    if (dropped) {
-      const double p = lora_cfg_.dropout;
-      const uint64_t key = lora_dropout_key(lora_seed_, forward_count_, ad.layer, ad.slot);
-      const float inv = static_cast<float>(1.0 / (1.0 - p));
-      float* dx = din.data<float>();
-      const float* d = dh.data<float>();
-      for (int64_t i = 0; i < N * IC; ++i)
-        if (lora_keep(key, i, p)) dx[i] += d[i] * inv;
-    }
+    if (dropped)
+      lora_dropout(lora_dropout_key(lora_seed_, forward_count_, ad.layer, ad.slot),
+                   lora_cfg_.dropout, dh.data<float>(), din.data<float>(), N * IC, true);
   }
   a.lora_u[slot].reset();
   a.lora_in[slot].reset();

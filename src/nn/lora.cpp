@@ -62,4 +62,13 @@ bool lora_keep(uint64_t key, int64_t i, double p) {
   return static_cast<double>(h >> 11) * 0x1.0p-53 >= p;
 }
 
+void lora_dropout(uint64_t key, double p, const float* src, float* dst, int64_t n,
+                  bool accumulate) {
+  const float inv = static_cast<float>(1.0 / (1.0 - p));
+  for (int64_t i = 0; i < n; ++i) {
+    const float kept = lora_keep(key, i, p) ? src[i] * inv : 0.0f;
+    dst[i] = accumulate ? dst[i] + kept : kept;
+  }
+}
+
 }  // namespace snug

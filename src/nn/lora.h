@@ -43,5 +43,8 @@ bool lora_target_matches(const std::vector<std::string>& keys, const std::string
 // stored: element i of the input keyed `key` is kept when lora_keep(key, i, p).
 bool lora_keep(uint64_t key, int64_t i, double p);
 uint64_t lora_dropout_key(uint64_t seed, uint64_t forward_count, int64_t layer, int slot);
+// dst[i] = mask_i * src[i] / (1 - p) for i < n, or dst[i] += that when `accumulate` (backward
+// through the same mask), mask_i = lora_keep(key, i, p).
+void lora_dropout(uint64_t key, double p, const float* src, float* dst, int64_t n, bool accumulate);
 
 }  // namespace snug

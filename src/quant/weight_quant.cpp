@@ -40,47 +40,37 @@ void named(const std::string& name, const std::function<void()>& f) {
   }
 }
 
+// Writes w's codes into q's tensors; the fp32 block absmax goes to `absmax` (q.absmax itself
+// without double quantization, else a scratch of num_blocks floats that is centred in place and
+// quantized again).
+void fill_codes(QuantizedWeight& q, const float* w, float* absmax, const std::string& name) {
+  if (is_4bit(q.cfg.format)) q.codes.zero_();  // nibbles are merged into shared bytes
+  named(name, [&] {
+    quant::quantize_blockwise_into(w, q.numel, q.cfg.format, q.cfg.block, q.codes.data<uint8_t>(),
+                                   absmax);
+  });
+  if (q.cfg.double_quant)
+    q.dq_offset.data<float>()[0] = quant::double_quantize_into(
+        absmax, q.num_blocks(), q.dq_codes.data<uint8_t>(), q.dq_absmax.data<float>());
+}
+
 QuantizedWeight quantize_into_tracked(const float* w, const Shape& shape,
                                       const WeightQuantConfig& cfg, Device& dev,
                                       const std::string& name) {
-  QuantizedWeight q;
-  int64_t n = 0;
   named(name, [&] {
-    q.cfg = cfg.resolved();
-    n = shape_numel(shape);
-    SNUG_CHECK(n > 0, "empty weight ", shape_str(shape), " (nothing to quantize)");
+    cfg.resolved();
+    SNUG_CHECK(shape_numel(shape) > 0, "empty weight ", shape_str(shape), " (nothing to quantize)");
     SNUG_CHECK(dev.is_meta() || w != nullptr, "no data for a weight of shape ", shape_str(shape),
                " on ", dev.name());
   });
-  q.shape = shape;
-  q.numel = n;
-  const quant::Format f = q.cfg.format;
-  const int64_t nb = q.num_blocks();
-  const quant::StorageBytes bytes = weight_quant_bytes(n, q.cfg);
-
-  // 4-bit codes are written nibble by nibble into shared bytes: start from zeros.
-  q.codes = is_4bit(f) ? Tensor::zeros({bytes.codes}, DType::u8, Category::weights, dev)
-                       : Tensor::empty({bytes.codes}, DType::u8, Category::weights, dev);
+  QuantizedWeight q = empty_quantized_weight(shape, cfg, dev);
   // Under double quantization the fp32 absmax is only the input of the second quantization: a
-  // temporary, centred in place, dropped on return.
-  Tensor absmax = Tensor::empty(
-      {nb}, DType::f32, q.cfg.double_quant ? Category::temporary : Category::quant_state, dev);
-  if (q.cfg.double_quant) {
-    q.dq_codes = Tensor::empty({nb}, DType::u8, Category::quant_state, dev);
-    q.dq_absmax = Tensor::empty({ceil_div(nb, quant::kDoubleQuantBlock)}, DType::f32,
-                                Category::quant_state, dev);
-    q.dq_offset = Tensor::empty({1}, DType::f32, Category::quant_state, dev);
-  }
-  if (!dev.is_meta()) {
-    named(name, [&] {
-      quant::quantize_blockwise_into(w, n, f, q.cfg.block, q.codes.data<uint8_t>(),
-                                     absmax.data<float>());
-    });
-    if (q.cfg.double_quant)
-      q.dq_offset.data<float>()[0] = quant::double_quantize_into(
-          absmax.data<float>(), nb, q.dq_codes.data<uint8_t>(), q.dq_absmax.data<float>());
-  }
-  if (!q.cfg.double_quant) q.absmax = absmax;
+  // temporary, dropped on return.
+  Tensor scratch;
+  if (q.cfg.double_quant)
+    scratch = Tensor::empty({q.num_blocks()}, DType::f32, Category::temporary, dev);
+  if (!dev.is_meta())
+    fill_codes(q, w, q.cfg.double_quant ? scratch.data<float>() : q.absmax.data<float>(), name);
   return q;
 }
 
@@ -158,21 +148,9 @@ QuantizedWeight empty_quantized_weight(const Shape& shape, const WeightQuantConf
 void quantize_weight_into(QuantizedWeight& q, const float* w, const std::string& name) {
   if (q.codes.is_meta()) return;
   SNUG_CHECK(w != nullptr, "quantize_weight ", name, ": no data");
-  const int64_t nb = q.num_blocks();
-  if (is_4bit(q.cfg.format)) q.codes.zero_();  // nibbles are merged into shared bytes
-  std::vector<float> staged;
-  float* absmax = q.absmax.defined() ? q.absmax.data<float>() : nullptr;
-  if (q.cfg.double_quant) {
-    staged.resize(static_cast<size_t>(nb));
-    absmax = staged.data();
-  }
-  named(name, [&] {
-    quant::quantize_blockwise_into(w, q.numel, q.cfg.format, q.cfg.block, q.codes.data<uint8_t>(),
-                                   absmax);
-  });
-  if (q.cfg.double_quant)
-    q.dq_offset.data<float>()[0] = quant::double_quantize_into(
-        absmax, nb, q.dq_codes.data<uint8_t>(), q.dq_absmax.data<float>());
+  std::vector<float> staged;  // double quantization's fp32 absmax, in host memory
+  if (q.cfg.double_quant) staged.resize(static_cast<size_t>(q.num_blocks()));
+  fill_codes(q, w, q.cfg.double_quant ? staged.data() : q.absmax.data<float>(), name);
 }
 
 void dequantize_weight(const QuantizedWeight& q, float* out) {

@@ -13,11 +13,6 @@
 namespace snug::test {
 namespace {
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
-
 TEST(PlanCli, PeakEqualsARealRunsMeasuredPeakWithBf16Full) {
   TempDir tmp;
   const std::string base =
@@ -30,14 +25,10 @@ TEST(PlanCli, PeakEqualsARealRunsMeasuredPeakWithBf16Full) {
   int i = 0;
   for (const char* extra : configs) {
     SCOPED_TRACE(extra);
-    const std::string plan = tmp.path("plan" + std::to_string(i) + ".json");
-    const std::string train = tmp.path("train" + std::to_string(i) + ".json");
-    ++i;
-    const CliResult p = run_snug("plan" + base + extra + " --json " + plan);
-    ASSERT_EQ(p.exit_code, 0) << p.err;
-    const CliResult t = run_snug("train" + base + extra + " --max-steps 2 --report-json " + train);
-    ASSERT_EQ(t.exit_code, 0) << t.err;
-    const nlohmann::json pj = read_json(plan), tj = read_json(train);
+    const PlanAndTrain r = plan_and_train(tmp, base + extra, std::to_string(i++));
+    ASSERT_EQ(r.plan.exit_code, 0) << r.plan.err;
+    ASSERT_EQ(r.train.exit_code, 0) << r.train.err;
+    const nlohmann::json &pj = r.plan_json, &tj = r.train_json;
     EXPECT_EQ(pj["memory"]["peak_bytes"], tj["memory"]["peak_bytes"]);
     EXPECT_EQ(pj["memory"]["max_by_category"], tj["memory"]["max_by_category"]);
     // The report names the precision: bf16 compute, bf16 parameters.

@@ -14,11 +14,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
-
 // gpt2-124m: wte 50257x768, wpe 1024x768, ln_f 2x768 stay trainable.
 constexpr int64_t kGpt2SmallOutsideBlocks = 50257 * 768 + 1024 * 768 + 2 * 768;
 

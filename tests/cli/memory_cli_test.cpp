@@ -14,11 +14,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
-
 int64_t plan_peak(const std::string& flags, const TempDir& tmp) {
   const std::string path = tmp.path("probe.json");
   const CliResult r = run_snug("plan " + flags + " --json " + path);

@@ -56,17 +56,11 @@ TEST(PlanCli, PeakEqualsARealRunsMeasuredPeakForSevenConfigs) {
   int i = 0;
   for (const char* extra : configs) {
     SCOPED_TRACE(extra);
-    const std::string plan = tmp.path("plan" + std::to_string(i) + ".json");
-    const std::string train = tmp.path("train" + std::to_string(i) + ".json");
-    ++i;
-    const CliResult p = run_snug("plan" + base + extra + " --json " + plan);
-    ASSERT_EQ(p.exit_code, 0) << p.err;
-    const CliResult t = run_snug("train" + base + extra + " --max-steps 2 --report-json " + train);
-    ASSERT_EQ(t.exit_code, 0) << t.err;
-    std::ifstream pin(plan), tin(train);
-    const nlohmann::json pj = nlohmann::json::parse(pin), tj = nlohmann::json::parse(tin);
-    EXPECT_EQ(pj["memory"]["peak_bytes"], tj["memory"]["peak_bytes"]);
-    EXPECT_EQ(pj["memory"]["max_by_category"], tj["memory"]["max_by_category"]);
+    const PlanAndTrain r = plan_and_train(tmp, base + extra, std::to_string(i++));
+    ASSERT_EQ(r.plan.exit_code, 0) << r.plan.err;
+    ASSERT_EQ(r.train.exit_code, 0) << r.train.err;
+    EXPECT_EQ(r.plan_json["memory"]["peak_bytes"], r.train_json["memory"]["peak_bytes"]);
+    EXPECT_EQ(r.plan_json["memory"]["max_by_category"], r.train_json["memory"]["max_by_category"]);
   }
 }
 

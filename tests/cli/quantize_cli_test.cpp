@@ -19,11 +19,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
-
 const nlohmann::json& row(const nlohmann::json& input, const std::string& method) {
   for (const nlohmann::json& r : input["results"])
     if (r["method"] == method) return r;

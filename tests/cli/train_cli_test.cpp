@@ -13,11 +13,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
-
 TEST(TrainCli, HelpListsCommandsAndEveryFlagWithItsDefault) {
   const CliResult top = run_snug("--help");
   EXPECT_EQ(top.exit_code, 0);

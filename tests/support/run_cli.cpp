@@ -54,4 +54,20 @@ CliResult run_snug(const std::string& args) {
   return r;
 }
 
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+PlanAndTrain plan_and_train(const TempDir& tmp, const std::string& flags, const std::string& tag) {
+  const std::string plan = tmp.path("plan-" + tag + ".json");
+  const std::string train = tmp.path("train-" + tag + ".json");
+  PlanAndTrain r;
+  r.plan = run_snug("plan " + flags + " --json " + plan);
+  r.train = run_snug("train " + flags + " --max-steps 2 --report-json " + train);
+  if (r.plan.exit_code == 0) r.plan_json = read_json(plan);
+  if (r.train.exit_code == 0) r.train_json = read_json(train);
+  return r;
+}
+
 }  // namespace snug::test

@@ -1,6 +1,7 @@
 // Runs the built `snug` binary (SNUG_BINARY) as a user would, capturing exit status and output.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace snug::test {
@@ -25,5 +26,16 @@ class TempDir {
  private:
   std::string dir_;
 };
+
+// The JSON document in `path` (a report, plan, timeline or quantize output).
+nlohmann::json read_json(const std::string& path);
+
+// `snug plan FLAGS --json` and `snug train FLAGS --max-steps 2 --report-json`, each writing into
+// tmp (file names tagged with `tag`); the JSON documents are read when the command exited 0.
+struct PlanAndTrain {
+  CliResult plan, train;
+  nlohmann::json plan_json, train_json;
+};
+PlanAndTrain plan_and_train(const TempDir& tmp, const std::string& flags, const std::string& tag);
 
 }  // namespace snug::test
