@@ -9,7 +9,10 @@ optimizer settings, in one of two ways a PyTorch user would write it:
                 --gradient-checkpointing.
   --impl hf     transformers: GPT2LMHeadModel trained by Trainer (TrainingArguments with the same
                 values; bf16=True, gradient_checkpointing=True, optim="adafactor" /
-                "adamw_bnb_8bit" as a Trainer user sets them).
+                "adamw_bnb_8bit" as a Trainer user sets them); --lora-adapter trains a PEFT
+                adapter folder on the frozen base (PeftModel.from_pretrained); --load-in-4bit
+                loads the base through from_pretrained(quantization_config=BitsAndBytesConfig)
+                (QLoRA). --stop-after K stops a slow peer after K of the --steps steps.
 
 The work matches snug's step for step: window k of the batch file is row k of micro-batch
 k // B; inputs are its first T tokens, targets its last T; the loss of a step is the mean over all
@@ -73,8 +76,9 @@ def read_batches(path, steps, accum, B, T):
     return [(w[i, :, :T].contiguous(), w[i, :, 1:].contiguous()) for i in range(steps * accum)]
 
 
-def read_init(path):
-    """The state dict (Hugging Face GPT2LMHeadModel names) and the shape from the metadata."""
+def read_init(path, tensors=True):
+    """The state dict (Hugging Face GPT2LMHeadModel names; None unless `tensors`) and the shape
+    from the metadata."""
     from safetensors import safe_open
     from safetensors.torch import load_file
 
@@ -86,7 +90,7 @@ def read_init(path):
         raise SystemExit(f"{path}: metadata lacks {missing} (write it with `snug export-init`)")
     shape = {k: int(meta[k]) for k in need}
     shape["layer_norm_epsilon"] = float(meta.get("layer_norm_epsilon", "1e-5"))
-    return load_file(path), shape, meta.get("model", "?")
+    return (load_file(path) if tensors else None), shape, meta.get("model", "?")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,7 +199,7 @@ def train_torch(a, sd, shape, batches):
     losses, norms, ends = [], [], []
     k = 0
     t0 = time.perf_counter()
-    for _ in range(N):
+    for _ in range(min(N, a.stop_after or N)):
         step_loss = 0.0
         for _ in range(a.accum):
             x, y = batches[k]
@@ -219,6 +223,31 @@ def train_torch(a, sd, shape, batches):
 # transformers: GPT2LMHeadModel + Trainer
 # ---------------------------------------------------------------------------------------------
 
+def load_4bit(a, cfg):
+    """GPT2LMHeadModel.from_pretrained with a BitsAndBytesConfig, as a QLoRA user loads a base:
+    the init file becomes a checkpoint folder (config.json and a link to the safetensors), and
+    transformers quantizes each Conv1D weight while loading, so the fp32 model never exists here.
+    lm_head (tied to wte) and the embeddings stay fp32, as in snug."""
+    from transformers import BitsAndBytesConfig, GPT2LMHeadModel
+
+    folder = os.path.join(a.workdir, "init-checkpoint")
+    os.makedirs(folder, exist_ok=True)
+    cfg.save_pretrained(folder)
+    link = os.path.join(folder, "model.safetensors")
+    if os.path.lexists(link):
+        os.remove(link)
+    os.symlink(os.path.abspath(a.init), link)
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    q = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=a.bnb_4bit_quant_type,
+                           bnb_4bit_use_double_quant=a.bnb_4bit_use_double_quant,
+                           bnb_4bit_compute_dtype=dtypes[a.bnb_4bit_compute_dtype])
+    model = GPT2LMHeadModel.from_pretrained(folder, quantization_config=q, device_map="cpu",
+                                            dtype=torch.float32)
+    if model.lm_head.weight.data_ptr() != model.transformer.wte.weight.data_ptr():
+        model.tie_weights()
+    return model
+
+
 def train_hf(a, sd, shape, batches):
     import transformers
     from torch.utils.data import Dataset, SequentialSampler
@@ -231,11 +260,14 @@ def train_hf(a, sd, shape, batches):
                      layer_norm_epsilon=shape["layer_norm_epsilon"],
                      activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
                      attn_pdrop=0.0, use_cache=False, tie_word_embeddings=True)
-    model = GPT2LMHeadModel(cfg)
-    missing, unexpected = model.load_state_dict(sd, strict=False)
-    missing = [m for m in missing if m != "lm_head.weight" and not m.endswith(".attn.bias")]
-    if missing or unexpected:
-        raise SystemExit(f"init weights: missing {missing[:3]}, unexpected {unexpected[:3]}")
+    if a.load_in_4bit:
+        model = load_4bit(a, cfg)
+    else:
+        model = GPT2LMHeadModel(cfg)
+        missing, unexpected = model.load_state_dict(sd, strict=False)
+        missing = [m for m in missing if m != "lm_head.weight" and not m.endswith(".attn.bias")]
+        if missing or unexpected:
+            raise SystemExit(f"init weights: missing {missing[:3]}, unexpected {unexpected[:3]}")
     del sd
     if model.lm_head.weight.data_ptr() != model.transformer.wte.weight.data_ptr():
         raise SystemExit("GPT2LMHeadModel did not tie lm_head to wte")
@@ -269,6 +301,8 @@ def train_hf(a, sd, shape, batches):
 
         def on_step_end(self, args, state, control, **kw):
             record["ends"].append(time.perf_counter() - record["t0"])
+            if a.stop_after and state.global_step >= a.stop_after:
+                control.should_training_stop = True
 
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "loss" in logs:
@@ -319,7 +353,8 @@ def import_libraries(a):
     """Imports what the run will use up front, so that rss_at_start_bytes includes them."""
     for mod, needed in (("transformers", a.impl == "hf" or a.optim == "adafactor"),
                         ("accelerate", a.impl == "hf"),
-                        ("bitsandbytes", a.optim == "adamw_bnb_8bit")):
+                        ("bitsandbytes", a.optim == "adamw_bnb_8bit" or a.load_in_4bit),
+                        ("peft", bool(a.lora_adapter))):
         if needed:
             try:
                 __import__(mod)
@@ -344,6 +379,22 @@ def unavailable(a):
             import accelerate  # noqa: F401 - Trainer needs it
         except ImportError:
             return "transformers' Trainer needs accelerate (pip install accelerate)"
+    if a.load_in_4bit:
+        if a.impl != "hf":
+            return ("a 4-bit base loads through transformers' BitsAndBytesConfig (the hf peer); "
+                    "plain torch has none")
+        if not a.lora_adapter:
+            return "a 4-bit base trains adapters only (add --lora-adapter)"
+        try:
+            import bitsandbytes as bnb
+            w = bnb.nn.Params4bit(torch.randn(64, 64), requires_grad=False,
+                                  quant_type=a.bnb_4bit_quant_type)
+            lin = bnb.nn.Linear4bit(64, 64, bias=False, compute_dtype=torch.float32)
+            lin.weight = w.to("cpu")
+            x = torch.randn(2, 64, requires_grad=True)
+            lin(x).sum().backward()
+        except Exception as e:  # noqa: BLE001 - any failure means the row cannot run
+            return f"bitsandbytes 4-bit Linear does not run on this CPU: {type(e).__name__}: {e}"
     if a.lora_adapter:
         if a.impl != "hf":
             return "LoRA runs through PEFT on GPT2LMHeadModel (the hf peer); plain torch has none"
@@ -363,6 +414,9 @@ def main():
     ap.add_argument("--seq", type=int, required=True)
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--accum", type=int, default=1)
+    ap.add_argument("--stop-after", type=int, default=0,
+                    help="stop after this many of the --steps steps (the learning-rate schedule "
+                         "still spans --steps): a slow peer's first steps; 0 = all")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--optim", default="adamw_torch",
                     choices=("adamw_torch", "adafactor", "adamw_bnb_8bit"))
@@ -370,6 +424,11 @@ def main():
     ap.add_argument("--gradient-checkpointing", action="store_true")
     ap.add_argument("--lora-adapter", help="a PEFT adapter folder to train on the frozen base "
                     "(snug export --adapter writes snug's initial adapters)")
+    # A 4-bit base (hf peer only), named as snug's flags and transformers' BitsAndBytesConfig
+    ap.add_argument("--load-in-4bit", action="store_true")
+    ap.add_argument("--bnb-4bit-quant-type", default="fp4", choices=("nf4", "fp4"))
+    ap.add_argument("--bnb-4bit-use-double-quant", action="store_true")
+    ap.add_argument("--bnb-4bit-compute-dtype", default="fp32", choices=("fp32", "bf16"))
     # snug's defaults (src/train/training_args.h)
     ap.add_argument("--learning-rate", type=float, default=6e-4)
     ap.add_argument("--adam-beta1", type=float, default=0.9)
@@ -391,7 +450,8 @@ def main():
            "rss_at_start_bytes": current_rss_bytes()}
     why = unavailable(a)
     if why is None:
-        sd, shape, model_name = read_init(a.init)
+        # A 4-bit base is loaded from the file by transformers, tensor by tensor.
+        sd, shape, model_name = read_init(a.init, tensors=not a.load_in_4bit)
         batches = read_batches(a.batches, a.steps, a.accum, a.batch, a.seq)
         train = train_torch if a.impl == "torch" else train_hf
         losses, norms, ends, n_params = train(a, sd, shape, batches)
