@@ -10,6 +10,7 @@
 #include "core/parallel.h"
 #include "kernels/kernels.h"
 #include "kernels/peak.h"
+#include "optim/quant8.h"
 
 namespace {
 
@@ -146,6 +147,22 @@ void BM_SoftmaxXentForward(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * N * V);
 }
 BENCHMARK(BM_SoftmaxXentForward)->Unit(benchmark::kMillisecond);
+
+// The 8-bit optimizers' code search, per element (normalized states in [-1, 1]): the fast
+// bucket-table path (arg 1) against the binary search it must equal (arg 0).
+void BM_Quant8Nearest(benchmark::State& state) {
+  const snug::quant8::Code& code = snug::quant8::signed_code();
+  const auto x = filled(1 << 20, 1.0f);
+  std::vector<uint8_t> q(x.size());
+  const bool fast = state.range(0) != 0;
+  for (auto _ : state) {
+    for (size_t i = 0; i < x.size(); ++i)
+      q[i] = fast ? code.nearest(x[i]) : code.nearest_reference(x[i]);
+    benchmark::DoNotOptimize(q.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(x.size()));
+}
+BENCHMARK(BM_Quant8Nearest)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -28,8 +28,12 @@ class Code {
   explicit Code(const std::vector<float>& values);  // 256 sorted values
   float value(uint8_t q) const { return values_[q]; }
   const std::array<float, 256>& values() const { return values_; }
-  // Index of the nearest code value (ties: the lower one).
+  // Index of the nearest code value (ties: the lower one). The fast path starts from a table
+  // indexed by the top 16 bits of x (sign, exponent, 7 mantissa bits: the lower bound of the
+  // bucket's smallest value) and steps over the few midpoints left inside the bucket; it equals
+  // nearest_reference (a binary search over the midpoints) for every float, NaN and inf included.
   uint8_t nearest(float x) const;
+  uint8_t nearest_reference(float x) const;
   // nearest(x) with bitsandbytes' sign fix for signed states: when the chosen code value's sign
   // differs from x's (a small negative x landing on 0), move one code towards x's sign.
   uint8_t nearest_signed(float x) const;
@@ -37,6 +41,7 @@ class Code {
  private:
   std::array<float, 256> values_{};
   std::array<float, 255> mid_{};
+  std::vector<uint8_t> start_;  // 65536 entries: nearest_reference(smallest float of the bucket)
 };
 
 // The two maps the 8-bit optimizers use (quant::dynamic_map(true/false), built once).

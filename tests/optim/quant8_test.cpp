@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -92,6 +94,40 @@ TEST(OptimQuant8, SignFixKeepsSmallNegativesNegative) {
   EXPECT_LT(c.value(c.nearest_signed(-1e-9f)), 0.0f);
   EXPECT_EQ(c.value(c.nearest_signed(1e-9f)), 0.0f);
   EXPECT_EQ(c.value(c.nearest_signed(1.0f)), 1.0f);
+}
+
+// The table-started search equals the binary search for every kind of float: both ends and the
+// middle of every 16-bit bucket, each midpoint and its neighbours, each code value, the specials,
+// and a stride through all 2^32 bit patterns.
+TEST(OptimQuant8, FastNearestEqualsTheBinarySearch) {
+  for (const quant8::Code* c : {&quant8::signed_code(), &quant8::unsigned_code()}) {
+    std::vector<float> xs = {0.0f,
+                             -0.0f,
+                             std::numeric_limits<float>::infinity(),
+                             -std::numeric_limits<float>::infinity(),
+                             std::numeric_limits<float>::quiet_NaN(),
+                             -std::numeric_limits<float>::quiet_NaN(),
+                             std::numeric_limits<float>::denorm_min(),
+                             std::numeric_limits<float>::max(),
+                             -std::numeric_limits<float>::max()};
+    for (uint32_t k = 0; k < 65536; ++k)
+      for (uint32_t low : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0xFFFEu, 0xFFFFu})
+        xs.push_back(std::bit_cast<float>((k << 16) | low));
+    for (int i = 0; i < 256; ++i) {
+      const float v = c->value(static_cast<uint8_t>(i));
+      xs.push_back(v);
+      if (i < 255) {
+        const float mid = (v + c->value(static_cast<uint8_t>(i + 1))) / 2.0f;
+        for (float m : {mid, std::nextafter(mid, -2.0f), std::nextafter(mid, 2.0f)})
+          xs.push_back(m);
+      }
+    }
+    for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 4099)
+      xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits)));
+    for (float x : xs)
+      ASSERT_EQ(c->nearest(x), c->nearest_reference(x))
+          << "x = " << x << " (bits 0x" << std::hex << std::bit_cast<uint32_t>(x) << ")";
+  }
 }
 
 // The fp32 arithmetic of one bitsandbytes 8-bit AdamW element update (see optim/adamw8bit.h).
