@@ -104,6 +104,11 @@ void add_training_flags(CLI::App* sub, TrainingArguments& a, std::string& device
                 "bf16 weights, gradients and optimizer state (2+2+4 bytes per parameter with "
                 "AdamW; no fp32 master), stochastic rounding of the updates; computes as --bf16. "
                 "--optim adamw_torch, adamw or sgd");
+  sub->add_option("--gemm-path", a.gemm_path,
+                  "GEMM for the bf16 products of --bf16/--bf16-full/bf16-compute quantized bases: "
+                  "auto (oneDNN's bf16 matmul where the CPU has AVX512-BF16 or AMX, else "
+                  "widen), widen (bf16 widened to fp32, dnnl_sgemm) or onednn-bf16")
+      ->capture_default_str();
   sub->add_flag("--gradient-checkpointing", a.gradient_checkpointing,
                 "Recompute activations in backward instead of keeping them");
   sub->add_option("--checkpoint-policy", a.checkpoint_policy,

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/fast_math.h"
 #include "kernels/kernels.h"
@@ -28,6 +30,36 @@ int64_t lm_head_scratch_floats(int64_t N, int64_t V, int64_t chunk) {
 
 namespace {
 
+// One GEMM signature for both operand types: fp32 (dnnl_sgemm) or bf16 (oneDNN's matmul).
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
+          int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// The dlogits(m,V) in scratch as the backward GEMMs' operand: itself in fp32; for bf16, rounded
+// to bf16 and packed over the front half of the same buffer. Row i's bf16 bytes [2iV, 2iV+2V)
+// end before row i+1's fp32 bytes begin at 4(i+1)V, so going row by row (each row through a
+// thread-local buffer of V bf16 values) never overwrites a row not yet read.
+template <typename T>
+const T* dlogits_operand(float* scratch, int64_t m, int64_t V) {
+  if constexpr (sizeof(T) == 4) {
+    return scratch;
+  } else {
+    thread_local std::vector<uint16_t> row;
+    row.resize(static_cast<size_t>(V));
+    auto* bytes = reinterpret_cast<unsigned char*>(scratch);
+    for (int64_t i = 0; i < m; ++i) {
+      convert(scratch + i * V, DType::f32, row.data(), DType::bf16, static_cast<size_t>(V));
+      std::memcpy(bytes + i * V * 2, row.data(), static_cast<size_t>(V) * 2);
+    }
+    return reinterpret_cast<const uint16_t*>(scratch);
+  }
+}
+
 // Narrowest vocabulary slice worth a GEMM of its own in the forward-only path.
 constexpr int64_t kMinVocabSlice = 256;
 
@@ -35,9 +67,9 @@ constexpr int64_t kMinVocabSlice = 256;
 // the GEMMs are (N x Vb x C), which oneDNN runs faster than (chunk x V x C) ones (it re-packs
 // wte for every row chunk), and the log-sum-exp is accumulated online per row. Per-row state
 // lives in thread-local buffers of 16*N bytes.
-double forward_vocab_sliced(float* losses, const float* lnf, const float* wte,
-                            const int32_t* targets, int64_t N, int64_t C, int64_t V, float* scratch,
-                            int64_t Vb) {
+template <typename T>
+double forward_vocab_sliced(float* losses, const T* lnf, const T* wte, const int32_t* targets,
+                            int64_t N, int64_t C, int64_t V, float* scratch, int64_t Vb) {
   thread_local std::vector<float> run_max, target_logit;
   thread_local std::vector<double> run_sum;
   const auto n = static_cast<size_t>(N);
@@ -51,7 +83,7 @@ double forward_vocab_sliced(float* losses, const float* lnf, const float* wte,
   for (int64_t v0 = 0; v0 < V; v0 += Vb) {
     const int64_t vb = std::min(Vb, V - v0);
     // logits[:, v0:v0+vb] = lnf @ wte[v0:v0+vb]^T
-    gemm_f32(false, true, N, vb, C, 1.0f, lnf, C, wte + v0 * C, C, 0.0f, scratch, vb);
+    gemm(false, true, N, vb, C, 1.0f, lnf, C, wte + v0 * C, C, 0.0f, scratch, vb);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i) {
       const int32_t tgt = targets[i];
@@ -83,11 +115,10 @@ double forward_vocab_sliced(float* losses, const float* lnf, const float* wte,
   return total;
 }
 
-}  // namespace
-
-double lm_head_xent(float* losses, float* dlnf, float* dwte, const float* lnf, const float* wte,
-                    const int32_t* targets, int64_t N, int64_t C, int64_t V, float scale,
-                    float* scratch, int64_t chunk) {
+template <typename T>
+double lm_head_xent_impl(float* losses, float* dlnf, float* dwte, const T* lnf, const T* wte,
+                         const int32_t* targets, int64_t N, int64_t C, int64_t V, float scale,
+                         float* scratch, int64_t chunk) {
   SNUG_CHECK(N >= 0 && C >= 0 && V >= 1, "lm_head_xent: bad sizes N=", N, " C=", C, " V=", V);
   SNUG_CHECK(chunk >= 1, "lm_head_xent: chunk must be >= 1, got ", chunk);
   for (int64_t n = 0; n < N; ++n)
@@ -122,7 +153,7 @@ double lm_head_xent(float* losses, float* dlnf, float* dwte, const float* lnf, c
     }
 
     // logits(m,V) = lnf[r0:r0+m] @ wte^T
-    gemm_f32(false, true, m, V, C, 1.0f, lnf + r0 * C, C, wte, C, 0.0f, scratch, V);
+    gemm(false, true, m, V, C, 1.0f, lnf + r0 * C, C, wte, C, 0.0f, scratch, V);
 
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < m; ++i) {
@@ -166,10 +197,25 @@ double lm_head_xent(float* losses, float* dlnf, float* dwte, const float* lnf, c
     if (!backward) continue;
     // dwte(V,C) += dlogits^T @ lnf[r0:r0+m] first, then dlnf[r0:r0+m] = dlogits @ wte: this
     // order lets dlnf alias lnf (those rows of lnf are not read again).
-    if (dwte) gemm_f32(true, false, V, C, m, 1.0f, scratch, V, lnf + r0 * C, C, 1.0f, dwte, C);
-    if (dlnf) gemm_f32(false, false, m, C, V, 1.0f, scratch, V, wte, C, 0.0f, dlnf + r0 * C, C);
+    const T* dlogits = dlogits_operand<T>(scratch, m, V);
+    if (dwte) gemm(true, false, V, C, m, 1.0f, dlogits, V, lnf + r0 * C, C, 1.0f, dwte, C);
+    if (dlnf) gemm(false, false, m, C, V, 1.0f, dlogits, V, wte, C, 0.0f, dlnf + r0 * C, C);
   }
   return total;
+}
+
+}  // namespace
+
+double lm_head_xent(float* losses, float* dlnf, float* dwte, const float* lnf, const float* wte,
+                    const int32_t* targets, int64_t N, int64_t C, int64_t V, float scale,
+                    float* scratch, int64_t chunk) {
+  return lm_head_xent_impl(losses, dlnf, dwte, lnf, wte, targets, N, C, V, scale, scratch, chunk);
+}
+
+double lm_head_xent_bf16(float* losses, float* dlnf, float* dwte, const uint16_t* lnf,
+                         const uint16_t* wte, const int32_t* targets, int64_t N, int64_t C,
+                         int64_t V, float scale, float* scratch, int64_t chunk) {
+  return lm_head_xent_impl(losses, dlnf, dwte, lnf, wte, targets, N, C, V, scale, scratch, chunk);
 }
 
 }  // namespace snug::kernels

@@ -1,6 +1,7 @@
-// Reference GEMM and linear layer: plain loops, double accumulation.
+// Reference GEMM and linear layer: plain loops, double accumulation (fp32 for bf16 operands).
 #include <vector>
 
+#include "core/dtype.h"
 #include "kernels/kernels.h"
 
 namespace snug::ref {
@@ -63,6 +64,47 @@ void linear_backward(float* dinp, float* dw, float* db, const float* dout, const
       db[o] += static_cast<float>(acc);
     }
   }
+}
+
+namespace {
+std::vector<float> widen_bf16(const uint16_t* x, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = bf16_to_f32(x[i]);
+  return out;
+}
+}  // namespace
+
+// bf16 operands with fp32 accumulation in k order: what a bf16 GEMM unit computes, up to the
+// order of the sums (each product of two bf16 values is exact in fp32).
+void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+               const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C,
+               int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < K; ++k) {
+        const float a = bf16_to_f32(transA ? A[k * lda + i] : A[i * lda + k]);
+        const float b = bf16_to_f32(transB ? B[j * ldb + k] : B[k * ldb + j]);
+        acc += a * b;
+      }
+      const float c = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+      C[i * ldc + j] = alpha * acc + c;
+    }
+  }
+}
+
+void linear_forward_bf16(float* out, const uint16_t* inp, const uint16_t* w, const float* b,
+                         int64_t N, int64_t IC, int64_t OC) {
+  const std::vector<float> x = widen_bf16(inp, N * IC), wf = widen_bf16(w, IC * OC);
+  linear_forward(out, x.data(), wf.data(), b, N, IC, OC);
+}
+
+void linear_backward_bf16(float* dinp, float* dw, float* db, const uint16_t* dout,
+                          const uint16_t* inp, const uint16_t* w, int64_t N, int64_t IC,
+                          int64_t OC) {
+  const std::vector<float> d = widen_bf16(dout, N * OC), x = widen_bf16(inp, N * IC),
+                           wf = widen_bf16(w, IC * OC);
+  linear_backward(dinp, dw, db, d.data(), x.data(), wf.data(), N, IC, OC);
 }
 
 }  // namespace snug::ref

@@ -4,14 +4,27 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/lm_head.h"
 
 namespace snug::ref {
 
-double lm_head_xent(float* losses, float* dlnf, float* dwte, const float* lnf, const float* wte,
-                    const int32_t* targets, int64_t N, int64_t C, int64_t V, float scale,
-                    float* scratch, int64_t chunk) {
+namespace {
+
+inline double load(float x) {
+  return x;
+}
+inline double load(uint16_t x) {
+  return bf16_to_f32(x);
+}
+
+// T = float: fp32 operands; T = uint16_t: bf16 operands, whose dlogits are rounded to bf16
+// before the two backward products (they are a bf16 GEMM's input).
+template <typename T>
+double lm_head_xent_impl(float* losses, float* dlnf, float* dwte, const T* lnf, const T* wte,
+                         const int32_t* targets, int64_t N, int64_t C, int64_t V, float scale,
+                         float* scratch, int64_t chunk) {
   SNUG_CHECK(N >= 0 && C >= 0 && V >= 1, "lm_head_xent: bad sizes N=", N, " C=", C, " V=", V);
   SNUG_CHECK(chunk >= 1, "lm_head_xent: chunk must be >= 1, got ", chunk);
   for (int64_t n = 0; n < N; ++n)
@@ -23,10 +36,10 @@ double lm_head_xent(float* losses, float* dlnf, float* dwte, const float* lnf, c
     const int64_t m = std::min(chunk, N - r0);
     // logits of the chunk, rounded to float as a materialized logits tensor would be
     for (int64_t i = 0; i < m; ++i) {
-      const float* a = lnf + (r0 + i) * C;
+      const T* a = lnf + (r0 + i) * C;
       for (int64_t j = 0; j < V; ++j) {
         double acc = 0.0;
-        for (int64_t c = 0; c < C; ++c) acc += static_cast<double>(a[c]) * wte[j * C + c];
+        for (int64_t c = 0; c < C; ++c) acc += load(a[c]) * load(wte[j * C + c]);
         scratch[i * V + j] = static_cast<float>(acc);
       }
     }
@@ -53,13 +66,15 @@ double lm_head_xent(float* losses, float* dlnf, float* dwte, const float* lnf, c
       total += loss;
     }
     if (!backward) continue;
+    if constexpr (sizeof(T) == 2)
+      for (int64_t k = 0; k < m * V; ++k) scratch[k] = bf16_to_f32(f32_to_bf16(scratch[k]));
     // dwte before dlnf, so that dlnf may alias lnf (as in the fast kernel)
     if (dwte)
       for (int64_t j = 0; j < V; ++j)
         for (int64_t c = 0; c < C; ++c) {
           double acc = 0.0;
           for (int64_t i = 0; i < m; ++i)
-            acc += static_cast<double>(scratch[i * V + j]) * lnf[(r0 + i) * C + c];
+            acc += static_cast<double>(scratch[i * V + j]) * load(lnf[(r0 + i) * C + c]);
           dwte[j * C + c] += static_cast<float>(acc);
         }
     if (dlnf)
@@ -67,11 +82,25 @@ double lm_head_xent(float* losses, float* dlnf, float* dwte, const float* lnf, c
         for (int64_t c = 0; c < C; ++c) {
           double acc = 0.0;
           for (int64_t j = 0; j < V; ++j)
-            acc += static_cast<double>(scratch[i * V + j]) * wte[j * C + c];
+            acc += static_cast<double>(scratch[i * V + j]) * load(wte[j * C + c]);
           dlnf[(r0 + i) * C + c] = static_cast<float>(acc);
         }
   }
   return total;
+}
+
+}  // namespace
+
+double lm_head_xent(float* losses, float* dlnf, float* dwte, const float* lnf, const float* wte,
+                    const int32_t* targets, int64_t N, int64_t C, int64_t V, float scale,
+                    float* scratch, int64_t chunk) {
+  return lm_head_xent_impl(losses, dlnf, dwte, lnf, wte, targets, N, C, V, scale, scratch, chunk);
+}
+
+double lm_head_xent_bf16(float* losses, float* dlnf, float* dwte, const uint16_t* lnf,
+                         const uint16_t* wte, const int32_t* targets, int64_t N, int64_t C,
+                         int64_t V, float scale, float* scratch, int64_t chunk) {
+  return lm_head_xent_impl(losses, dlnf, dwte, lnf, wte, targets, N, C, V, scale, scratch, chunk);
 }
 
 }  // namespace snug::ref

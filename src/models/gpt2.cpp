@@ -222,9 +222,17 @@ void GPT2::layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a) {
                     int64_t IC, int64_t OC, int slot) {
     {
       Tensor scratch;
-      const float* W = gemm_weight(wp, scratch);
-      if (real)
-        K::linear_forward(out.data<float>(), in.data<float>(), W, VectorF32(bp).get(), N, IC, OC);
+      if (bf16_gemm(wp)) {
+        const uint16_t* W = gemm_weight16(wp, scratch);
+        const Tensor in16 = to_bf16(in);
+        if (real)
+          K::linear_forward_bf16(out.data<float>(), in16.data_u16(), W, VectorF32(bp).get(), N, IC,
+                                 OC);
+      } else {
+        const float* W = gemm_weight(wp, scratch);
+        if (real)
+          K::linear_forward(out.data<float>(), in.data<float>(), W, VectorF32(bp).get(), N, IC, OC);
+      }
     }
     if (const LoraAdapter* ad = lora_at(l, slot)) lora_forward(*ad, in, out, a);
     round_half(out);
@@ -423,8 +431,11 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
     const int64_t chunk = K::lm_head_default_chunk(N, V);
     Tensor scratch = Tensor::empty({K::lm_head_scratch_floats(N, V, chunk)}, DType::f32,
                                    Category::temporary, *dev_);
-    Tensor wte_scratch;
-    const float* wte = gemm_weight(wte_, wte_scratch);
+    Tensor wte_scratch, lnf16;
+    const bool head16 = bf16_gemm(wte_);
+    const float* wte = head16 ? nullptr : gemm_weight(wte_, wte_scratch);
+    const uint16_t* wte16 = head16 ? gemm_weight16(wte_, wte_scratch) : nullptr;
+    if (head16) lnf16 = to_bf16(s->lnf);
     float* dwte = nullptr;
     // With a grad-ready hook, wte's head gradient is recomputed at the end of backward instead.
     const bool defer_wte = for_backward && grad_ready_ && wte_->requires_grad;
@@ -435,10 +446,14 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
     if (real) {
       const float scale =
           valid_targets_ > 0 ? loss_scale / static_cast<float>(valid_targets_) : 0.f;
-      const double sum =
-          K::lm_head_xent(nullptr, for_backward ? s->dlnf.data<float>() : nullptr,
-                          for_backward ? dwte : nullptr, s->lnf.data<float>(), wte,
-                          s->targets.data<int32_t>(), N, C, V, scale, scratch.data<float>(), chunk);
+      float* dlnf = for_backward ? s->dlnf.data<float>() : nullptr;
+      if (!for_backward) dwte = nullptr;
+      const double sum = head16 ? K::lm_head_xent_bf16(nullptr, dlnf, dwte, lnf16.data_u16(), wte16,
+                                                       s->targets.data<int32_t>(), N, C, V, scale,
+                                                       scratch.data<float>(), chunk)
+                                : K::lm_head_xent(nullptr, dlnf, dwte, s->lnf.data<float>(), wte,
+                                                  s->targets.data<int32_t>(), N, C, V, scale,
+                                                  scratch.data<float>(), chunk);
       loss =
           valid_targets_ > 0 ? static_cast<float>(sum / static_cast<double>(valid_targets_)) : 0.0f;
     }
@@ -453,10 +468,18 @@ float GPT2::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
       // logits(N,V) = lnf(N,C) @ wte(V,C)^T (tied head); fp32 logits from a 16-bit GEMM output
       // under mixed precision (Hugging Face upcasts the logits for the loss).
       Tensor wte_scratch;
-      const float* wte = gemm_weight(wte_, wte_scratch);
-      if (real)
-        K::gemm_f32(false, true, N, V, C, 1.0f, s->lnf.data<float>(), C, wte, C, 0.0f,
-                    s->probs.data<float>(), V);
+      if (bf16_gemm(wte_)) {
+        const uint16_t* wte = gemm_weight16(wte_, wte_scratch);
+        const Tensor lnf16 = to_bf16(s->lnf);
+        if (real)
+          K::gemm_bf16(false, true, N, V, C, 1.0f, lnf16.data_u16(), C, wte, C, 0.0f,
+                       s->probs.data<float>(), V);
+      } else {
+        const float* wte = gemm_weight(wte_, wte_scratch);
+        if (real)
+          K::gemm_f32(false, true, N, V, C, 1.0f, s->lnf.data<float>(), C, wte, C, 0.0f,
+                      s->probs.data<float>(), V);
+      }
       round_half(s->probs);
     }
     if (targets) {
@@ -496,12 +519,31 @@ void GPT2::backward(float loss_scale) {
   auto f = [&](const Tensor& t) { return real ? t.data<float>() : nullptr; };
   // The gradient a 16-bit GEMM receives for its output: g itself in fp32, else a 16-bit-rounded
   // copy (g goes on in fp32 along the residual stream).
-  auto half_grad = [&](const Tensor& g) {
+  // On the bf16 GEMM path (and no LoRA bypass, which reads it in fp32) that copy is bf16.
+  auto half_grad = [&](const Tensor& g, const Parameter* w, bool lora) {
     if (!low_precision()) return g;
+    if (bf16_gemm(w) && !lora) return to_bf16(g);
     Tensor h = tmp(g.shape());
     if (real) std::copy_n(g.data<float>(), g.numel(), h.data<float>());
     round_half(h);
     return h;
+  };
+  // dinp = dout W^T, dW += in^T dout, db += column sums of dout for the Linear with weight wp,
+  // on gemm_bf16 when bf16_gemm(wp) (dout and in as bf16, packed when they are fp32).
+  auto linear_backward = [&](const Tensor& dinp, float* dw, float* db, const Tensor& dout,
+                             const Tensor& in, const Parameter* wp, int64_t IC, int64_t OC) {
+    Tensor ws;
+    if (bf16_gemm(wp)) {
+      const uint16_t* W = gemm_weight16(wp, ws);
+      const Tensor dout16 = to_bf16(dout);
+      const Tensor in16 = wp->requires_grad ? to_bf16(in) : Tensor();  // frozen: no dW
+      if (real)
+        K::linear_backward_bf16(f(dinp), dw, db, dout16.data_u16(), dw ? in16.data_u16() : nullptr,
+                                W, N, IC, OC);
+    } else {
+      const float* W = gemm_weight(wp, ws);
+      if (real) K::linear_backward(f(dinp), dw, db, f(dout), f(in), W, N, IC, OC);
+    }
   };
 
   // Grad-ready hook (set_grad_ready_hook): hands over a parameter whose gradient is final.
@@ -530,12 +572,24 @@ void GPT2::backward(float loss_scale) {
       dlnf = tmp({B, T, C});
       float* dwte = grad(wte_);
       Tensor wte_scratch;
-      const float* wte = gemm_weight(wte_, wte_scratch);
-      if (real) {
-        // dlnf(N,C) = dlogits(N,V) @ wte(V,C);  dwte(V,C) += dlogits^T @ lnf
-        K::gemm_f32(false, false, N, C, V, 1.0f, f(s.probs), V, wte, C, 0.0f, f(dlnf), C);
-        if (dwte)
-          K::gemm_f32(true, false, V, C, N, 1.0f, f(s.probs), V, f(s.lnf), C, 1.0f, dwte, C);
+      // dlnf(N,C) = dlogits(N,V) @ wte(V,C);  dwte(V,C) += dlogits^T @ lnf
+      if (bf16_gemm(wte_)) {
+        const uint16_t* wte = gemm_weight16(wte_, wte_scratch);
+        const Tensor dlogits16 = to_bf16(s.probs), lnf16 = to_bf16(s.lnf);
+        if (real) {
+          K::gemm_bf16(false, false, N, C, V, 1.0f, dlogits16.data_u16(), V, wte, C, 0.0f, f(dlnf),
+                       C);
+          if (dwte)
+            K::gemm_bf16(true, false, V, C, N, 1.0f, dlogits16.data_u16(), V, lnf16.data_u16(), C,
+                         1.0f, dwte, C);
+        }
+      } else {
+        const float* wte = gemm_weight(wte_, wte_scratch);
+        if (real) {
+          K::gemm_f32(false, false, N, C, V, 1.0f, f(s.probs), V, wte, C, 0.0f, f(dlnf), C);
+          if (dwte)
+            K::gemm_f32(true, false, V, C, N, 1.0f, f(s.probs), V, f(s.lnf), C, 1.0f, dwte, C);
+        }
       }
       s.probs.reset();
       round_half(dlnf);
@@ -590,12 +644,10 @@ void GPT2::backward(float loss_scale) {
       float* dw = grad(w.fcproj_w);
       float* db = grad(w.fcproj_b);
       {
-        const Tensor dout = half_grad(dres);
-        Tensor ws;
-        const float* W = gemm_weight(w.fcproj_w, ws);
-        if (real) K::linear_backward(f(dfch), dw, db, f(dout), f(a.fch_gelu), W, N, 4 * C, C);
-        if (const LoraAdapter* ad = lora_at(li, 3))
-          lora_backward(*ad, dout, a.fch_gelu, dfch, a, grad(ad->A), grad(ad->B));
+        const LoraAdapter* ad = lora_at(li, 3);
+        const Tensor dout = half_grad(dres, w.fcproj_w, ad != nullptr);
+        linear_backward(dfch, dw, db, dout, a.fch_gelu, w.fcproj_w, 4 * C, C);
+        if (ad) lora_backward(*ad, dout, a.fch_gelu, dfch, a, grad(ad->A), grad(ad->B));
       }
       a.fch_gelu.reset();
       if (real) K::gelu_backward(f(dfch), f(a.fch), f(dfch), N * 4 * C);
@@ -605,9 +657,7 @@ void GPT2::backward(float loss_scale) {
       dw = grad(w.fc_w);
       db = grad(w.fc_b);
       {
-        Tensor ws;
-        const float* W = gemm_weight(w.fc_w, ws);
-        if (real) K::linear_backward(f(dln2), dw, db, f(dfch), f(a.ln2), W, N, C, 4 * C);
+        linear_backward(dln2, dw, db, dfch, a.ln2, w.fc_w, C, 4 * C);
         if (const LoraAdapter* ad = lora_at(li, 2))
           lora_backward(*ad, dfch, a.ln2, dln2, a, grad(ad->A), grad(ad->B));
       }
@@ -629,12 +679,10 @@ void GPT2::backward(float loss_scale) {
       float* dw = grad(w.attproj_w);
       float* db = grad(w.attproj_b);
       {
-        const Tensor dout = half_grad(dres);
-        Tensor ws;
-        const float* W = gemm_weight(w.attproj_w, ws);
-        if (real) K::linear_backward(f(datty), dw, db, f(dout), f(a.atty), W, N, C, C);
-        if (const LoraAdapter* ad = lora_at(li, 1))
-          lora_backward(*ad, dout, a.atty, datty, a, grad(ad->A), grad(ad->B));
+        const LoraAdapter* ad = lora_at(li, 1);
+        const Tensor dout = half_grad(dres, w.attproj_w, ad != nullptr);
+        linear_backward(datty, dw, db, dout, a.atty, w.attproj_w, C, C);
+        if (ad) lora_backward(*ad, dout, a.atty, datty, a, grad(ad->A), grad(ad->B));
       }
       round_half(datty);
       Tensor dqkv = tmp({B, T, 3 * C});
@@ -654,9 +702,7 @@ void GPT2::backward(float loss_scale) {
       dw = grad(w.qkv_w);
       db = grad(w.qkv_b);
       {
-        Tensor ws;
-        const float* W = gemm_weight(w.qkv_w, ws);
-        if (real) K::linear_backward(f(dln1), dw, db, f(dqkv), f(a.ln1), W, N, C, 3 * C);
+        linear_backward(dln1, dw, db, dqkv, a.ln1, w.qkv_w, C, 3 * C);
         if (const LoraAdapter* ad = lora_at(li, 0))
           lora_backward(*ad, dqkv, a.ln1, dln1, a, grad(ad->A), grad(ad->B));
       }
@@ -690,14 +736,22 @@ void GPT2::backward(float loss_scale) {
     const int64_t chunk = K::lm_head_default_chunk(N, V);
     Tensor scratch = Tensor::empty({K::lm_head_scratch_floats(N, V, chunk)}, DType::f32,
                                    Category::temporary, *dev_);
-    Tensor wte_scratch;
-    const float* wte = gemm_weight(wte_, wte_scratch);
+    Tensor wte_scratch, lnf16;
+    const bool head16 = bf16_gemm(wte_);
+    const float* wte = head16 ? nullptr : gemm_weight(wte_, wte_scratch);
+    const uint16_t* wte16 = head16 ? gemm_weight16(wte_, wte_scratch) : nullptr;
+    if (head16) lnf16 = to_bf16(s.lnf);
     float* dwte = grad(wte_);
     if (real) {
       const float scale =
           valid_targets_ > 0 ? s.loss_scale / static_cast<float>(valid_targets_) : 0.f;
-      K::lm_head_xent(nullptr, nullptr, dwte, f(s.lnf), wte, s.targets.data<int32_t>(), N, C, V,
-                      scale, scratch.data<float>(), chunk);
+      if (head16)
+        K::lm_head_xent_bf16(nullptr, nullptr, dwte, lnf16.data_u16(), wte16,
+                             s.targets.data<int32_t>(), N, C, V, scale, scratch.data<float>(),
+                             chunk);
+      else
+        K::lm_head_xent(nullptr, nullptr, dwte, f(s.lnf), wte, s.targets.data<int32_t>(), N, C, V,
+                        scale, scratch.data<float>(), chunk);
     }
     s.lnf.reset();
     flush_grads();

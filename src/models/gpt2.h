@@ -27,6 +27,7 @@
 
 #include "core/device.h"
 #include "core/tensor.h"
+#include "kernels/gemm_path.h"
 #include "models/gpt2_config.h"
 #include "nn/lora.h"
 #include "nn/parameter.h"
@@ -146,6 +147,13 @@ class GPT2 {
   void set_grad_ready_hook(std::function<void(Parameter&)> hook) { grad_ready_ = std::move(hook); }
   void set_compute_dtype(ComputeDType d) { compute_ = d; }
   ComputeDType compute_dtype() const { return compute_; }
+  // Which GEMM runs the bf16 products (kernels/gemm_path.h). widen (the default): bf16 operands
+  // widened into fp32 temporaries for gemm_f32. onednn_bf16: gemm_bf16 reads the bf16 compute
+  // copies (or --bf16-full parameters) directly and the fp32 GEMM inputs are packed into bf16
+  // temporaries; applies to --bf16/--bf16-full and to a quantized base with bf16 compute dtype
+  // (whose GEMM input is then rounded to bf16, as bitsandbytes casts it). --fp16 always widens.
+  void set_gemm_path(kernels::GemmPath p) { gemm_path_ = p; }
+  kernels::GemmPath gemm_path() const { return gemm_path_; }
   // Number of parameters that get a 16-bit compute copy under --fp16/--bf16 (0 with bf16
   // parameters: the values are the compute copies).
   int64_t num_compute_copy_params() const;
@@ -224,6 +232,15 @@ class GPT2 {
   // fp32 values of a GEMM weight as the compute precision sees them: the parameter itself in
   // fp32, else its compute copy widened into `scratch` (temporary). nullptr on meta.
   const float* gemm_weight(const Parameter* p, Tensor& scratch) const;
+  // Whether the GEMMs with weight p run on gemm_bf16 (see set_gemm_path).
+  bool bf16_gemm(const Parameter* p) const;
+  // bf16 values of GEMM weight p for gemm_bf16: the compute copy or the bf16 parameter itself,
+  // or for a quantized weight its dequantized values packed into `scratch` (temporary). nullptr
+  // on meta.
+  const uint16_t* gemm_weight16(const Parameter* p, Tensor& scratch) const;
+  // A bf16 temporary holding t's values rounded to nearest even (t's own dtype if already bf16:
+  // then t itself is returned); nothing is computed on meta.
+  Tensor to_bf16(const Tensor& t) const;
   // fp32 values of any parameter: the value itself when fp32 (nullptr on meta), else (bf16) its
   // values widened into `scratch`, an fp32 temporary allocated on meta too.
   const float* param_f32(const Parameter* p, Tensor& scratch) const;
@@ -246,6 +263,7 @@ class GPT2 {
   AttentionImpl attention_ = AttentionImpl::flash;
   LogitsMode logits_ = LogitsMode::chunked;
   ComputeDType compute_ = ComputeDType::f32;
+  kernels::GemmPath gemm_path_ = kernels::GemmPath::widen;
   std::vector<std::pair<const Parameter*, Tensor>> compute_weights_;
   LoraConfig lora_cfg_;
   std::vector<LoraAdapter> lora_;

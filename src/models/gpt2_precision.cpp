@@ -102,6 +102,35 @@ const float* GPT2::gemm_weight(const Parameter* p, Tensor& scratch) const {
                              " (forward casts them; backward needs the same forward)"));
 }
 
+bool GPT2::bf16_gemm(const Parameter* p) const {
+  if (gemm_path_ != kernels::GemmPath::onednn_bf16) return false;
+  return compute_ == ComputeDType::bf16 || (p->quantized() && dequant_bf16_);
+}
+
+const uint16_t* GPT2::gemm_weight16(const Parameter* p, Tensor& scratch) const {
+  if (p->quantized()) {
+    // Dequantized into an fp32 temporary, then packed (rounded) into the bf16 scratch.
+    Tensor f32 = Tensor::empty(p->shape(), DType::f32, Category::temporary, *dev_);
+    scratch = Tensor::empty(p->shape(), DType::bf16, Category::temporary, *dev_);
+    if (dev_->is_meta()) return nullptr;
+    dequantize_weight(*p->quant, f32.data<float>());
+    K::pack_half(scratch.data_u16(), f32.data<float>(), scratch.numel(), false);
+    return scratch.data_u16();
+  }
+  if (p->value.dtype() == DType::bf16) return dev_->is_meta() ? nullptr : p->value.data_u16();
+  for (const auto& [param, half] : compute_weights_)
+    if (param == p) return dev_->is_meta() ? nullptr : half.data_u16();
+  throw Error(detail::concat("GPT2: no bf16 compute copy of ", p->name,
+                             " (forward casts them; backward needs the same forward)"));
+}
+
+Tensor GPT2::to_bf16(const Tensor& t) const {
+  if (t.dtype() == DType::bf16) return t;
+  Tensor h = Tensor::empty(t.shape(), DType::bf16, Category::temporary, *dev_);
+  if (!dev_->is_meta()) K::pack_half(h.data_u16(), t.data<float>(), t.numel(), false);
+  return h;
+}
+
 void GPT2::read_values(const Parameter& p, float* out) const {
   SNUG_CHECK(!dev_->is_meta(), "read_values: ", p.name, " is on the meta device (no values)");
   if (p.quantized()) {

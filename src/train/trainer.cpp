@@ -25,6 +25,7 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
   model_.set_logits_mode(parse_logits_mode(args_.logits));
   // --bf16-full computes as --bf16 and needs a model built with bf16 parameters.
   model_.set_compute_dtype(parse_compute_dtype(args_.fp16, args_.bf16 || args_.bf16_full));
+  model_.set_gemm_path(kernels::resolve_gemm_path(args_.gemm_path));
   SNUG_CHECK(model_.param_dtype() == args_.param_dtype(), "Trainer: the model's parameters are ",
              dtype_name(model_.param_dtype()), " but the run needs ",
              dtype_name(args_.param_dtype()),

@@ -2,6 +2,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "kernels/gemm_path.h"
 #include "models/gpt2.h"
 #include "optim/optimizer.h"
 #include "train/schedule.h"
@@ -51,6 +52,7 @@ void TrainingArguments::validate() const {
   parse_attention_impl(attention);
   parse_logits_mode(logits);
   parse_compute_dtype(fp16, bf16);
+  kernels::validate_gemm_path(gemm_path);
   parse_device_kind(device);
   bool known_optim = false;
   for (const auto& n : optimizer_names()) known_optim = known_optim || n == optim;
@@ -156,6 +158,7 @@ nlohmann::json TrainingArguments::to_json() const {
   j["fp16"] = fp16;
   j["bf16"] = bf16;
   j["bf16_full"] = bf16_full;
+  j["gemm_path"] = gemm_path;
   j["gradient_checkpointing"] = gradient_checkpointing;
   j["checkpoint_policy"] = checkpoint_policy;
   j["device"] = device;

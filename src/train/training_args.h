@@ -63,6 +63,9 @@ struct TrainingArguments {
   // per parameter with AdamW, weights updated with stochastic rounding; computes as --bf16 (which
   // it implies and may be given with it); --fp16 is an error. adamw_torch/adamw and sgd only.
   bool bf16_full = false;
+  // Which GEMM runs the bf16 products (kernels/gemm_path.h): auto (oneDNN's bf16 matmul where
+  // the CPU has bf16 hardware, else widen to fp32), widen, or onednn-bf16.
+  std::string gemm_path = "auto";
   bool gradient_checkpointing = false;
   std::string checkpoint_policy = "every-layer";  // every-layer, every-k:K, sqrt, selective
   std::string device = "cpu";
