@@ -7,13 +7,18 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "kernels/gemm_path.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
       "snug: train and fine-tune transformer language models in the memory you have.\n"
       "Run `snug <command> --help` for the flags of a command."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("snug ") + SNUG_VERSION);
+  // The version, and what runs the GEMMs of each dtype on this machine (--gemm-path auto).
+  app.set_version_flag("--version", [] {
+    return std::string("snug ") + SNUG_VERSION + "\n" +
+           snug::kernels::gemm_summary(snug::kernels::resolve_gemm_path("auto"));
+  });
   snug::cli::Command train = snug::cli::add_train_command(app);
   snug::cli::Command plan = snug::cli::add_plan_command(app);
   snug::cli::Command bench_seeds = snug::cli::add_bench_command(app);

@@ -53,7 +53,7 @@ int run_train(const TrainingArguments& args, const std::string& memory_timeline)
     j["config"] = args.to_json();
     j["error"] = msg;
     j["memory"] = memory_json(dev.pool().stats(), capacity);
-    j["system"] = system_info();
+    j["system"] = system_info(args.gemm_path);
     write_json_file(args.report_json, j);
   };
 

@@ -89,4 +89,15 @@ const char* gemm_path_name(GemmPath p) {
   return p == GemmPath::onednn_bf16 ? "onednn-bf16" : "widen";
 }
 
+std::string gemm_path_taken(GemmPath bf16) {
+  if (bf16 == GemmPath::widen) return "widen (bf16 widened to fp32, dnnl_sgemm)";
+  const Bf16MatmulSupport& s = bf16_matmul_support();
+  return "onednn-bf16 (oneDNN matmul " + s.impl + (s.native ? ")" : ", emulated)");
+}
+
+std::string gemm_summary(GemmPath bf16) {
+  return "GEMM fp32 dnnl_sgemm; bf16 " + gemm_path_taken(bf16) + "; fp16 widen; oneDNN ISA " +
+         onednn_cpu_isa();
+}
+
 }  // namespace snug::kernels

@@ -47,5 +47,10 @@ GemmPath choose_gemm_path(std::string_view requested, const Bf16MatmulSupport& s
 // choose_gemm_path with this CPU's support.
 GemmPath resolve_gemm_path(std::string_view requested);
 const char* gemm_path_name(GemmPath p);  // "widen" / "onednn-bf16"
+// What runs each dtype's GEMMs when bf16 takes path `bf16`, for reports and machine lines:
+// {"fp32": "dnnl_sgemm", "bf16": "onednn-bf16 (brg:avx512_core_amx_bf16)" or "widen (...)",
+//  "fp16": "widen (...)"}; and the same on one line with oneDNN's ISA.
+std::string gemm_path_taken(GemmPath bf16);
+std::string gemm_summary(GemmPath bf16);
 
 }  // namespace snug::kernels

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "kernels/gemm_path.h"
 #include "kernels/kernels.h"
 
 namespace snug {
@@ -29,7 +30,7 @@ std::string mb(int64_t bytes) {
 }
 }  // namespace
 
-nlohmann::json system_info() {
+nlohmann::json system_info(std::string_view gemm_path) {
   nlohmann::json j;
   j["threads"] = num_threads();
   std::string model, flags;
@@ -60,6 +61,18 @@ nlohmann::json system_info() {
   }
   j["isa"] = isa;
   j["gemm_library"] = kernels::gemm_library();
+  // The GEMM each dtype's products run on in this run (kernels/gemm_path.h), and the highest
+  // ISA oneDNN uses here ("avx512_core_amx", "avx512_core_bf16", "avx2", ...).
+  kernels::GemmPath bf16 = kernels::GemmPath::widen;
+  try {
+    bf16 = kernels::resolve_gemm_path(gemm_path);
+  } catch (const Error&) {
+    // an unavailable forced path: the run failed in setup and says why; report the fallback
+  }
+  j["gemm_path"] = {{"fp32", "dnnl_sgemm"},
+                    {"bf16", kernels::gemm_path_taken(bf16)},
+                    {"fp16", "widen (fp16 widened to fp32, dnnl_sgemm)"}};
+  j["onednn_isa"] = kernels::onednn_cpu_isa();
   return j;
 }
 
@@ -115,7 +128,7 @@ nlohmann::json make_report(const TrainingArguments& args, const GPT2& model, con
   j["loss_scale"] = r.loss_scale > 0 ? nlohmann::json(r.loss_scale) : nlohmann::json(nullptr);
   j["final_loss"] = r.loss.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.loss.back());
   j["memory"] = memory_json(mem, capacity);
-  j["system"] = system_info();
+  j["system"] = system_info(args.gemm_path);
   j["error"] = r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error);
   return j;
 }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/memory.h"
 #include "models/gpt2.h"
@@ -14,8 +15,10 @@
 
 namespace snug {
 
-// {"threads", "cpu", "isa": {"avx2": bool, ...}, "gemm_library"} of this machine.
-nlohmann::json system_info();
+// {"threads", "cpu", "isa": {"avx2": bool, ...}, "gemm_library", "gemm_path": {"fp32", "bf16",
+// "fp16"}, "onednn_isa"} of this machine, with the bf16 GEMM path that --gemm-path `gemm_path`
+// takes here.
+nlohmann::json system_info(std::string_view gemm_path = "auto");
 // Peak resident set size of this process in bytes (getrusage).
 int64_t peak_rss_bytes();
 // {"peak_bytes", "peak_phase", "peak_by_category", "max_by_category", "final_by_category",

@@ -52,7 +52,7 @@ void TrainingArguments::validate() const {
   parse_attention_impl(attention);
   parse_logits_mode(logits);
   parse_compute_dtype(fp16, bf16);
-  kernels::validate_gemm_path(gemm_path);
+  kernels::resolve_gemm_path(gemm_path);  // known, and available on this CPU
   parse_device_kind(device);
   bool known_optim = false;
   for (const auto& n : optimizer_names()) known_optim = known_optim || n == optim;

@@ -38,8 +38,12 @@ std::string TempDir::path(const std::string& name) const {
 }
 
 CliResult run_snug(const std::string& args) {
+  return run_snug_env("", args);
+}
+
+CliResult run_snug_env(const std::string& env, const std::string& args) {
   TempDir tmp;
-  std::string cmd = SNUG_BINARY;
+  std::string cmd = env + SNUG_BINARY;
   cmd += ' ';
   cmd += args;
   cmd += " >";

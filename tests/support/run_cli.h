@@ -14,6 +14,8 @@ struct CliResult {
 
 // `args` is appended to the binary path as shell words (quote them yourself).
 CliResult run_snug(const std::string& args);
+// The same with environment assignments before the binary, e.g. "ONEDNN_MAX_CPU_ISA=AVX2 ".
+CliResult run_snug_env(const std::string& env, const std::string& args);
 // A fresh, empty directory under the system temp dir, removed by the destructor.
 class TempDir {
  public:
