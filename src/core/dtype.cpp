@@ -111,13 +111,62 @@ void f16_to_f32_n(const uint16_t* s, float* d, size_t n) {
   for (; i < n; ++i) d[i] = f16_to_f32(s[i]);
 }
 
-// Plain loops over the inline scalar functions: the compiler vectorizes them (branch-free).
+// GCC 12's AVX-512 shift intrinsics pass an "undefined" vector through, which it then reports as
+// maybe-uninitialized (GCC bug 105593); the warning is false here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// f32_to_bf16's integer recipe (round to nearest even by adding 0x7fff plus the kept lsb; NaN
+// made quiet) on 16 or 8 lanes, then the scalar function for the tail: bit for bit the scalar
+// result, denormals included. (The AVX512-BF16 instruction vcvtneps2bf16 flushes denormals to
+// zero, so it is not used.) The compiler did not vectorize the scalar loop: 18.6 GB/s before.
 void f32_to_bf16_n(const float* s, uint16_t* d, size_t n) {
-  for (size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(s[i]);
+  size_t i = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000),
+                one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff),
+                quiet = _mm512_set1_epi32(0x40);
+  for (; i + 16 <= n; i += 16) {
+    const __m512i u = _mm512_loadu_si512(s + i);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
+    const __m512i hi = _mm512_srli_epi32(u, 16);
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(hi, one)));
+    r = _mm512_mask_mov_epi32(_mm512_srli_epi32(r, 16), nan, _mm512_or_si512(hi, quiet));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm512_cvtepi32_epi16(r));
+  }
+#elif defined(__AVX2__)
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000),
+                one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff),
+                quiet = _mm256_set1_epi32(0x40);
+  for (; i + 8 <= n; i += 8) {
+    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
+    const __m256i hi = _mm256_srli_epi32(u, 16);
+    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(hi, one)));
+    r = _mm256_blendv_epi8(_mm256_srli_epi32(r, 16), _mm256_or_si256(hi, quiet), nan);
+    // Values fit in 16 bits: pack (per 128-bit lane), then gather the two lanes' low halves.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_castsi256_si128(packed));
+  }
+#endif
+  for (; i < n; ++i) d[i] = f32_to_bf16(s[i]);
 }
 void bf16_to_f32_n(const uint16_t* s, float* d, size_t n) {
-  for (size_t i = 0; i < n; ++i) d[i] = bf16_to_f32(s[i]);
+  size_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    _mm512_storeu_si512(d + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+#elif defined(__AVX2__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i),
+                        _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+#endif
+  for (; i < n; ++i) d[i] = bf16_to_f32(s[i]);
 }
+#pragma GCC diagnostic pop
 
 }  // namespace
 

@@ -41,20 +41,32 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 }
 
 // The dlogits(m,V) in scratch as the backward GEMMs' operand: itself in fp32; for bf16, rounded
-// to bf16 and packed over the front half of the same buffer. Row i's bf16 bytes [2iV, 2iV+2V)
-// end before row i+1's fp32 bytes begin at 4(i+1)V, so going row by row (each row through a
-// thread-local buffer of V bf16 values) never overwrites a row not yet read.
+// to bf16 into a dense (m,V) layout over the front half of the same buffer (no memory beyond
+// the scratch). Dense matters: oneDNN's AMX/brgemm matmul takes only dense operands and sends
+// a strided one to its slower gemm:jit (measured 2x slower for these two GEMMs). Each row is
+// first converted over the front half of its own fp32 row (rows in parallel, each through a
+// thread-local buffer of V values), then moved down to row i of the dense layout. Row i's
+// destination bytes [2iV, 2iV + 2V) overlap only the converted values of row i/2, so rows
+// [2^k, 2^(k+1)) move together once the rows below 2^k have moved.
 template <typename T>
 const T* dlogits_operand(float* scratch, int64_t m, int64_t V) {
   if constexpr (sizeof(T) == 4) {
     return scratch;
   } else {
-    thread_local std::vector<uint16_t> row;
-    row.resize(static_cast<size_t>(V));
     auto* bytes = reinterpret_cast<unsigned char*>(scratch);
+    const auto row_bytes = static_cast<size_t>(V) * 2;
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < m; ++i) {
+      thread_local std::vector<uint16_t> row;
+      row.resize(static_cast<size_t>(V));
       convert(scratch + i * V, DType::f32, row.data(), DType::bf16, static_cast<size_t>(V));
-      std::memcpy(bytes + i * V * 2, row.data(), static_cast<size_t>(V) * 2);
+      std::memcpy(bytes + 4 * i * V, row.data(), row_bytes);
+    }
+    for (int64_t lo = 1; lo < m; lo *= 2) {
+      const int64_t hi = std::min(m, 2 * lo);
+#pragma omp parallel for schedule(static)
+      for (int64_t i = lo; i < hi; ++i)
+        std::memmove(bytes + 2 * i * V, bytes + 4 * i * V, row_bytes);
     }
     return reinterpret_cast<const uint16_t*>(scratch);
   }

@@ -46,8 +46,8 @@ double lm_head_xent(float* losses, float* dlnf, float* dwte, const float* lnf, c
                     float* scratch, int64_t chunk);
 // lm_head_xent with bf16 lnf and wte (bit patterns), fp32 logits and accumulation through
 // gemm_bf16; the dlogits are rounded to bf16 (nearest even) before the two backward products,
-// as a bf16 GEMM's input (torch.autocast does the same). The bf16 copy of a chunk's dlogits is
-// written over the front half of its own fp32 scratch: no extra memory. dlnf must not alias lnf.
+// as a bf16 GEMM's input (torch.autocast does the same). A chunk's bf16 dlogits are packed
+// densely over the front half of its own fp32 scratch: no extra memory. dlnf must not alias lnf.
 double lm_head_xent_bf16(float* losses, float* dlnf, float* dwte, const uint16_t* lnf,
                          const uint16_t* wte, const int32_t* targets, int64_t N, int64_t C,
                          int64_t V, float scale, float* scratch, int64_t chunk);

@@ -248,7 +248,7 @@ void GPT2::layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a) {
     a.att = work({B, NH, T, T});
   a.atty = work({B, T, C});
   if (real) layernorm(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, eps);
-  round_half(a.ln1);
+  round_gemm_input(a.ln1);
   linear(a.qkv, a.ln1, w.qkv_w, w.qkv_b, C, 3 * C, 0);
   if (real) run_attention(a, attention_, NH);
   round_half(a.atty);
@@ -263,10 +263,10 @@ void GPT2::layer_forward(size_t l, const Tensor& x, GPT2LayerActivations& a) {
   a.fch_gelu = work({B, T, 4 * C});
   a.out = act({B, T, C});
   if (real) layernorm(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2_w, w.ln2_b, eps);
-  round_half(a.ln2);
+  round_gemm_input(a.ln2);
   linear(a.fch, a.ln2, w.fc_w, w.fc_b, C, 4 * C, 2);
   if (real) K::gelu_forward(a.fch_gelu.data<float>(), a.fch.data<float>(), N * 4 * C);
-  round_half(a.fch_gelu);
+  round_gemm_input(a.fch_gelu);
   linear(a.out, a.fch_gelu, w.fcproj_w, w.fcproj_b, 4 * C, C, 3);
   if (real) K::add(a.out.data<float>(), a.out.data<float>(), a.res2.data<float>(), N * C);
 }
@@ -289,7 +289,7 @@ void GPT2::recompute_selective(size_t l, const Tensor& x, GPT2LayerActivations& 
   a.fch_gelu = work({B, T, 4 * C});
   if (!real) return;
   layernorm(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, eps);
-  round_half(a.ln1);
+  round_gemm_input(a.ln1);
   // Naive attention's probabilities: the same call rewrites atty with identical values, so the
   // kept copy serves as its output. (Flash keeps only lse, which backward uses as it is.)
   if (naive) {
@@ -298,9 +298,9 @@ void GPT2::recompute_selective(size_t l, const Tensor& x, GPT2LayerActivations& 
     round_half(a.atty);
   }
   layernorm(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2_w, w.ln2_b, eps);
-  round_half(a.ln2);
+  round_gemm_input(a.ln2);
   K::gelu_forward(a.fch_gelu.data<float>(), a.fch.data<float>(), N * 4 * C);
-  round_half(a.fch_gelu);
+  round_gemm_input(a.fch_gelu);
 }
 
 namespace {

@@ -211,6 +211,13 @@ class GPT2 {
   bool low_precision() const { return compute_ != ComputeDType::f32; }
   // x = its 16-bit value, in place (no-op in fp32 or on meta).
   void round_half(const Tensor& t) const;
+  // Under the bf16 GEMM path without LoRA, the inputs of the Linear GEMMs (ln1, ln2, fch_gelu)
+  // are read only by gemm_bf16 (packed, rounding to nearest even) and by compact() (the same
+  // rounding): they need no rounding pass of their own, and backward keeps them in bf16.
+  bool gemm_inputs_stay_bf16() const;
+  void round_gemm_input(const Tensor& t) const {
+    if (!gemm_inputs_stay_bf16()) round_half(t);
+  }
   // Mixed precision storage of a layer's saved tensors: compact() turns the fp32 working copies
   // into 16-bit activations, widen() turns them back into fp32 temporaries for backward.
   void compact(GPT2LayerActivations& a) const;

@@ -46,11 +46,18 @@ void GPT2::compact(GPT2LayerActivations& a) const {
   });
 }
 
+bool GPT2::gemm_inputs_stay_bf16() const {
+  return compute_ == ComputeDType::bf16 && gemm_path_ == kernels::GemmPath::onednn_bf16 &&
+         lora_.empty();
+}
+
 void GPT2::widen(GPT2LayerActivations& a) const {
   if (!low_precision()) return;
   const bool fp16 = compute_ == ComputeDType::f16;
+  const bool keep = gemm_inputs_stay_bf16();
   for_each_half(a, [&](Tensor& t) {
     if (!t.defined() || t.dtype() == DType::f32) return;
+    if (keep && (&t == &a.ln1 || &t == &a.ln2 || &t == &a.fch_gelu)) return;
     Tensor w = Tensor::empty(t.shape(), DType::f32, Category::temporary, *dev_);
     if (!dev_->is_meta()) K::unpack_half(w.data<float>(), t.data_u16(), t.numel(), fp16);
     t = std::move(w);

@@ -86,6 +86,28 @@ TEST(DType, BulkConvertMatchesScalarBitForBit) {
   }
 }
 
+TEST(DType, Bf16BulkKeepsTheScalarBitsOnSpecials) {
+  // The vector paths (AVX-512 / AVX2) against f32_to_bf16 on values where a hardware converter
+  // would differ: denormals (vcvtneps2bf16 flushes them), NaN payloads, ties, infinities.
+  std::vector<uint32_t> pats = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00400000u,
+                                0x00008000u, 0x00018000u, 0x3f808000u, 0x3f818000u, 0x3f80ffffu,
+                                0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7f800001u,
+                                0xff812345u, 0x7fc00000u, 0x7fffffffu, 0xffc0ffeeu, 0x7f7f8000u};
+  for (uint32_t k = 0; k < 1000; ++k) pats.push_back(k * 0x01234567u + 0x00003fffu);
+  for (size_t off = 0; off < 17; ++off) {  // every alignment of the 16- and 8-lane loops
+    std::vector<float> x(pats.size() - off);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = f32_from_bits(pats[i + off]);
+    std::vector<uint16_t> h(x.size());
+    convert(x.data(), DType::f32, h.data(), DType::bf16, x.size());
+    std::vector<float> back(x.size());
+    convert(h.data(), DType::bf16, back.data(), DType::f32, x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(h[i], f32_to_bf16(x[i])) << "pattern " << std::hex << pats[i + off];
+      ASSERT_EQ(f32_bits(back[i]), static_cast<uint32_t>(h[i]) << 16);
+    }
+  }
+}
+
 TEST(DType, SizesAndNames) {
   EXPECT_EQ(dtype_size(DType::bf16), 2u);
   EXPECT_EQ(dtype_size(DType::i32), 4u);
