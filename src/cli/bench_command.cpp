@@ -10,6 +10,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "kernels/gemm_path.h"
 #include "models/gpt2.h"
 #include "train/report.h"
 
@@ -66,11 +67,11 @@ int run_bench_seeds(BenchSeedsFlags f) {
   } else {
     std::printf(
         "snug bench seeds: %s (%.2fM parameters), %s data, seq %lld, %lld optimizer steps of 4 "
-        "samples per row, device cpu%s, %d threads\n",
+        "samples per row, device cpu%s, %d threads\n%s\n",
         cfg.name.c_str(), params_m, base.data.c_str(), static_cast<long long>(base.seq_len),
         static_cast<long long>(base.max_steps),
-        o.device_memory ? (" (" + format_bytes(*o.device_memory) + ")").c_str() : "",
-        num_threads());
+        o.device_memory ? (" (" + format_bytes(*o.device_memory) + ")").c_str() : "", num_threads(),
+        kernels::gemm_summary(kernels::resolve_gemm_path(base.gemm_path)).c_str());
     std::fflush(stdout);
     const size_t count = seed_matrix().size();
     size_t index = 0;

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace snug {
@@ -28,5 +29,6 @@ Command add_quantize_command(CLI::App& app);     // `snug quantize`
 Command add_plot_memory_command(CLI::App& app);  // `snug plot-memory`
 Command add_estimate_command(CLI::App& app);     // `snug estimate`
 Command add_peft_export_command(CLI::App& app);  // `snug export` (--adapter, --merge)
+Command add_info_command(CLI::App& app);         // `snug info`
 
 }  // namespace snug::cli

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   snug::cli::Command plot_memory = snug::cli::add_plot_memory_command(app);
   snug::cli::Command estimate = snug::cli::add_estimate_command(app);
   snug::cli::Command peft_export = snug::cli::add_peft_export_command(app);
+  snug::cli::Command info = snug::cli::add_info_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
     if (plot_memory.sub->parsed()) return plot_memory.run();
     if (estimate.sub->parsed()) return estimate.run();
     if (peft_export.sub->parsed()) return peft_export.run();
+    if (info.sub->parsed()) return info.run();
   } catch (const snug::OutOfMemoryError& e) {
     std::fprintf(stderr, "snug: %s\n", e.what());
     return 3;

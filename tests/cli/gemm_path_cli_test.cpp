@@ -41,6 +41,18 @@ TEST(GemmPathCli, ReportAndVersionNameThePathOfEachDtype) {
   EXPECT_EQ(read_json(tmp.path("w.json")).at("config").at("gemm_path"), "widen");
 }
 
+TEST(GemmPathCli, InfoPrintsThePathsAndWritesJson) {
+  TempDir tmp;
+  const auto r = run_snug("info --json " + tmp.path("i.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("oneDNN ISA   " + kernels::onednn_cpu_isa()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GEMM fp32    dnnl_sgemm"), std::string::npos) << r.out;
+  const auto j = read_json(tmp.path("i.json"));
+  EXPECT_EQ(j.at("gemm_path").at("fp32"), "dnnl_sgemm");
+  EXPECT_EQ(j.at("onednn_isa"), kernels::onednn_cpu_isa());
+  EXPECT_FALSE(j.contains("gemm_peak_flops"));  // only measured with --gemm-peak
+}
+
 TEST(GemmPathCli, WithoutAvx512OneDnnHasNoBf16MatmulAndAutoWidens) {
   TempDir tmp;
   const std::string env = "ONEDNN_MAX_CPU_ISA=AVX2 ";
