@@ -14,16 +14,17 @@ void gemm_f32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float a
               int64_t ldc) {
   SNUG_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_f32: negative size M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
-  if (K == 0) {  // C = beta * C (beta == 0: C is write-only)
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
-    return;
-  }
+  if (K == 0) return scale_c_for_empty_k(M, N, beta, C, ldc);
   const dnnl_status_t st = dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, N, K, alpha, A,
                                       lda, B, ldb, beta, C, ldc);
   SNUG_CHECK(st == dnnl_success, "gemm_f32: dnnl_sgemm failed with status ", static_cast<int>(st),
              " (transA=", transA, " transB=", transB, " M=", M, " N=", N, " K=", K, " lda=", lda,
              " ldb=", ldb, " ldc=", ldc, ")");
+}
+
+void scale_c_for_empty_k(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
 }
 
 const char* gemm_library() {

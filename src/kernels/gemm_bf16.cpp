@@ -75,11 +75,7 @@ void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float 
                int64_t ldc) {
   SNUG_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_bf16: negative size M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
-  if (K == 0) {  // C = beta * C (beta == 0: C is write-only)
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
-    return;
-  }
+  if (K == 0) return scale_c_for_empty_k(M, N, beta, C, ldc);
   SNUG_CHECK(lda >= (transA ? M : K) && ldb >= (transB ? K : N) && ldc >= N,
              "gemm_bf16: leading dimension too small (transA=", transA, " transB=", transB,
              " M=", M, " N=", N, " K=", K, " lda=", lda, " ldb=", ldb, " ldc=", ldc, ")");

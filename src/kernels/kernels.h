@@ -21,6 +21,8 @@ namespace kernels {
 #include "kernels/ops.inc"
 // Name and version of the GEMM library, e.g. "oneDNN 2.6.3 (dnnl_sgemm)".
 const char* gemm_library();
+// C(M,N) = beta * C, the whole GEMM when K == 0 (beta == 0: C is write-only). For the GEMMs.
+void scale_c_for_empty_k(int64_t M, int64_t N, float beta, float* C, int64_t ldc);
 }  // namespace kernels
 
 namespace ref {

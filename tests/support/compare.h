@@ -57,4 +57,14 @@ double max_abs(const std::vector<T>& v) {
   return m;
 }
 
+// ||a - b|| / ||b|| (L2 over all elements), e.g. the error of a gradient against a reference.
+inline double rel_l2(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
 }  // namespace snug::test

@@ -17,6 +17,7 @@
 #include "core/device.h"
 #include "data/dataset.h"
 #include "models/gpt2.h"
+#include "support/compare.h"
 #include "support/configs.h"
 #include "support/random.h"
 #include "train/trainer.h"
@@ -25,6 +26,7 @@ namespace snug {
 namespace {
 
 using test::odd_config;
+using test::rel_l2;
 
 #define SKIP_WITHOUT_BF16_MATMUL()                                                             \
   do {                                                                                         \
@@ -158,15 +160,6 @@ std::vector<double> gradients(kernels::GemmPath path, const CheckpointConfig* ck
   for (Parameter* p : model.parameters())
     for (int64_t i = 0; i < p->grad.numel(); ++i) g.push_back(p->grad.data<float>()[i]);
   return g;
-}
-
-double rel_l2(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
 }
 
 TEST(GemmPathRun, GradientsMatchTheWidenedPathFarCloserThanFp32) {

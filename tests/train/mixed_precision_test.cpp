@@ -15,6 +15,7 @@
 #include "core/device.h"
 #include "data/dataset.h"
 #include "models/gpt2.h"
+#include "support/compare.h"
 #include "support/configs.h"
 #include "support/random.h"
 #include "train/trainer.h"
@@ -27,6 +28,7 @@ int64_t at(const ByCategory& b, Category c) {
 }
 
 using test::odd_config;
+using test::rel_l2;
 
 TrainingArguments args(int64_t B, int64_t T, int64_t steps, bool fp16) {
   TrainingArguments a;
@@ -151,15 +153,6 @@ std::vector<double> gradients(ComputeDType precision, float loss_scale, float* l
     for (int64_t i = 0; i < p->grad.numel(); ++i)
       g.push_back(static_cast<double>(p->grad.data<float>()[i]) / loss_scale);
   return g;
-}
-
-double rel_l2(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
 }
 
 TEST(MixedPrecision, GradientsStayCloseToFp32) {
