@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "train/quantized_base_file.h"
 
 namespace snug {
 
@@ -108,22 +109,6 @@ void verify_file(const fs::path& dir, const std::string& name, const nlohmann::j
              rec.at("fnv1a64").get<std::string>(), "); the checkpoint is corrupted");
 }
 
-// Raw bytes of tensor `name` (any dtype) of an already validated safetensors file.
-void read_raw(const SafetensorsFile& f, const std::string& name, Tensor& t) {
-  const SafetensorsFile::Info& inf = f.info(name);
-  SNUG_CHECK(inf.end - inf.begin == t.nbytes(), f.path(), ": tensor '", name, "' has ",
-             inf.end - inf.begin, " bytes, expected ", t.nbytes());
-  std::ifstream in(f.path(), std::ios::binary);
-  SNUG_CHECK(in.good(), f.path(), ": cannot open");
-  uint8_t len[8];
-  in.read(reinterpret_cast<char*>(len), 8);
-  uint64_t header = 0;
-  for (int i = 7; i >= 0; --i) header = (header << 8) | len[i];
-  in.seekg(static_cast<std::streamoff>(8 + header + static_cast<uint64_t>(inf.begin)));
-  in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
-  SNUG_CHECK(in.good(), f.path(), ": short read of tensor '", name, "'");
-}
-
 // The safetensors spelling of the dtypes checkpoints hold.
 const char* st_dtype(DType t) {
   switch (t) {
@@ -175,10 +160,12 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   SNUG_CHECK(!ec, tmp_dir.string(), ": cannot create: ", ec.message());
 
   std::vector<std::pair<std::string, const Tensor*>> weights;
-  // A quantized frozen base is not saved: it is what --init-from / the seed gives, quantized.
+  // A quantized frozen base goes to its own file (train/quantized_base_file.h), as it was held.
   for (const Parameter* p : model.parameters())
     if (!p->quantized()) weights.emplace_back(p->name, &p->value);
   save_safetensors((tmp_dir / kModelFile).string(), weights, {{"format", "pt"}});
+  const bool quantized = has_quantized_base(model);
+  if (quantized) save_quantized_base((tmp_dir / kQuantizedBaseFile).string(), model);
   crash_here_for_tests(state.step);
   std::vector<std::pair<std::string, const Tensor*>> opt_tensors;
   for (const auto& [name, t] : optimizer.state_tensors()) opt_tensors.emplace_back(name, t);
@@ -196,7 +183,9 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   j["config"] = state.config;
   j["checksum_algorithm"] = "fnv1a64";
   nlohmann::json files = nlohmann::json::object();
-  for (const char* name : {kModelFile, kOptimizerFile}) {
+  std::vector<const char*> names = {kModelFile, kOptimizerFile};
+  if (quantized) names.push_back(kQuantizedBaseFile);
+  for (const char* name : names) {
     const fs::path p = tmp_dir / name;
     files[name] = {{"size", static_cast<int64_t>(fs::file_size(p))},
                    {"fnv1a64", hex64(fnv1a64_file(p.string()))}};
@@ -266,6 +255,7 @@ CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& 
     SNUG_CHECK(j.at("checksum_algorithm").get<std::string>() == "fnv1a64", state_path,
                ": unknown checksum_algorithm");
     for (const char* name : {kModelFile, kOptimizerFile}) verify_file(d, name, j.at("files"));
+    if (has_quantized_base(model)) verify_file(d, kQuantizedBaseFile, j.at("files"));
   } catch (const nlohmann::json::exception& e) {
     SNUG_CHECK(false, state_path, ": missing or malformed field (", e.what(), ")");
   }
@@ -289,6 +279,7 @@ CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& 
       f.read_into(p->name, p->value);
     }
   }
+  if (has_quantized_base(model)) load_quantized_base((d / kQuantizedBaseFile).string(), model);
   {
     const SafetensorsFile f((d / kOptimizerFile).string());
     const auto tensors = optimizer.state_tensors();
@@ -302,7 +293,7 @@ CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& 
                  want);
       SNUG_CHECK(inf.shape == std::vector<int64_t>(t->shape().begin(), t->shape().end()), f.path(),
                  ": tensor '", name, "' has the wrong shape");
-      read_raw(f, name, *t);
+      read_raw_tensor(f, name, *t);
     }
   }
   optimizer.set_steps(opt_steps);

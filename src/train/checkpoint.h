@@ -4,13 +4,17 @@
 // Layout of OUTPUT_DIR/checkpoint-<step>/:
 //   model.safetensors      every parameter under its Hugging Face name (F32; BF16 under
 //                          --bf16-full)
+//   quantized_base.safetensors  only with a quantized base (--load-in-8bit/--load-in-4bit): its
+//                          codes and quantization state as the run held them
+//                          (train/quantized_base_file.h), so a resume does not rebuild it from
+//                          --init-from or the seed
 //   optimizer.safetensors  every optimizer state tensor, "<param name>.<state>" (Optimizer::
 //                          state_tensors(): fp32 as F32, bf16 as BF16, 8-bit codes as U8)
 //   trainer_state.json     step, data loader (epoch, position) after the last consumed batch,
 //                          seed (the only RNG state: data order depends on (seed, epoch), and
 //                          --bf16-full's stochastic rounding draws counter-based bits from
 //                          (seed, optimizer step, tensor, element)), optimizer name, steps and
-//                          extra_state, the run's config, and for each of the two safetensors
+//                          extra_state, the run's config, and for each of the safetensors
 //                          files its size and FNV-1a 64-bit checksum over all its bytes (offset
 //                          basis 0xcbf29ce484222325, prime 0x100000001b3; catches flipped
 //                          bytes and truncation, not deliberate tampering).
