@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,7 +29,8 @@ namespace {
 constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kStateFile = "trainer_state.json";
-constexpr int kFormatVersion = 1;
+constexpr const char* kStateChecksum = "state_fnv1a64";
+constexpr int kFormatVersion = 2;  // 2: trainer_state.json carries its own checksum
 
 std::string hex64(uint64_t v) {
   char buf[17];
@@ -109,6 +111,28 @@ void verify_file(const fs::path& dir, const std::string& name, const nlohmann::j
              rec.at("fnv1a64").get<std::string>(), "); the checkpoint is corrupted");
 }
 
+// The values a resume uses, beyond the checksum (a tool may have rewritten the file
+// consistently): a step count that fits the folder's name, a loader state and an optimizer step
+// count that can be.
+void check_state_values(const fs::path& dir, const CheckpointState& st, int64_t opt_steps) {
+  const std::string where = (dir / kStateFile).string();
+  SNUG_CHECK(st.step >= 1, where, ": global_step ", st.step,
+             " is not a number of completed steps (a checkpoint is saved after step 1 or later)");
+  std::string folder = dir.filename().string();
+  if (folder.empty()) folder = dir.parent_path().filename().string();
+  const std::string aside = ".replaced";  // a checkpoint set aside while being replaced
+  if (folder.size() > aside.size() &&
+      folder.compare(folder.size() - aside.size(), std::string::npos, aside) == 0)
+    folder.resize(folder.size() - aside.size());
+  int64_t named = 0;
+  SNUG_CHECK(!parse_checkpoint_name(folder, &named) || named == st.step, where, ": global_step ",
+             st.step, " but the folder is ", folder, "; the checkpoint is damaged");
+  SNUG_CHECK(st.data_epoch >= 0, where, ": data.epoch ", st.data_epoch, " must be >= 0");
+  SNUG_CHECK(st.data_position >= 0, where, ": data.position ", st.data_position, " must be >= 0");
+  SNUG_CHECK(opt_steps >= 0 && opt_steps <= st.step, where, ": optimizer.steps ", opt_steps,
+             " must be between 0 and global_step ", st.step);
+}
+
 // The safetensors spelling of the dtypes checkpoints hold.
 const char* st_dtype(DType t) {
   switch (t) {
@@ -123,6 +147,14 @@ const char* st_dtype(DType t) {
 
 }  // namespace
 
+uint64_t fnv1a64(std::string_view bytes, uint64_t h) {
+  for (const char c : bytes) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
 uint64_t fnv1a64_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   SNUG_CHECK(in.good(), path, ": cannot open: ", std::strerror(errno));
@@ -130,14 +162,42 @@ uint64_t fnv1a64_file(const std::string& path) {
   std::vector<char> buf(1 << 20);
   while (in) {
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    const std::streamsize n = in.gcount();
-    for (std::streamsize i = 0; i < n; ++i) {
-      h ^= static_cast<uint8_t>(buf[static_cast<size_t>(i)]);
-      h *= 0x100000001b3ULL;
-    }
+    h = fnv1a64(std::string_view(buf.data(), static_cast<size_t>(in.gcount())), h);
   }
   SNUG_CHECK(in.eof(), path, ": read failed");
   return h;
+}
+
+std::string trainer_state_checksum(const nlohmann::json& state) {
+  nlohmann::json j = state;
+  j.erase(kStateChecksum);
+  return hex64(fnv1a64(j.dump()));
+}
+
+nlohmann::json read_trainer_state(const std::string& dir) {
+  const std::string state_path = (fs::path(dir) / kStateFile).string();
+  nlohmann::json j;
+  {
+    std::ifstream in(state_path);
+    SNUG_CHECK(in.good(), state_path, ": cannot open");
+    try {
+      in >> j;
+    } catch (const nlohmann::json::exception& e) {
+      SNUG_CHECK(false, state_path, ": not valid JSON (", e.what(), "); the checkpoint is damaged");
+    }
+  }
+  SNUG_CHECK(j.is_object() && j.contains("format_version") &&
+                 j["format_version"] == nlohmann::json(kFormatVersion),
+             state_path, ": unsupported format_version ",
+             j.is_object() && j.contains("format_version") ? j["format_version"].dump() : "(none)",
+             " (this snug reads ", kFormatVersion, ")");
+  SNUG_CHECK(j.contains(kStateChecksum) && j[kStateChecksum].is_string(), state_path, ": no ",
+             kStateChecksum, " record; the checkpoint is damaged");
+  const std::string sum = trainer_state_checksum(j);
+  SNUG_CHECK(sum == j[kStateChecksum].get<std::string>(), state_path,
+             ": checksum mismatch (fnv1a64 ", sum, ", recorded ", j[kStateChecksum].dump(),
+             "); trainer_state.json is corrupted");
+  return j;
 }
 
 void verify_checkpoint_file(const std::string& dir, const std::string& name,
@@ -181,6 +241,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
                     {"steps", optimizer.steps()},
                     {"extra_state", optimizer.extra_state()}};
   j["config"] = state.config;
+  j["run"] = state.run;
   j["checksum_algorithm"] = "fnv1a64";
   nlohmann::json files = nlohmann::json::object();
   std::vector<const char*> names = {kModelFile, kOptimizerFile};
@@ -191,6 +252,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
                    {"fnv1a64", hex64(fnv1a64_file(p.string()))}};
   }
   j["files"] = files;
+  j[kStateChecksum] = trainer_state_checksum(j);
   write_file_atomic(tmp_dir / kStateFile, j.dump(2) + "\n");
   fsync_dir(tmp_dir);
 
@@ -228,22 +290,11 @@ CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& 
   SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");
   const fs::path d(dir);
   const std::string state_path = (d / kStateFile).string();
-  nlohmann::json j;
-  {
-    std::ifstream in(state_path);
-    SNUG_CHECK(in.good(), state_path, ": cannot open");
-    try {
-      in >> j;
-    } catch (const nlohmann::json::exception& e) {
-      SNUG_CHECK(false, state_path, ": not valid JSON (", e.what(), "); the checkpoint is damaged");
-    }
-  }
+  const nlohmann::json j = read_trainer_state(dir);
   CheckpointState st;
   nlohmann::json extra;
   int64_t opt_steps = 0;
   try {
-    SNUG_CHECK(j.at("format_version").get<int>() == kFormatVersion, state_path,
-               ": unsupported format_version ", j.at("format_version").dump());
     st.step = j.at("global_step").get<int64_t>();
     st.data_epoch = j.at("data").at("epoch").get<int64_t>();
     st.data_position = j.at("data").at("position").get<int64_t>();
@@ -252,6 +303,7 @@ CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& 
     opt_steps = j.at("optimizer").at("steps").get<int64_t>();
     extra = j.at("optimizer").at("extra_state");
     st.config = j.at("config");
+    st.run = j.at("run");
     SNUG_CHECK(j.at("checksum_algorithm").get<std::string>() == "fnv1a64", state_path,
                ": unknown checksum_algorithm");
     for (const char* name : {kModelFile, kOptimizerFile}) verify_file(d, name, j.at("files"));
@@ -259,6 +311,7 @@ CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& 
   } catch (const nlohmann::json::exception& e) {
     SNUG_CHECK(false, state_path, ": missing or malformed field (", e.what(), ")");
   }
+  check_state_values(d, st, opt_steps);
   SNUG_CHECK(st.optimizer == optimizer.name(), state_path, ": saved with --optim ", st.optimizer,
              ", cannot resume with --optim ", optimizer.name());
 

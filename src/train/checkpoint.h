@@ -17,7 +17,12 @@
 //                          extra_state, the run's config, and for each of the safetensors
 //                          files its size and FNV-1a 64-bit checksum over all its bytes (offset
 //                          basis 0xcbf29ce484222325, prime 0x100000001b3; catches flipped
-//                          bytes and truncation, not deliberate tampering).
+//                          bytes and truncation, not deliberate tampering); and its own
+//                          checksum, "state_fnv1a64": FNV-1a 64 over the document without that
+//                          field as nlohmann::json::dump() writes it. Loading checks it, then
+//                          the values: global_step >= 1 and equal to the folder's <step>,
+//                          data.epoch/position >= 0 (position within an epoch: Trainer),
+//                          0 <= optimizer.steps <= global_step.
 //
 // Atomicity: everything is written into checkpoint-<step>.tmp/ (each file itself written to a
 // temporary name, fsynced and renamed), trainer_state.json last; then the folder is renamed to
@@ -32,6 +37,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "models/gpt2.h"
 #include "optim/optimizer.h"
@@ -45,10 +51,20 @@ struct CheckpointState {
   uint64_t seed = 0;
   std::string optimizer;
   nlohmann::json config;  // TrainingArguments::to_json() of the run that saved it
+  nlohmann::json run;     // train/run_record.h: what the run is and what it started from
 };
 
 // FNV-1a 64 over the bytes of `path` (throws snug::Error naming the file if unreadable).
 uint64_t fnv1a64_file(const std::string& path);
+// FNV-1a 64 over `bytes`, continuing from `h` (the offset basis by default).
+uint64_t fnv1a64(std::string_view bytes, uint64_t h = 0xcbf29ce484222325ULL);
+
+// trainer_state.json's own checksum ("state_fnv1a64"): FNV-1a 64, as 16 hex digits, over
+// state.dump() with that field left out.
+std::string trainer_state_checksum(const nlohmann::json& state);
+// Reads dir/trainer_state.json, checks its format_version and its checksum; throws snug::Error
+// naming the file when it is missing, not JSON, of another format or corrupted.
+nlohmann::json read_trainer_state(const std::string& dir);
 
 // Checks the size and FNV-1a 64 checksum of dir/name against `files`, trainer_state.json's
 // "files" record; throws snug::Error naming the file when it is missing, truncated or corrupted.

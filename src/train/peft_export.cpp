@@ -128,16 +128,7 @@ std::string load_checkpoint_values(GPT2& model, const std::string& dir,
     throw Error(msg);
   }
   const std::string state_path = (ckpt / kStateFile).string();
-  nlohmann::json state;
-  {
-    std::ifstream in(state_path);
-    SNUG_CHECK(in.good(), state_path, ": cannot open");
-    try {
-      in >> state;
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(detail::concat(state_path, ": not valid JSON: ", e.what()));
-    }
-  }
+  const nlohmann::json state = read_trainer_state(ckpt.string());
   verify_model_file(ckpt, state);
   if (state.contains("config") && state["config"].is_object())
     check_run_config(state["config"], args, state_path);

@@ -58,6 +58,13 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
                ", beyond the run's ", total_steps_, " steps");
     SNUG_CHECK(st.seed == args_.seed, dir, ": saved with --seed ", st.seed,
                "; resume with the same seed (it fixes the data order)");
+    if (data_) {
+      const DataLoader probe(*data_, args_.per_device_train_batch_size, args_.seq_len, args_.seed);
+      SNUG_CHECK(st.data_position < probe.windows_per_epoch(), dir,
+                 "/trainer_state.json: data.position ", st.data_position,
+                 " is beyond an epoch of this data (", probe.windows_per_epoch(), " windows of ",
+                 args_.seq_len, " tokens); the checkpoint is damaged");
+    }
     start_step_ = st.step;
     data_epoch_ = st.data_epoch;
     data_position_ = st.data_position;
