@@ -80,6 +80,15 @@ void crash_here_for_tests(int64_t step) {
   if (v != nullptr && std::to_string(step) == v) std::raise(SIGKILL);
 }
 
+// The same for the moment between moving an existing checkpoint-<step> aside and renaming the
+// new one in (SNUG_TEST_CRASH_DURING_REPLACE=<step>; tests/cli/output_dir_cli_test.cpp).
+void crash_while_replacing_for_tests(int64_t step) {
+  const char* v = std::getenv("SNUG_TEST_CRASH_DURING_REPLACE");
+  if (v != nullptr && std::to_string(step) == v) std::raise(SIGKILL);
+}
+
+constexpr const char* kReplacedSuffix = ".replaced";
+
 bool parse_checkpoint_name(const std::string& name, int64_t* step) {
   const std::string prefix = "checkpoint-";
   if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
@@ -256,12 +265,48 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   write_file_atomic(tmp_dir / kStateFile, j.dump(2) + "\n");
   fsync_dir(tmp_dir);
 
-  fs::remove_all(final_dir, ec);
-  SNUG_CHECK(!ec, final_dir.string(), ": cannot replace: ", ec.message());
+  // Replacing a checkpoint of the same step: the old one is renamed aside, the new one renamed
+  // in, and only then the old one removed, so that a complete checkpoint-<step> (or, killed
+  // between the two renames, checkpoint-<step>.replaced, which resolve_checkpoint takes) is on
+  // disk at every moment.
+  const fs::path aside = out / (base + kReplacedSuffix);
+  if (fs::exists(final_dir, ec)) {
+    fs::remove_all(aside, ec);
+    SNUG_CHECK(!ec, aside.string(), ": cannot remove: ", ec.message());
+    fs::rename(final_dir, aside, ec);
+    SNUG_CHECK(!ec, final_dir.string(), ": cannot move aside to ", aside.string(), ": ",
+               ec.message());
+    fsync_dir(out);
+    crash_while_replacing_for_tests(state.step);
+  }
   fs::rename(tmp_dir, final_dir, ec);
   SNUG_CHECK(!ec, final_dir.string(), ": cannot rename ", tmp_dir.string(), ": ", ec.message());
   fsync_dir(out);
+  fs::remove_all(aside, ec);
+  SNUG_CHECK(!ec, aside.string(), ": cannot remove: ", ec.message());
   return final_dir.string();
+}
+
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir) {
+  std::map<int64_t, fs::path> found, replaced;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(dir), ec)) {
+    std::string name = e.path().filename().string();
+    const size_t n = std::strlen(kReplacedSuffix);
+    const bool aside =
+        name.size() > n && name.compare(name.size() - n, std::string::npos, kReplacedSuffix) == 0;
+    if (aside) name.resize(name.size() - n);
+    int64_t step = 0;
+    if (!e.is_directory() || !parse_checkpoint_name(name, &step)) continue;
+    if (!fs::exists(e.path() / kStateFile, ec)) continue;  // incomplete
+    (aside ? replaced : found)[step] = e.path();
+  }
+  // A checkpoint-<N>.replaced stands in for a checkpoint-<N> that is missing (a save killed
+  // between its two renames).
+  for (const auto& [step, path] : replaced) found.emplace(step, path);
+  std::vector<std::pair<int64_t, std::string>> out;
+  for (const auto& [step, path] : found) out.emplace_back(step, path.string());
+  return out;
 }
 
 std::string resolve_checkpoint(const std::string& dir) {
@@ -269,21 +314,11 @@ std::string resolve_checkpoint(const std::string& dir) {
   std::error_code ec;
   SNUG_CHECK(fs::is_directory(d, ec), "--resume-from ", dir, ": no such directory");
   if (fs::exists(d / kStateFile, ec)) return d.string();
-  int64_t best = -1;
-  fs::path best_path;
-  for (const fs::directory_entry& e : fs::directory_iterator(d, ec)) {
-    int64_t step = 0;
-    if (!e.is_directory() || !parse_checkpoint_name(e.path().filename().string(), &step)) continue;
-    if (!fs::exists(e.path() / kStateFile, ec)) continue;  // incomplete
-    if (step > best) {
-      best = step;
-      best_path = e.path();
-    }
-  }
-  SNUG_CHECK(best >= 0, "--resume-from ", dir,
+  const auto all = list_checkpoints(dir);
+  SNUG_CHECK(!all.empty(), "--resume-from ", dir,
              ": neither a checkpoint (no trainer_state.json) nor an output directory holding a "
              "complete checkpoint-<step>");
-  return best_path.string();
+  return all.back().second;
 }
 
 CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& optimizer) {

@@ -27,7 +27,9 @@
 // Atomicity: everything is written into checkpoint-<step>.tmp/ (each file itself written to a
 // temporary name, fsynced and renamed), trainer_state.json last; then the folder is renamed to
 // checkpoint-<step> and the parent fsynced. A crash during a save leaves at worst a *.tmp folder,
-// which resume ignores, and the previous checkpoints intact.
+// which resume ignores, and the previous checkpoints intact. A checkpoint-<step> that already
+// exists is renamed to checkpoint-<step>.replaced first and removed only after the new one is in
+// place; killed in between, resume takes the .replaced one (still complete).
 //
 // Loading verifies every file's size and checksum before reading it; a missing, truncated or
 // corrupted file, or one whose tensors do not match the model/optimizer, is a snug::Error naming
@@ -38,6 +40,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "models/gpt2.h"
 #include "optim/optimizer.h"
@@ -76,8 +80,13 @@ void verify_checkpoint_file(const std::string& dir, const std::string& name,
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
                             const GPT2& model, Optimizer& optimizer);
 
-// `dir` is a checkpoint folder (holds trainer_state.json) or an output folder: then its complete
-// checkpoint-<N> with the highest N (*.tmp folders are ignored). Throws if there is none.
+// The complete checkpoints of output folder `dir` (checkpoint-<N> holding trainer_state.json;
+// checkpoint-<N>.replaced where checkpoint-<N> is missing), by N ascending. *.tmp folders and
+// folders without trainer_state.json are left out. Empty if `dir` is not a folder.
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir);
+
+// `dir` is a checkpoint folder (holds trainer_state.json) or an output folder: then the last of
+// list_checkpoints(dir). Throws if there is none.
 std::string resolve_checkpoint(const std::string& dir);
 
 // Verifies and loads checkpoint folder `dir` into `model` and `optimizer` (which must be the

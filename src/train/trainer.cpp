@@ -11,6 +11,8 @@
 #include "train/checkpoint.h"
 #include "train/fused_step.h"
 #include "train/model_setup.h"
+#include "train/output_dir.h"
+#include "train/run_record.h"
 #include "train/schedule.h"
 
 namespace snug {
@@ -51,8 +53,15 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
   }
   // A meta-device run (a dry run or a what-if of a resumed run) has no values to restore: it
   // starts at step 0, which allocates the same state a resumed run holds.
-  if (!args_.resume_from.empty() && !model_.device().is_meta()) {
+  const bool real = !model_.device().is_meta();
+  const bool resuming = real && !args_.resume_from.empty();
+  if (real && (args_.save_steps > 0 || resuming)) run_record_ = make_run_record(args_);
+  if (resuming) {
     const std::string dir = resolve_checkpoint(args_.resume_from);
+    // A resumed run started where the run it continues started (it cannot take --init-from).
+    const nlohmann::json saved = read_trainer_state(dir);
+    if (saved.contains("run") && saved["run"].is_object() && saved["run"].contains("started_from"))
+      run_record_["started_from"] = saved["run"]["started_from"];
     const CheckpointState st = load_checkpoint(dir, model_, *optimizer_);
     SNUG_CHECK(st.step <= total_steps_, dir, ": checkpoint is at step ", st.step,
                ", beyond the run's ", total_steps_, " steps");
@@ -69,6 +78,10 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
     data_epoch_ = st.data_epoch;
     data_position_ = st.data_position;
   }
+  // Before step 1: the output dir must hold no other run's checkpoints (train/output_dir.h).
+  if (real && args_.save_steps > 0)
+    removed_checkpoints_ =
+        prepare_output_dir(args_.output_dir, run_record_, resuming, args_.overwrite_output_dir);
 }
 
 void Trainer::set_grad_scaler_options(const GradScalerOptions& o) {
@@ -222,7 +235,9 @@ TrainResult Trainer::train(TrainCallback* callback) {
         st.data_position = data_position;
         st.seed = args_.seed;
         st.config = args_.to_json();
+        st.run = run_record_;
         r.checkpoints.push_back(save_checkpoint(args_.output_dir, st, model_, *optimizer_));
+        rotate_checkpoints(args_.output_dir, args_.save_total_limit, r.checkpoints.back());
       }
     }
   } catch (const OutOfMemoryError& e) {

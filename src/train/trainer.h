@@ -70,6 +70,8 @@ class Trainer {
   int64_t total_steps() const { return total_steps_; }
   // The step training starts from (the checkpoint's with --resume-from, else 0).
   int64_t start_step() const { return start_step_; }
+  // Checkpoint folders of an earlier run that --overwrite-output-dir removed before step 1.
+  const std::vector<std::string>& removed_checkpoints() const { return removed_checkpoints_; }
   // --fp16's loss scaler, for callers that need other than GradScaler's defaults (tests).
   void set_grad_scaler_options(const GradScalerOptions& o);
   TrainResult train(TrainCallback* callback = nullptr);
@@ -86,6 +88,8 @@ class Trainer {
   int64_t total_steps_ = 0;
   int64_t start_step_ = 0;
   int64_t data_epoch_ = 0, data_position_ = 0;  // loader state to seek to before training
+  nlohmann::json run_record_;                   // train/run_record.h; recorded in each checkpoint
+  std::vector<std::string> removed_checkpoints_;
 };
 
 }  // namespace snug
