@@ -77,6 +77,11 @@ int run_train(const TrainingArguments& args, const std::string& memory_timeline)
     return 2;
   }
   Trainer& trainer = *made;
+  if (trainer.start_step() > 0)
+    std::printf("resuming %s at step %lld\n", args.resume_from.c_str(),
+                static_cast<long long>(trainer.start_step()));
+  for (const std::string& change : trainer.resume_changes())
+    std::printf("resume: %s (changed since the checkpoint; accepted)\n", change.c_str());
   for (const std::string& dir : trainer.removed_checkpoints())
     std::printf("--overwrite-output-dir: removed %s\n", dir.c_str());
 

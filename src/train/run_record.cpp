@@ -53,37 +53,18 @@ constexpr Field kFields[] = {
 };
 
 // TrainingArguments::to_json() keys the record covers (compared there, not as config changes),
-// and paths that differ on every resume.
-const std::set<std::string> kNotConfigChanges = {"model",
-                                                 "model_shape",
-                                                 "data",
-                                                 "seq_len",
-                                                 "optim",
-                                                 "adam_beta1",
-                                                 "adam_beta2",
-                                                 "adam_epsilon",
-                                                 "weight_decay",
-                                                 "momentum",
-                                                 "optim_8bit_embeddings",
-                                                 "adafactor_relative_step",
-                                                 "galore_rank",
-                                                 "galore_update_proj_gap",
-                                                 "galore_scale",
-                                                 "seed",
-                                                 "bf16_full",
-                                                 "lora_r",
-                                                 "lora_alpha",
-                                                 "target_modules",
-                                                 "use_rslora",
-                                                 "freeze",
-                                                 "load_in_8bit",
-                                                 "load_in_4bit",
-                                                 "bnb_4bit_quant_type",
-                                                 "bnb_4bit_use_double_quant",
-                                                 "qlora",
-                                                 "resume_from",
-                                                 "init_from",
-                                                 "report_json"};
+// and paths that differ on every resume. The --data path is a config change: a data file may
+// move as long as its content hash (in the record) is the same.
+// clang-format off
+const std::set<std::string> kNotConfigChanges = {
+    "model", "model_shape", "seq_len", "seed", "bf16_full", "freeze",
+    "optim", "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "momentum",
+    "optim_8bit_embeddings", "adafactor_relative_step", "galore_rank", "galore_update_proj_gap",
+    "galore_scale",
+    "lora_r", "lora_alpha", "target_modules", "use_rslora",
+    "load_in_8bit", "load_in_4bit", "bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "qlora",
+    "resume_from", "init_from", "report_json"};
+// clang-format on
 
 std::string hex64(uint64_t v) {
   char buf[17];
@@ -111,7 +92,7 @@ nlohmann::json make_run_record(const TrainingArguments& args) {
   const GPT2Config cfg = args.model_config();
   nlohmann::json r;
   r["model"] = {
-      {"name", cfg.name},
+      {"name", args.model},  // as given; the resolved shape follows
       {"n_layer", cfg.n_layer},
       {"n_embd", cfg.n_embd},
       {"n_head", cfg.n_head},

@@ -1,8 +1,9 @@
 // What a run is and what it started from, recorded in every checkpoint (trainer_state.json
 // "run") so that a resume can tell a continuation of the same run from a different one
 // (docs/checkpoints.md):
-//   model      name and resolved shape (n_layer, n_embd, n_head, vocab_size, n_positions),
-//              parameter dtype (--bf16-full), LoRA (r, alpha, targets, rsLoRA), --freeze
+//   model      --model as given, the resolved shape (n_layer, n_embd, n_head, vocab_size,
+//              n_positions), parameter dtype (--bf16-full), LoRA (r, alpha, targets, rsLoRA),
+//              --freeze
 //   data       source ("builtin", "dummy" or "file") and, for a file, its FNV-1a 64 content hash
 //   seq_len
 //   optimizer  --optim and every setting of its state (betas, epsilon, weight decay, momentum,

@@ -62,6 +62,13 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
     const nlohmann::json saved = read_trainer_state(dir);
     if (saved.contains("run") && saved["run"].is_object() && saved["run"].contains("started_from"))
       run_record_["started_from"] = saved["run"]["started_from"];
+    // What would make the saved state wrong is refused, naming the field; what the Hugging Face
+    // Trainer lets a resume change is accepted and reported (docs/checkpoints.md).
+    SNUG_CHECK(saved.contains("run") && saved["run"].is_object(), dir,
+               "/trainer_state.json: no record of the run (\"run\")");
+    check_same_run(saved["run"], run_record_, dir + "/trainer_state.json");
+    if (saved.contains("config"))
+      resume_changes_ = config_changes(saved["config"], args_.to_json());
     const CheckpointState st = load_checkpoint(dir, model_, *optimizer_);
     SNUG_CHECK(st.step <= total_steps_, dir, ": checkpoint is at step ", st.step,
                ", beyond the run's ", total_steps_, " steps");

@@ -70,6 +70,9 @@ class Trainer {
   int64_t total_steps() const { return total_steps_; }
   // The step training starts from (the checkpoint's with --resume-from, else 0).
   int64_t start_step() const { return start_step_; }
+  // With --resume-from: the settings that differ from the checkpoint's run and are accepted
+  // ("learning_rate 0.0006 -> 0.001"; train/run_record.h).
+  const std::vector<std::string>& resume_changes() const { return resume_changes_; }
   // Checkpoint folders of an earlier run that --overwrite-output-dir removed before step 1.
   const std::vector<std::string>& removed_checkpoints() const { return removed_checkpoints_; }
   // --fp16's loss scaler, for callers that need other than GradScaler's defaults (tests).
@@ -90,6 +93,7 @@ class Trainer {
   int64_t data_epoch_ = 0, data_position_ = 0;  // loader state to seek to before training
   nlohmann::json run_record_;                   // train/run_record.h; recorded in each checkpoint
   std::vector<std::string> removed_checkpoints_;
+  std::vector<std::string> resume_changes_;
 };
 
 }  // namespace snug
