@@ -14,30 +14,33 @@ std::vector<std::string> prepare_output_dir(const std::string& dir, const nlohma
                                             bool resuming, bool overwrite) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return {};
+  // A complete checkpoint recording this run (only a resume continues a run).
+  auto this_runs = [&](const fs::path& path) {
+    if (!resuming || !fs::exists(path / "trainer_state.json", ec)) return false;
+    try {
+      return same_run(read_trainer_state(path.string()).at("run"), record);
+    } catch (const std::exception&) {
+      return false;  // unreadable: not recognisably this run's
+    }
+  };
   std::vector<std::string> removed;
   if (overwrite) {
-    // Every checkpoint-* folder, complete or not: none of them may be mistaken for this run's.
+    // Every other checkpoint-* folder, complete or not: none may be mistaken for this run's. A
+    // resume keeps its own run's checkpoints (the one it resumes from among them).
     for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
       const std::string name = e.path().filename().string();
-      if (!e.is_directory() || name.rfind("checkpoint-", 0) != 0) continue;
-      fs::remove_all(e.path(), ec);
-      SNUG_CHECK(!ec, e.path().string(),
-                 ": cannot remove (--overwrite-output-dir): ", ec.message());
+      if (!e.is_directory() || name.rfind("checkpoint-", 0) != 0 || this_runs(e.path())) continue;
       removed.push_back(e.path().string());
     }
     std::sort(removed.begin(), removed.end());
+    for (const std::string& path : removed) {
+      fs::remove_all(path, ec);
+      SNUG_CHECK(!ec, path, ": cannot remove (--overwrite-output-dir): ", ec.message());
+    }
     return removed;
   }
   for (const auto& [step, path] : list_checkpoints(dir)) {
-    bool same = false;
-    if (resuming) {
-      try {
-        same = same_run(read_trainer_state(path).at("run"), record);
-      } catch (const std::exception&) {
-        same = false;  // unreadable: not recognisably this run's
-      }
-    }
-    if (same) continue;
+    if (this_runs(path)) continue;
     throw OutputDirInUseError(detail::concat(
         "--output-dir ", dir, " holds ", fs::path(path).filename().string(),
         resuming ? " of another run" : " of an earlier run",

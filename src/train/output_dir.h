@@ -4,7 +4,7 @@
 //   - a new run (no --resume-from) into a folder with complete checkpoint-<N> folders stops with
 //     OutputDirInUseError (the CLI's bad-usage exit, 2), unless overwrite_output_dir
 //     (--overwrite-output-dir, transformers 4's name), which removes every checkpoint-* folder
-//     there first;
+//     there first (a resume keeps those of its own run);
 //   - a resume is let through when every checkpoint there is of the same run (the record in its
 //     trainer_state.json, train/run_record.h, matches the resumed run's).
 // And after each save, --save-total-limit N removes the oldest checkpoints beyond the newest N

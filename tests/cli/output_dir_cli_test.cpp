@@ -51,6 +51,13 @@ TEST(OutputDirCli, NewRunIntoAnotherRunsCheckpointsStopsUnlessOverwrite) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(model_hash(out + "/checkpoint-6"), old6) << "the resumed run is not bit-exact";
 
+  // --overwrite-output-dir on a resume keeps the run's own checkpoints (the one it resumes from).
+  r = run_snug(kRun + " --seed 1 --max-steps 6 --save-steps 3 --overwrite-output-dir " +
+               "--resume-from " + out + "/checkpoint-3 --output-dir " + out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(model_hash(out + "/checkpoint-3"), old3);
+  EXPECT_EQ(model_hash(out + "/checkpoint-6"), old6);
+
   // --overwrite-output-dir: the old run's checkpoints go, none of them is left to mix with.
   r = run_snug(kRun + " --seed 2 --max-steps 3 --save-steps 3 --overwrite-output-dir " +
                "--output-dir " + out);
