@@ -81,6 +81,9 @@ class Trainer {
 
  private:
   double clip_gradients();  // returns the pre-clip global norm
+  // --resume-from: checks the checkpoint's run record against this run's, loads it and sets the
+  // start step and loader state.
+  void resume(const std::string& from);
 
   TrainingArguments args_;
   GPT2& model_;
