@@ -13,6 +13,7 @@
 #include "models/gpt2_weights.h"
 #include "optim/optimizer.h"
 #include "train/memory_timeline.h"
+#include "train/output_dir.h"
 #include "train/report.h"
 #include "train/trainer.h"
 #include "train/what_if.h"
@@ -67,7 +68,22 @@ int run_train(const TrainingArguments& args, const std::string& memory_timeline)
   model->init_weights(args.seed);
   if (!args.init_from.empty()) load_gpt2_weights(*model, args.init_from);
   const auto data = open_dataset(args.data, cfg.vocab_size, args.seed);
-  Trainer trainer(args, *model, data.get());
+  std::unique_ptr<Trainer> made;
+  try {
+    made = std::make_unique<Trainer>(args, *model, data.get());
+  } catch (const OutputDirInUseError& e) {
+    // A usage mistake caught before step 1: the bad-command-line exit status.
+    std::fprintf(stderr, "snug: error: %s\n", e.what());
+    return 2;
+  }
+  Trainer& trainer = *made;
+  if (trainer.start_step() > 0)
+    std::printf("resuming %s at step %lld\n", args.resume_from.c_str(),
+                static_cast<long long>(trainer.start_step()));
+  for (const std::string& change : trainer.resume_changes())
+    std::printf("resume: %s (changed since the checkpoint; accepted)\n", change.c_str());
+  for (const std::string& dir : trainer.removed_checkpoints())
+    std::printf("--overwrite-output-dir: removed %s\n", dir.c_str());
 
   const bool real = !dev.is_meta();
   std::printf(

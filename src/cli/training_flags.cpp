@@ -131,6 +131,12 @@ void add_training_flags(CLI::App* sub, TrainingArguments& a, std::string& device
       ->capture_default_str();
   sub->add_option("--output-dir", a.output_dir, "Where checkpoint-<step> folders are written")
       ->capture_default_str();
+  sub->add_flag("--overwrite-output-dir", a.overwrite_output_dir,
+                "Remove the checkpoints another run left in --output-dir before step 1 (without "
+                "it such a run stops: exit 2)");
+  sub->add_option("--save-total-limit", a.save_total_limit,
+                  "Keep only the newest N checkpoints in --output-dir (0: keep all)")
+      ->capture_default_str();
   sub->add_option("--resume-from", a.resume_from,
                   "Resume from a checkpoint folder, or the latest complete one of an output dir");
   sub->add_option("--init-from", a.init_from,

@@ -12,11 +12,13 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "train/quantized_base_file.h"
 
 namespace snug {
 
@@ -27,7 +29,8 @@ namespace {
 constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kStateFile = "trainer_state.json";
-constexpr int kFormatVersion = 1;
+constexpr const char* kStateChecksum = "state_fnv1a64";
+constexpr int kFormatVersion = 2;  // 2: trainer_state.json carries its own checksum
 
 std::string hex64(uint64_t v) {
   char buf[17];
@@ -77,6 +80,15 @@ void crash_here_for_tests(int64_t step) {
   if (v != nullptr && std::to_string(step) == v) std::raise(SIGKILL);
 }
 
+// The same for the moment between moving an existing checkpoint-<step> aside and renaming the
+// new one in (SNUG_TEST_CRASH_DURING_REPLACE=<step>; tests/cli/output_dir_cli_test.cpp).
+void crash_while_replacing_for_tests(int64_t step) {
+  const char* v = std::getenv("SNUG_TEST_CRASH_DURING_REPLACE");
+  if (v != nullptr && std::to_string(step) == v) std::raise(SIGKILL);
+}
+
+constexpr const char* kReplacedSuffix = ".replaced";
+
 bool parse_checkpoint_name(const std::string& name, int64_t* step) {
   const std::string prefix = "checkpoint-";
   if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
@@ -108,20 +120,26 @@ void verify_file(const fs::path& dir, const std::string& name, const nlohmann::j
              rec.at("fnv1a64").get<std::string>(), "); the checkpoint is corrupted");
 }
 
-// Raw bytes of tensor `name` (any dtype) of an already validated safetensors file.
-void read_raw(const SafetensorsFile& f, const std::string& name, Tensor& t) {
-  const SafetensorsFile::Info& inf = f.info(name);
-  SNUG_CHECK(inf.end - inf.begin == t.nbytes(), f.path(), ": tensor '", name, "' has ",
-             inf.end - inf.begin, " bytes, expected ", t.nbytes());
-  std::ifstream in(f.path(), std::ios::binary);
-  SNUG_CHECK(in.good(), f.path(), ": cannot open");
-  uint8_t len[8];
-  in.read(reinterpret_cast<char*>(len), 8);
-  uint64_t header = 0;
-  for (int i = 7; i >= 0; --i) header = (header << 8) | len[i];
-  in.seekg(static_cast<std::streamoff>(8 + header + static_cast<uint64_t>(inf.begin)));
-  in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
-  SNUG_CHECK(in.good(), f.path(), ": short read of tensor '", name, "'");
+// The values a resume uses, beyond the checksum (a tool may have rewritten the file
+// consistently): a step count that fits the folder's name, a loader state and an optimizer step
+// count that can be.
+void check_state_values(const fs::path& dir, const CheckpointState& st, int64_t opt_steps) {
+  const std::string where = (dir / kStateFile).string();
+  SNUG_CHECK(st.step >= 1, where, ": global_step ", st.step,
+             " is not a number of completed steps (a checkpoint is saved after step 1 or later)");
+  std::string folder = dir.filename().string();
+  if (folder.empty()) folder = dir.parent_path().filename().string();
+  const std::string aside = ".replaced";  // a checkpoint set aside while being replaced
+  if (folder.size() > aside.size() &&
+      folder.compare(folder.size() - aside.size(), std::string::npos, aside) == 0)
+    folder.resize(folder.size() - aside.size());
+  int64_t named = 0;
+  SNUG_CHECK(!parse_checkpoint_name(folder, &named) || named == st.step, where, ": global_step ",
+             st.step, " but the folder is ", folder, "; the checkpoint is damaged");
+  SNUG_CHECK(st.data_epoch >= 0, where, ": data.epoch ", st.data_epoch, " must be >= 0");
+  SNUG_CHECK(st.data_position >= 0, where, ": data.position ", st.data_position, " must be >= 0");
+  SNUG_CHECK(opt_steps >= 0 && opt_steps <= st.step, where, ": optimizer.steps ", opt_steps,
+             " must be between 0 and global_step ", st.step);
 }
 
 // The safetensors spelling of the dtypes checkpoints hold.
@@ -138,6 +156,14 @@ const char* st_dtype(DType t) {
 
 }  // namespace
 
+uint64_t fnv1a64(std::string_view bytes, uint64_t h) {
+  for (const char c : bytes) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
 uint64_t fnv1a64_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   SNUG_CHECK(in.good(), path, ": cannot open: ", std::strerror(errno));
@@ -145,14 +171,42 @@ uint64_t fnv1a64_file(const std::string& path) {
   std::vector<char> buf(1 << 20);
   while (in) {
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    const std::streamsize n = in.gcount();
-    for (std::streamsize i = 0; i < n; ++i) {
-      h ^= static_cast<uint8_t>(buf[static_cast<size_t>(i)]);
-      h *= 0x100000001b3ULL;
-    }
+    h = fnv1a64(std::string_view(buf.data(), static_cast<size_t>(in.gcount())), h);
   }
   SNUG_CHECK(in.eof(), path, ": read failed");
   return h;
+}
+
+std::string trainer_state_checksum(const nlohmann::json& state) {
+  nlohmann::json j = state;
+  j.erase(kStateChecksum);
+  return hex64(fnv1a64(j.dump()));
+}
+
+nlohmann::json read_trainer_state(const std::string& dir) {
+  const std::string state_path = (fs::path(dir) / kStateFile).string();
+  nlohmann::json j;
+  {
+    std::ifstream in(state_path);
+    SNUG_CHECK(in.good(), state_path, ": cannot open");
+    try {
+      in >> j;
+    } catch (const nlohmann::json::exception& e) {
+      SNUG_CHECK(false, state_path, ": not valid JSON (", e.what(), "); the checkpoint is damaged");
+    }
+  }
+  SNUG_CHECK(j.is_object() && j.contains("format_version") &&
+                 j["format_version"] == nlohmann::json(kFormatVersion),
+             state_path, ": unsupported format_version ",
+             j.is_object() && j.contains("format_version") ? j["format_version"].dump() : "(none)",
+             " (this snug reads ", kFormatVersion, ")");
+  SNUG_CHECK(j.contains(kStateChecksum) && j[kStateChecksum].is_string(), state_path, ": no ",
+             kStateChecksum, " record; the checkpoint is damaged");
+  const std::string sum = trainer_state_checksum(j);
+  SNUG_CHECK(sum == j[kStateChecksum].get<std::string>(), state_path,
+             ": checksum mismatch (fnv1a64 ", sum, ", recorded ", j[kStateChecksum].dump(),
+             "); trainer_state.json is corrupted");
+  return j;
 }
 
 void verify_checkpoint_file(const std::string& dir, const std::string& name,
@@ -175,10 +229,12 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   SNUG_CHECK(!ec, tmp_dir.string(), ": cannot create: ", ec.message());
 
   std::vector<std::pair<std::string, const Tensor*>> weights;
-  // A quantized frozen base is not saved: it is what --init-from / the seed gives, quantized.
+  // A quantized frozen base goes to its own file (train/quantized_base_file.h), as it was held.
   for (const Parameter* p : model.parameters())
     if (!p->quantized()) weights.emplace_back(p->name, &p->value);
   save_safetensors((tmp_dir / kModelFile).string(), weights, {{"format", "pt"}});
+  const bool quantized = has_quantized_base(model);
+  if (quantized) save_quantized_base((tmp_dir / kQuantizedBaseFile).string(), model);
   crash_here_for_tests(state.step);
   std::vector<std::pair<std::string, const Tensor*>> opt_tensors;
   for (const auto& [name, t] : optimizer.state_tensors()) opt_tensors.emplace_back(name, t);
@@ -194,23 +250,63 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
                     {"steps", optimizer.steps()},
                     {"extra_state", optimizer.extra_state()}};
   j["config"] = state.config;
+  j["run"] = state.run;
   j["checksum_algorithm"] = "fnv1a64";
   nlohmann::json files = nlohmann::json::object();
-  for (const char* name : {kModelFile, kOptimizerFile}) {
+  std::vector<const char*> names = {kModelFile, kOptimizerFile};
+  if (quantized) names.push_back(kQuantizedBaseFile);
+  for (const char* name : names) {
     const fs::path p = tmp_dir / name;
     files[name] = {{"size", static_cast<int64_t>(fs::file_size(p))},
                    {"fnv1a64", hex64(fnv1a64_file(p.string()))}};
   }
   j["files"] = files;
+  j[kStateChecksum] = trainer_state_checksum(j);
   write_file_atomic(tmp_dir / kStateFile, j.dump(2) + "\n");
   fsync_dir(tmp_dir);
 
-  fs::remove_all(final_dir, ec);
-  SNUG_CHECK(!ec, final_dir.string(), ": cannot replace: ", ec.message());
+  // Replacing a checkpoint of the same step: the old one is renamed aside, the new one renamed
+  // in, and only then the old one removed, so that a complete checkpoint-<step> (or, killed
+  // between the two renames, checkpoint-<step>.replaced, which resolve_checkpoint takes) is on
+  // disk at every moment.
+  const fs::path aside = out / (base + kReplacedSuffix);
+  if (fs::exists(final_dir, ec)) {
+    fs::remove_all(aside, ec);
+    SNUG_CHECK(!ec, aside.string(), ": cannot remove: ", ec.message());
+    fs::rename(final_dir, aside, ec);
+    SNUG_CHECK(!ec, final_dir.string(), ": cannot move aside to ", aside.string(), ": ",
+               ec.message());
+    fsync_dir(out);
+    crash_while_replacing_for_tests(state.step);
+  }
   fs::rename(tmp_dir, final_dir, ec);
   SNUG_CHECK(!ec, final_dir.string(), ": cannot rename ", tmp_dir.string(), ": ", ec.message());
   fsync_dir(out);
+  fs::remove_all(aside, ec);
+  SNUG_CHECK(!ec, aside.string(), ": cannot remove: ", ec.message());
   return final_dir.string();
+}
+
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir) {
+  std::map<int64_t, fs::path> found, replaced;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(dir), ec)) {
+    std::string name = e.path().filename().string();
+    const size_t n = std::strlen(kReplacedSuffix);
+    const bool aside =
+        name.size() > n && name.compare(name.size() - n, std::string::npos, kReplacedSuffix) == 0;
+    if (aside) name.resize(name.size() - n);
+    int64_t step = 0;
+    if (!e.is_directory() || !parse_checkpoint_name(name, &step)) continue;
+    if (!fs::exists(e.path() / kStateFile, ec)) continue;  // incomplete
+    (aside ? replaced : found)[step] = e.path();
+  }
+  // A checkpoint-<N>.replaced stands in for a checkpoint-<N> that is missing (a save killed
+  // between its two renames).
+  for (const auto& [step, path] : replaced) found.emplace(step, path);
+  std::vector<std::pair<int64_t, std::string>> out;
+  for (const auto& [step, path] : found) out.emplace_back(step, path.string());
+  return out;
 }
 
 std::string resolve_checkpoint(const std::string& dir) {
@@ -218,43 +314,22 @@ std::string resolve_checkpoint(const std::string& dir) {
   std::error_code ec;
   SNUG_CHECK(fs::is_directory(d, ec), "--resume-from ", dir, ": no such directory");
   if (fs::exists(d / kStateFile, ec)) return d.string();
-  int64_t best = -1;
-  fs::path best_path;
-  for (const fs::directory_entry& e : fs::directory_iterator(d, ec)) {
-    int64_t step = 0;
-    if (!e.is_directory() || !parse_checkpoint_name(e.path().filename().string(), &step)) continue;
-    if (!fs::exists(e.path() / kStateFile, ec)) continue;  // incomplete
-    if (step > best) {
-      best = step;
-      best_path = e.path();
-    }
-  }
-  SNUG_CHECK(best >= 0, "--resume-from ", dir,
+  const auto all = list_checkpoints(dir);
+  SNUG_CHECK(!all.empty(), "--resume-from ", dir,
              ": neither a checkpoint (no trainer_state.json) nor an output directory holding a "
              "complete checkpoint-<step>");
-  return best_path.string();
+  return all.back().second;
 }
 
 CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& optimizer) {
   SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");
   const fs::path d(dir);
   const std::string state_path = (d / kStateFile).string();
-  nlohmann::json j;
-  {
-    std::ifstream in(state_path);
-    SNUG_CHECK(in.good(), state_path, ": cannot open");
-    try {
-      in >> j;
-    } catch (const nlohmann::json::exception& e) {
-      SNUG_CHECK(false, state_path, ": not valid JSON (", e.what(), "); the checkpoint is damaged");
-    }
-  }
+  const nlohmann::json j = read_trainer_state(dir);
   CheckpointState st;
   nlohmann::json extra;
   int64_t opt_steps = 0;
   try {
-    SNUG_CHECK(j.at("format_version").get<int>() == kFormatVersion, state_path,
-               ": unsupported format_version ", j.at("format_version").dump());
     st.step = j.at("global_step").get<int64_t>();
     st.data_epoch = j.at("data").at("epoch").get<int64_t>();
     st.data_position = j.at("data").at("position").get<int64_t>();
@@ -263,12 +338,15 @@ CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& 
     opt_steps = j.at("optimizer").at("steps").get<int64_t>();
     extra = j.at("optimizer").at("extra_state");
     st.config = j.at("config");
+    st.run = j.at("run");
     SNUG_CHECK(j.at("checksum_algorithm").get<std::string>() == "fnv1a64", state_path,
                ": unknown checksum_algorithm");
     for (const char* name : {kModelFile, kOptimizerFile}) verify_file(d, name, j.at("files"));
+    if (has_quantized_base(model)) verify_file(d, kQuantizedBaseFile, j.at("files"));
   } catch (const nlohmann::json::exception& e) {
     SNUG_CHECK(false, state_path, ": missing or malformed field (", e.what(), ")");
   }
+  check_state_values(d, st, opt_steps);
   SNUG_CHECK(st.optimizer == optimizer.name(), state_path, ": saved with --optim ", st.optimizer,
              ", cannot resume with --optim ", optimizer.name());
 
@@ -289,6 +367,7 @@ CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& 
       f.read_into(p->name, p->value);
     }
   }
+  if (has_quantized_base(model)) load_quantized_base((d / kQuantizedBaseFile).string(), model);
   {
     const SafetensorsFile f((d / kOptimizerFile).string());
     const auto tensors = optimizer.state_tensors();
@@ -302,7 +381,7 @@ CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& 
                  want);
       SNUG_CHECK(inf.shape == std::vector<int64_t>(t->shape().begin(), t->shape().end()), f.path(),
                  ": tensor '", name, "' has the wrong shape");
-      read_raw(f, name, *t);
+      read_raw_tensor(f, name, *t);
     }
   }
   optimizer.set_steps(opt_steps);

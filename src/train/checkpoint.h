@@ -4,21 +4,32 @@
 // Layout of OUTPUT_DIR/checkpoint-<step>/:
 //   model.safetensors      every parameter under its Hugging Face name (F32; BF16 under
 //                          --bf16-full)
+//   quantized_base.safetensors  only with a quantized base (--load-in-8bit/--load-in-4bit): its
+//                          codes and quantization state as the run held them
+//                          (train/quantized_base_file.h), so a resume does not rebuild it from
+//                          --init-from or the seed
 //   optimizer.safetensors  every optimizer state tensor, "<param name>.<state>" (Optimizer::
 //                          state_tensors(): fp32 as F32, bf16 as BF16, 8-bit codes as U8)
 //   trainer_state.json     step, data loader (epoch, position) after the last consumed batch,
 //                          seed (the only RNG state: data order depends on (seed, epoch), and
 //                          --bf16-full's stochastic rounding draws counter-based bits from
 //                          (seed, optimizer step, tensor, element)), optimizer name, steps and
-//                          extra_state, the run's config, and for each of the two safetensors
+//                          extra_state, the run's config, and for each of the safetensors
 //                          files its size and FNV-1a 64-bit checksum over all its bytes (offset
 //                          basis 0xcbf29ce484222325, prime 0x100000001b3; catches flipped
-//                          bytes and truncation, not deliberate tampering).
+//                          bytes and truncation, not deliberate tampering); and its own
+//                          checksum, "state_fnv1a64": FNV-1a 64 over the document without that
+//                          field as nlohmann::json::dump() writes it. Loading checks it, then
+//                          the values: global_step >= 1 and equal to the folder's <step>,
+//                          data.epoch/position >= 0 (position within an epoch: Trainer),
+//                          0 <= optimizer.steps <= global_step.
 //
 // Atomicity: everything is written into checkpoint-<step>.tmp/ (each file itself written to a
 // temporary name, fsynced and renamed), trainer_state.json last; then the folder is renamed to
 // checkpoint-<step> and the parent fsynced. A crash during a save leaves at worst a *.tmp folder,
-// which resume ignores, and the previous checkpoints intact.
+// which resume ignores, and the previous checkpoints intact. A checkpoint-<step> that already
+// exists is renamed to checkpoint-<step>.replaced first and removed only after the new one is in
+// place; killed in between, resume takes the .replaced one (still complete).
 //
 // Loading verifies every file's size and checksum before reading it; a missing, truncated or
 // corrupted file, or one whose tensors do not match the model/optimizer, is a snug::Error naming
@@ -28,6 +39,9 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "models/gpt2.h"
 #include "optim/optimizer.h"
@@ -41,10 +55,20 @@ struct CheckpointState {
   uint64_t seed = 0;
   std::string optimizer;
   nlohmann::json config;  // TrainingArguments::to_json() of the run that saved it
+  nlohmann::json run;     // train/run_record.h: what the run is and what it started from
 };
 
 // FNV-1a 64 over the bytes of `path` (throws snug::Error naming the file if unreadable).
 uint64_t fnv1a64_file(const std::string& path);
+// FNV-1a 64 over `bytes`, continuing from `h` (the offset basis by default).
+uint64_t fnv1a64(std::string_view bytes, uint64_t h = 0xcbf29ce484222325ULL);
+
+// trainer_state.json's own checksum ("state_fnv1a64"): FNV-1a 64, as 16 hex digits, over
+// state.dump() with that field left out.
+std::string trainer_state_checksum(const nlohmann::json& state);
+// Reads dir/trainer_state.json, checks its format_version and its checksum; throws snug::Error
+// naming the file when it is missing, not JSON, of another format or corrupted.
+nlohmann::json read_trainer_state(const std::string& dir);
 
 // Checks the size and FNV-1a 64 checksum of dir/name against `files`, trainer_state.json's
 // "files" record; throws snug::Error naming the file when it is missing, truncated or corrupted.
@@ -56,8 +80,13 @@ void verify_checkpoint_file(const std::string& dir, const std::string& name,
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
                             const GPT2& model, Optimizer& optimizer);
 
-// `dir` is a checkpoint folder (holds trainer_state.json) or an output folder: then its complete
-// checkpoint-<N> with the highest N (*.tmp folders are ignored). Throws if there is none.
+// The complete checkpoints of output folder `dir` (checkpoint-<N> holding trainer_state.json;
+// checkpoint-<N>.replaced where checkpoint-<N> is missing), by N ascending. *.tmp folders and
+// folders without trainer_state.json are left out. Empty if `dir` is not a folder.
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir);
+
+// `dir` is a checkpoint folder (holds trainer_state.json) or an output folder: then the last of
+// list_checkpoints(dir). Throws if there is none.
 std::string resolve_checkpoint(const std::string& dir);
 
 // Verifies and loads checkpoint folder `dir` into `model` and `optimizer` (which must be the

@@ -14,6 +14,7 @@
 #include "io/safetensors.h"
 #include "models/gpt2_weights.h"
 #include "train/checkpoint.h"
+#include "train/quantized_base_file.h"
 
 namespace snug {
 
@@ -127,20 +128,16 @@ std::string load_checkpoint_values(GPT2& model, const std::string& dir,
     throw Error(msg);
   }
   const std::string state_path = (ckpt / kStateFile).string();
-  nlohmann::json state;
-  {
-    std::ifstream in(state_path);
-    SNUG_CHECK(in.good(), state_path, ": cannot open");
-    try {
-      in >> state;
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(detail::concat(state_path, ": not valid JSON: ", e.what()));
-    }
-  }
+  const nlohmann::json state = read_trainer_state(ckpt.string());
   verify_model_file(ckpt, state);
   if (state.contains("config") && state["config"].is_object())
     check_run_config(state["config"], args, state_path);
   load_values_by_name(model, (ckpt / kModelFile).string());
+  // The quantized base the run trained on, not the one --init-from or the seed gave this export.
+  if (has_quantized_base(model)) {
+    verify_checkpoint_file(ckpt.string(), kQuantizedBaseFile, state["files"]);
+    load_quantized_base((ckpt / kQuantizedBaseFile).string(), model);
+  }
   return ckpt.string();
 }
 

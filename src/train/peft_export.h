@@ -13,8 +13,9 @@
 //            A quantized base (--load-in-8bit/--load-in-4bit) is written dequantized, in fp32.
 //
 // The values come from a training checkpoint (train/checkpoint.h): its model.safetensors holds
-// every parameter the run stored, by name; parameters it does not hold (a quantized base, which
-// checkpoints do not store) keep the value the model was built with (--init-from, or the seed).
+// every parameter the run stored, by name, and its quantized_base.safetensors the quantized base
+// (train/quantized_base_file.h), so the export merges onto the run's own base whatever
+// --init-from or --seed this export is given.
 #pragma once
 
 #include <map>

@@ -11,6 +11,8 @@
 #include "train/checkpoint.h"
 #include "train/fused_step.h"
 #include "train/model_setup.h"
+#include "train/output_dir.h"
+#include "train/run_record.h"
 #include "train/schedule.h"
 
 namespace snug {
@@ -52,17 +54,41 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
   }
   // A meta-device run (a dry run or a what-if of a resumed run) has no values to restore: it
   // starts at step 0, which allocates the same state a resumed run holds.
-  if (!args_.resume_from.empty() && !model_.device().is_meta()) {
-    const std::string dir = resolve_checkpoint(args_.resume_from);
-    const CheckpointState st = load_checkpoint(dir, model_, *optimizer_);
-    SNUG_CHECK(st.step <= total_steps_, dir, ": checkpoint is at step ", st.step,
-               ", beyond the run's ", total_steps_, " steps");
-    SNUG_CHECK(st.seed == args_.seed, dir, ": saved with --seed ", st.seed,
-               "; resume with the same seed (it fixes the data order)");
-    start_step_ = st.step;
-    data_epoch_ = st.data_epoch;
-    data_position_ = st.data_position;
+  const bool real = !model_.device().is_meta();
+  const bool resuming = real && !args_.resume_from.empty();
+  if (real && (args_.save_steps > 0 || resuming)) run_record_ = make_run_record(args_);
+  if (resuming) resume(args_.resume_from);
+  // Before step 1: the output dir must hold no other run's checkpoints (train/output_dir.h).
+  if (real && args_.save_steps > 0)
+    removed_checkpoints_ =
+        prepare_output_dir(args_.output_dir, run_record_, resuming, args_.overwrite_output_dir);
+}
+
+void Trainer::resume(const std::string& from) {
+  const std::string dir = resolve_checkpoint(from);
+  const std::string where = dir + "/trainer_state.json";
+  const nlohmann::json saved = read_trainer_state(dir);
+  SNUG_CHECK(saved.contains("run") && saved["run"].is_object(), where,
+             ": no record of the run (\"run\")");
+  // A resumed run started where the run it continues started (it cannot take --init-from).
+  run_record_["started_from"] = saved["run"].value("started_from", nlohmann::json());
+  // What would make the saved state wrong is refused, naming the field, before anything is
+  // loaded; what the Hugging Face Trainer lets a resume change is accepted and reported
+  // (docs/checkpoints.md).
+  check_same_run(saved["run"], run_record_, where);
+  if (saved.contains("config")) resume_changes_ = config_changes(saved["config"], args_.to_json());
+  const CheckpointState st = load_checkpoint(dir, model_, *optimizer_);
+  SNUG_CHECK(st.step <= total_steps_, dir, ": checkpoint is at step ", st.step,
+             ", beyond the run's ", total_steps_, " steps");
+  if (data_) {
+    const DataLoader probe(*data_, args_.per_device_train_batch_size, args_.seq_len, args_.seed);
+    SNUG_CHECK(st.data_position < probe.windows_per_epoch(), where, ": data.position ",
+               st.data_position, " is beyond an epoch of this data (", probe.windows_per_epoch(),
+               " windows of ", args_.seq_len, " tokens); the checkpoint is damaged");
   }
+  start_step_ = st.step;
+  data_epoch_ = st.data_epoch;
+  data_position_ = st.data_position;
 }
 
 void Trainer::set_grad_scaler_options(const GradScalerOptions& o) {
@@ -216,7 +242,9 @@ TrainResult Trainer::train(TrainCallback* callback) {
         st.data_position = data_position;
         st.seed = args_.seed;
         st.config = args_.to_json();
+        st.run = run_record_;
         r.checkpoints.push_back(save_checkpoint(args_.output_dir, st, model_, *optimizer_));
+        rotate_checkpoints(args_.output_dir, args_.save_total_limit, r.checkpoints.back());
       }
     }
   } catch (const OutOfMemoryError& e) {

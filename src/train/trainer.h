@@ -70,12 +70,20 @@ class Trainer {
   int64_t total_steps() const { return total_steps_; }
   // The step training starts from (the checkpoint's with --resume-from, else 0).
   int64_t start_step() const { return start_step_; }
+  // With --resume-from: the settings that differ from the checkpoint's run and are accepted
+  // ("learning_rate 0.0006 -> 0.001"; train/run_record.h).
+  const std::vector<std::string>& resume_changes() const { return resume_changes_; }
+  // Checkpoint folders of an earlier run that --overwrite-output-dir removed before step 1.
+  const std::vector<std::string>& removed_checkpoints() const { return removed_checkpoints_; }
   // --fp16's loss scaler, for callers that need other than GradScaler's defaults (tests).
   void set_grad_scaler_options(const GradScalerOptions& o);
   TrainResult train(TrainCallback* callback = nullptr);
 
  private:
   double clip_gradients();  // returns the pre-clip global norm
+  // --resume-from: checks the checkpoint's run record against this run's, loads it and sets the
+  // start step and loader state.
+  void resume(const std::string& from);
 
   TrainingArguments args_;
   GPT2& model_;
@@ -86,6 +94,9 @@ class Trainer {
   int64_t total_steps_ = 0;
   int64_t start_step_ = 0;
   int64_t data_epoch_ = 0, data_position_ = 0;  // loader state to seek to before training
+  nlohmann::json run_record_;                   // train/run_record.h; recorded in each checkpoint
+  std::vector<std::string> removed_checkpoints_;
+  std::vector<std::string> resume_changes_;
 };
 
 }  // namespace snug

@@ -29,6 +29,8 @@ void TrainingArguments::validate() const {
              galore_update_proj_gap);
   SNUG_CHECK(save_steps >= 0, "--save-steps must be >= 0 (0: never), got ", save_steps);
   SNUG_CHECK(save_steps == 0 || !output_dir.empty(), "--output-dir must not be empty");
+  SNUG_CHECK(save_total_limit >= 0, "--save-total-limit must be >= 0 (0: keep all), got ",
+             save_total_limit);
   SNUG_CHECK(logging_steps > 0, "--log-every must be positive, got ", logging_steps);
   SNUG_CHECK(dataloader_num_workers >= 0, "--dataloader-num-workers must be >= 0, got ",
              dataloader_num_workers);
@@ -167,6 +169,8 @@ nlohmann::json TrainingArguments::to_json() const {
   j["logging_steps"] = logging_steps;
   j["save_steps"] = save_steps;
   j["output_dir"] = output_dir;
+  j["overwrite_output_dir"] = overwrite_output_dir;
+  j["save_total_limit"] = save_total_limit;
   j["resume_from"] = resume_from;
   j["init_from"] = init_from;
   j["freeze"] = freeze;

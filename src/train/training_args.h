@@ -77,6 +77,10 @@ struct TrainingArguments {
   // output_dir/checkpoint-<step>; resume_from a checkpoint or an output directory.
   int64_t save_steps = 0;
   std::string output_dir = "snug-output";
+  // A run that saves into an output dir holding another run's checkpoints stops before step 1
+  // unless overwrite_output_dir, which removes them (train/output_dir.h).
+  bool overwrite_output_dir = false;
+  int64_t save_total_limit = 0;  // keep the newest N checkpoints (0: all)
   std::string resume_from;
   // Start from these weights (safetensors, Hugging Face GPT-2 names; models/gpt2_weights.h)
   // instead of init_weights(seed), e.g. what `snug export-init` wrote or a Hub checkpoint.

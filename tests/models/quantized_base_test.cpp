@@ -175,7 +175,7 @@ TEST(QuantizedBase, TrainingAQuantizedBaseWithoutAdaptersIsRefused) {
 }
 
 // QLoRA with dropout and NEFTune: 6 steps == 3 + save + resume + 3, bit for bit. The checkpoint
-// holds the adapters (and the dense parameters); the quantized base comes from the seed again.
+// holds the adapters, the dense parameters and the quantized base.
 TEST(QuantizedBase, QloraResumeIsBitExact) {
   const std::string out =
       (std::filesystem::temp_directory_path() / "snug_qlora_resume_test").string();

@@ -1,0 +1,44 @@
+// What a run is and what it started from, recorded in every checkpoint (trainer_state.json
+// "run") so that a resume can tell a continuation of the same run from a different one
+// (docs/checkpoints.md):
+//   model      --model as given, the resolved shape (n_layer, n_embd, n_head, vocab_size,
+//              n_positions), parameter dtype (--bf16-full), LoRA (r, alpha, targets, rsLoRA),
+//              --freeze
+//   data       source ("builtin", "dummy" or "file") and, for a file, its FNV-1a 64 content hash
+//   seq_len
+//   optimizer  --optim and every setting of its state (betas, epsilon, weight decay, momentum,
+//              8-bit embeddings, Adafactor's relative step, GaLore's rank, gap and scale)
+//   quantized base  its quantization (WeightQuantConfig::describe(), or null)
+//   seed       (fixes the data order and every random draw)
+//   started_from    --init-from's path and content hash, or null for the seeded initialization;
+//              a resumed run carries the record of the run it continues
+// A resume refuses any difference in these fields (check_same_run); every other setting of the
+// run's config may change, as the Hugging Face Trainer allows, and is reported (config_changes).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "train/training_args.h"
+
+namespace snug {
+
+// The record of a run with these arguments (hashes the --data and --init-from files).
+nlohmann::json make_run_record(const TrainingArguments& args);
+
+// Throws snug::Error when `current` is not the same run as `saved` (the record in
+// `where`, a trainer_state.json): names the field, its flag and both values.
+void check_same_run(const nlohmann::json& saved, const nlohmann::json& current,
+                    const std::string& where);
+
+// Whether two records describe the same run (check_same_run would not throw).
+bool same_run(const nlohmann::json& a, const nlohmann::json& b);
+
+// The settings that differ between a checkpoint's config (TrainingArguments::to_json()) and
+// this run's, outside the run record: "learning_rate 0.0006 -> 0.001", in key order. Paths that
+// differ on every resume (resume_from, init_from, report_json) are left out.
+std::vector<std::string> config_changes(const nlohmann::json& saved_config,
+                                        const nlohmann::json& current_config);
+
+}  // namespace snug

@@ -1,0 +1,147 @@
+// trainer_state.json is covered by a checksum and its values are checked before a resume uses
+// them (issue 15, defect 2): a flipped bit in global_step used to skip a step, and global_step -5
+// trained with a negative learning rate. The checksum ("state_fnv1a64") is FNV-1a 64 over the
+// document without that field, as nlohmann::json::dump() writes it; the test computes it on its
+// own to play a tool that rewrote the file consistently, which the value checks must still stop.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "data/dataset.h"
+#include "models/gpt2.h"
+#include "support/run_cli.h"
+#include "train/trainer.h"
+
+namespace snug {
+namespace {
+
+namespace fs = std::filesystem;
+
+TrainingArguments args_for(int64_t max_steps, const std::string& out) {
+  TrainingArguments a;
+  a.model = "gpt2-tiny";
+  a.data = "builtin";
+  a.seq_len = 32;
+  a.per_device_train_batch_size = 2;
+  a.max_steps = max_steps;
+  a.learning_rate = 1e-3;
+  a.output_dir = out;
+  return a;
+}
+
+TrainResult train(const TrainingArguments& a) {
+  Device dev(DeviceKind::cpu);
+  GPT2 model(resolve_model(a.model), dev);
+  model.init_weights(a.seed);
+  const auto data = open_dataset(a.data, model.config().vocab_size, a.seed);
+  Trainer t(a, model, data.get());
+  return t.train();
+}
+
+// A 4-step run saving checkpoint-2 and checkpoint-4; returns checkpoint-2's trainer_state.json.
+std::string save_run(const std::string& out) {
+  TrainingArguments a = args_for(4, out);
+  a.save_steps = 2;
+  const TrainResult r = train(a);
+  EXPECT_TRUE(r.error.empty()) << r.error;
+  return (fs::path(out) / "checkpoint-2" / "trainer_state.json").string();
+}
+
+std::string hex_fnv1a64(const std::string& bytes) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char c : bytes) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001b3ULL;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// Edits the document and writes it back with a checksum that matches the edit.
+void rewrite_consistently(const std::string& path, const std::function<void(nlohmann::json&)>& f) {
+  nlohmann::json j = test::read_json(path);
+  f(j);
+  j.erase("state_fnv1a64");
+  j["state_fnv1a64"] = hex_fnv1a64(j.dump());
+  std::ofstream(path) << j.dump(2) << "\n";
+}
+
+// The error of resuming checkpoint-2 for 4 steps ("" when it trains).
+std::string resume_error(const std::string& out) {
+  TrainingArguments a = args_for(4, out);
+  a.resume_from = (fs::path(out) / "checkpoint-2").string();
+  try {
+    const TrainResult r = train(a);
+    return r.error;
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+TEST(CheckpointState, FlippedBitInGlobalStepIsRefused) {
+  test::TempDir tmp;
+  const std::string out = tmp.path("out");
+  const std::string state = save_run(out);
+  std::string text;
+  {
+    std::ifstream in(state);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string key = "\"global_step\": 2";
+  const size_t at = text.find(key);
+  ASSERT_NE(at, std::string::npos) << text;
+  text[at + key.size() - 1] ^= 0x01;  // '2' -> '3': one bit
+  std::ofstream(state) << text;
+  const std::string err = resume_error(out);
+  EXPECT_NE(err.find("trainer_state.json"), std::string::npos) << err;
+  EXPECT_NE(err.find("checksum"), std::string::npos) << err;
+}
+
+TEST(CheckpointState, NegativeGlobalStepIsRefusedEvenWithAMatchingChecksum) {
+  test::TempDir tmp;
+  const std::string out = tmp.path("out");
+  const std::string state = save_run(out);
+  rewrite_consistently(state, [](nlohmann::json& j) { j["global_step"] = -5; });
+  const std::string err = resume_error(out);
+  EXPECT_NE(err.find("trainer_state.json"), std::string::npos) << err;
+  EXPECT_NE(err.find("global_step -5"), std::string::npos) << err;
+}
+
+TEST(CheckpointState, GlobalStepThatDisagreesWithTheFolderIsRefused) {
+  test::TempDir tmp;
+  const std::string out = tmp.path("out");
+  const std::string state = save_run(out);
+  rewrite_consistently(state, [](nlohmann::json& j) { j["global_step"] = 3; });
+  const std::string err = resume_error(out);
+  EXPECT_NE(err.find("global_step 3"), std::string::npos) << err;
+  EXPECT_NE(err.find("checkpoint-2"), std::string::npos) << err;
+}
+
+TEST(CheckpointState, OutOfRangeDataPositionAndOptimizerStepsAreRefused) {
+  test::TempDir tmp;
+  const std::string out = tmp.path("out");
+  const std::string state = save_run(out);
+  rewrite_consistently(state, [](nlohmann::json& j) { j["data"]["position"] = 1 << 30; });
+  std::string err = resume_error(out);
+  EXPECT_NE(err.find("trainer_state.json"), std::string::npos) << err;
+  EXPECT_NE(err.find("data.position"), std::string::npos) << err;
+
+  rewrite_consistently(state, [](nlohmann::json& j) {
+    j["data"]["position"] = 4;
+    j["optimizer"]["steps"] = 7;
+  });
+  err = resume_error(out);
+  EXPECT_NE(err.find("optimizer.steps 7"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace snug
