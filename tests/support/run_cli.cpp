@@ -37,9 +37,10 @@ std::string TempDir::path(const std::string& name) const {
   return (std::filesystem::path(dir_) / name).string();
 }
 
-CliResult run_snug(const std::string& args) {
+CliResult run_snug(const std::string& args, int timeout_s) {
   TempDir tmp;
-  std::string cmd = SNUG_BINARY;
+  std::string cmd = timeout_s > 0 ? "timeout -k 5 " + std::to_string(timeout_s) + " " : "";
+  cmd += SNUG_BINARY;
   cmd += ' ';
   cmd += args;
   cmd += " >";
