@@ -13,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "io/json_input.h"
 
 namespace snug {
 
@@ -75,6 +76,12 @@ bool nonneg_i64(const json& j, int64_t& out) {
   return false;
 }
 
+// A JSON value for a message: a number as written, anything else by its type (a hostile header
+// can make an array or a string arbitrarily large).
+std::string brief(const json& j) {
+  return j.is_number() ? j.dump() : std::string("<") + j.type_name() + ">";
+}
+
 void pread_all(int fd, void* dst, int64_t bytes, int64_t offset, const std::string& path,
                const std::string& name) {
   auto* p = static_cast<char*>(dst);
@@ -113,12 +120,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
 
     std::string text(static_cast<size_t>(header_len), '\0');
     pread_all(fd_, text.data(), header_len, 8, path, "<header>");
-    json header;
-    try {
-      header = json::parse(text);
-    } catch (const json::exception& e) {
-      throw Error(detail::concat(path, ": malformed safetensors JSON header: ", e.what()));
-    }
+    const json header = parse_json_input(text, path + ": malformed safetensors JSON header");
     SNUG_CHECK(header.is_object(), path, ": safetensors header is not a JSON object");
 
     std::vector<std::pair<std::string, const Info*>> by_offset;
@@ -148,25 +150,30 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       inf.dtype = v["dtype"].get<std::string>();
       const int64_t esize = st_dtype_size(inf.dtype);
       SNUG_CHECK(esize > 0, where, ": unknown dtype '", inf.dtype, "'");
+      // Messages quote what was parsed (inf.shape, the offsets as numbers), never the raw JSON:
+      // a hostile header can make that arbitrarily large.
       int64_t numel = 1;
+      size_t axis = 0;
       for (const json& d : v["shape"]) {
         int64_t dim = 0;
-        SNUG_CHECK(nonneg_i64(d, dim), where, ": shape ", v["shape"].dump(),
-                   " has a dimension that is not a non-negative integer");
+        SNUG_CHECK(nonneg_i64(d, dim), where, ": shape dimension ", axis,
+                   " is not a non-negative integer");
         inf.shape.push_back(dim);
         SNUG_CHECK(!__builtin_mul_overflow(numel, dim, &numel), where, ": shape ",
-                   v["shape"].dump(), " overflows");
+                   shape_str(inf.shape), "... overflows 64 bits");
+        ++axis;
       }
       int64_t nbytes = 0;
       SNUG_CHECK(!__builtin_mul_overflow(numel, esize, &nbytes), where, ": shape ",
-                 v["shape"].dump(), " overflows");
+                 shape_str(inf.shape), " overflows 64 bits");
       const json& off = v["data_offsets"];
+      const std::string offsets = detail::concat("[", brief(off[0]), ",", brief(off[1]), "]");
       SNUG_CHECK(nonneg_i64(off[0], inf.begin) && nonneg_i64(off[1], inf.end), where,
-                 ": data_offsets ", off.dump(), " are not non-negative integers");
-      SNUG_CHECK(inf.begin <= inf.end, where, ": data_offsets ", off.dump(), " have begin > end");
-      SNUG_CHECK(inf.end <= data_size, where, ": data_offsets ", off.dump(),
+                 ": data_offsets ", offsets, " are not non-negative integers");
+      SNUG_CHECK(inf.begin <= inf.end, where, ": data_offsets ", offsets, " have begin > end");
+      SNUG_CHECK(inf.end <= data_size, where, ": data_offsets ", offsets,
                  " out of range: the data section has ", data_size, " bytes");
-      SNUG_CHECK(inf.end - inf.begin == nbytes, where, ": data_offsets ", off.dump(), " span ",
+      SNUG_CHECK(inf.end - inf.begin == nbytes, where, ": data_offsets ", offsets, " span ",
                  inf.end - inf.begin, " bytes but ", inf.dtype, " shape ", shape_str(inf.shape),
                  " needs ", nbytes);
       infos_.emplace(name, std::move(inf));

@@ -1,10 +1,10 @@
 #include "models/gpt2_config.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_input.h"
 
 namespace snug {
 
@@ -63,13 +63,12 @@ GPT2Config resolve_model(const std::string& spec) {
     throw Error("unknown model '" + spec + "': not a preset (" + names +
                 ") and no such config.json file");
   }
-  std::ifstream in(spec);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw Error(spec + ": not valid JSON: " + e.what());
-  }
+  return parse_model_config(read_input_file(spec, spec, int64_t{1} << 24), spec);
+}
+
+GPT2Config parse_model_config(std::string_view text, const std::string& spec) {
+  const nlohmann::json j = parse_json_input(text, spec);
+  SNUG_CHECK(j.is_object(), spec, ": a config.json must be a JSON object");
   GPT2Config c;
   c.name = spec;
   auto get = [&](const char* key, int64_t& out, bool required) {
@@ -85,10 +84,16 @@ GPT2Config resolve_model(const std::string& spec) {
   get("n_layer", c.n_layer, true);
   get("n_head", c.n_head, true);
   get("n_positions", c.n_positions, false);
-  if (j.contains("layer_norm_epsilon")) c.layer_norm_epsilon = j["layer_norm_epsilon"].get<float>();
-  if (j.contains("model_type"))
-    SNUG_CHECK(j["model_type"] == "gpt2", spec, ": model_type '",
-               j["model_type"].get<std::string>(), "' is not supported yet (only gpt2)");
+  if (j.contains("layer_norm_epsilon")) {
+    SNUG_CHECK(j["layer_norm_epsilon"].is_number(), spec,
+               ": key 'layer_norm_epsilon' must be a number");
+    c.layer_norm_epsilon = j["layer_norm_epsilon"].get<float>();
+  }
+  if (j.contains("model_type")) {
+    SNUG_CHECK(j["model_type"].is_string(), spec, ": key 'model_type' must be a string");
+    const std::string& type = j["model_type"].get_ref<const std::string&>();
+    SNUG_CHECK(type == "gpt2", spec, ": model_type '", type, "' is not supported yet (only gpt2)");
+  }
   c.validate();
   return c;
 }
