@@ -30,9 +30,25 @@ int64_t GPT2Config::num_params() const {
   return vocab_size * C + n_positions * C + n_layer * (12 * C * C + 13 * C) + 2 * C;
 }
 
+namespace {
+// Each dimension fits an int32 index, and the parameter count (num_params(), and the bytes of
+// its weights, gradients and state at up to 16 bytes each) fits an int64.
+constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
+constexpr long double kMaxParams = 0x1p58L;
+long double params_exact(const GPT2Config& c) {
+  const long double C = static_cast<long double>(c.n_embd);
+  return static_cast<long double>(c.vocab_size) * C + static_cast<long double>(c.n_positions) * C +
+         static_cast<long double>(c.n_layer) * (12 * C * C + 13 * C) + 2 * C;
+}
+}  // namespace
+
 void GPT2Config::validate() const {
   SNUG_CHECK(vocab_size > 0 && n_positions > 0 && n_embd > 0 && n_layer > 0 && n_head > 0,
              "model '", name, "': every dimension must be positive");
+  SNUG_CHECK(n_positions <= kMaxDim && n_embd <= kMaxDim && n_layer <= kMaxDim && n_head <= kMaxDim,
+             "model '", name, "': a dimension is out of range (at most ", kMaxDim, ")");
+  SNUG_CHECK(params_exact(*this) <= kMaxParams, "model '", name, "': about ",
+             static_cast<double>(params_exact(*this)), " parameters, out of range (at most 2^58)");
   SNUG_CHECK(n_embd % n_head == 0, "model '", name, "': n_embd ", n_embd,
              " is not divisible by n_head ", n_head);
   SNUG_CHECK(vocab_size <= (int64_t{1} << 31) - 1, "model '", name, "': vocab_size too large");
@@ -105,6 +121,7 @@ GPT2Config resolve_model(const std::string& spec, const ModelShapeOverrides& o) 
                    const char* key) {
     if (!v) return;
     SNUG_CHECK(*v > 0, flag, " must be positive, got ", *v);
+    SNUG_CHECK(*v <= kMaxDim, flag, " ", *v, " is out of range (at most ", kMaxDim, ")");
     field = *v;
     c.name += detail::concat(" ", key, "=", *v);
   };

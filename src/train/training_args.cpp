@@ -25,6 +25,12 @@ void TrainingArguments::validate() const {
              gradient_accumulation_steps, " is out of range (at most ", kMaxTokens, ")");
   SNUG_CHECK(max_steps > 0 || num_train_epochs > 0,
              "--max-steps or --num-train-epochs must be positive");
+  // Epochs become ceil(epochs x batches per epoch) steps in an int64: beyond 1e6 epochs (or inf,
+  // nan) that conversion could overflow and wrap to a single step.
+  constexpr double kMaxEpochs = 1e6;
+  SNUG_CHECK(max_steps > 0 || (std::isfinite(num_train_epochs) && num_train_epochs <= kMaxEpochs),
+             "--num-train-epochs ", num_train_epochs, " is out of range (at most ", kMaxEpochs,
+             "; or give --max-steps)");
   SNUG_CHECK(learning_rate >= 0, "--learning-rate must be >= 0, got ", learning_rate);
   SNUG_CHECK(warmup_steps >= 0, "--warmup-steps must be >= 0, got ", warmup_steps);
   SNUG_CHECK(weight_decay >= 0, "--weight-decay must be >= 0, got ", weight_decay);
