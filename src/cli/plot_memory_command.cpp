@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "io/output_file.h"
 #include "train/memory_plot.h"
 #include "train/memory_timeline.h"
 
@@ -42,11 +43,7 @@ int run_plot(const PlotArgs& a) {
   o.step = a.step;
   o.title = a.title;
   const std::string svg = memory_timeline_svg(t, o);
-  std::ofstream out(a.output);
-  SNUG_CHECK(out, "cannot write '", a.output, "'");
-  out << svg;
-  out.flush();
-  SNUG_CHECK(out, "writing '", a.output, "' failed (disk full?)");
+  write_output_file(a.output, svg, "'" + a.output + "'");
   std::printf("wrote %s (%zu events, peak %s during '%s')\n", a.output.c_str(), t.events.size(),
               format_bytes(t.peak_bytes).c_str(), t.peak_phase.c_str());
   return 0;

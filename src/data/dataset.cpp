@@ -1,7 +1,5 @@
 #include "data/dataset.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -15,6 +13,7 @@
 #include "data/builtin_corpus.h"
 #include "data/tokenizer.h"
 #include "io/json_input.h"
+#include "io/output_file.h"
 
 namespace snug {
 
@@ -117,10 +116,6 @@ void store_u32(unsigned char* p, uint32_t v) {
 void store_u64(unsigned char* p, uint64_t v) {
   store_u32(p, static_cast<uint32_t>(v));
   store_u32(p + 4, static_cast<uint32_t>(v >> 32));
-}
-
-std::string errno_text() {
-  return std::strerror(errno);
 }
 
 // A token file, read into memory once; ids are validated then, so what is trained on is what
@@ -272,30 +267,9 @@ void write_token_file(const std::string& path, std::span<const int32_t> tokens, 
     }
   }
 
-  std::string tmp = path;
-  tmp += ".tmp.";
-  tmp += std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    SNUG_CHECK(out.good(), "write_token_file '", path, "': cannot create '", tmp,
-               "': ", errno_text());
-    out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
-    out.flush();
-    if (!out.good()) {
-      out.close();
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw Error(detail::concat("write_token_file '", path, "': write to '", tmp, "' failed"));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw Error(
-        detail::concat("write_token_file '", path, "': cannot rename '", tmp, "': ", ec.message()));
-  }
+  OutputFile out(path, detail::concat("write_token_file '", path, "'"));
+  out.write(buf.data(), buf.size());
+  out.commit();
 }
 
 }  // namespace snug

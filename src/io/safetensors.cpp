@@ -14,6 +14,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "io/json_input.h"
+#include "io/output_file.h"
 
 namespace snug {
 
@@ -308,32 +309,6 @@ void SafetensorsFile::read_into(const std::string& name, Tensor& t) const {
   convert(v.data(), DType::f32, t.raw(), td, v.size());
 }
 
-namespace {
-
-// Removes the temporary file unless committed.
-struct TmpFile {
-  std::string path;
-  int fd = -1;
-  bool committed = false;
-  ~TmpFile() {
-    if (fd >= 0) ::close(fd);
-    if (!committed) ::unlink(path.c_str());
-  }
-};
-
-void write_all(int fd, const void* src, size_t bytes, const std::string& path) {
-  const auto* p = static_cast<const char*>(src);
-  while (bytes > 0) {
-    const ssize_t n = ::write(fd, p, bytes);
-    if (n < 0 && errno == EINTR) continue;
-    SNUG_CHECK(n > 0, path, ": write failed: ", errno_str());
-    p += n;
-    bytes -= static_cast<size_t>(n);
-  }
-}
-
-}  // namespace
-
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
@@ -361,32 +336,14 @@ void save_safetensors(const std::string& path,
   text.append((8 - text.size() % 8) % 8, ' ');
   const uint64_t n_le = text.size();
 
-  TmpFile tmp;
-  tmp.path = path;
-  tmp.path += ".tmp.";
-  tmp.path += std::to_string(::getpid());
-  tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  SNUG_CHECK(tmp.fd >= 0, tmp.path, ": cannot create: ", errno_str());
-  write_all(tmp.fd, &n_le, 8, tmp.path);
-  write_all(tmp.fd, text.data(), text.size(), tmp.path);
+  // Beside the target, fsynced and renamed onto it (io/output_file.h).
+  OutputFile out(path, path);
+  out.write(&n_le, 8);
+  out.write(text);
   for (const auto& [name, t] : tensors) {
-    if (t->nbytes() > 0) write_all(tmp.fd, t->raw(), static_cast<size_t>(t->nbytes()), tmp.path);
+    if (t->nbytes() > 0) out.write(t->raw(), static_cast<size_t>(t->nbytes()));
   }
-  SNUG_CHECK(::fsync(tmp.fd) == 0, tmp.path, ": fsync failed: ", errno_str());
-  const int fd = tmp.fd;
-  tmp.fd = -1;
-  SNUG_CHECK(::close(fd) == 0, tmp.path, ": close failed: ", errno_str());
-  SNUG_CHECK(::rename(tmp.path.c_str(), path.c_str()) == 0, path, ": cannot rename ", tmp.path,
-             " into place: ", errno_str());
-  tmp.committed = true;
-  // Make the rename itself durable (best effort: some filesystems refuse fsync on a directory).
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
+  out.commit();
 }
 
 }  // namespace snug
