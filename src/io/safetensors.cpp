@@ -180,16 +180,31 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       infos_.emplace(name, std::move(inf));
     }
     for (const auto& [name, inf] : infos_) by_offset.emplace_back(name, &inf);
+    // Data order: by begin, an empty tensor before a non-empty one at the same offset.
     std::sort(by_offset.begin(), by_offset.end(), [](const auto& a, const auto& b) {
       if (a.second->begin != b.second->begin) return a.second->begin < b.second->begin;
+      if (a.second->end != b.second->end) return a.second->end < b.second->end;
       return a.first < b.first;
     });
-    for (size_t i = 1; i < by_offset.size(); ++i) {
-      const auto& [pn, prev] = by_offset[i - 1];
-      const auto& [cn, cur] = by_offset[i];
-      SNUG_CHECK(cur->begin >= prev->end, path, ": tensors '", pn, "' [", prev->begin, ", ",
-                 prev->end, ") and '", cn, "' [", cur->begin, ", ", cur->end, ") overlap");
+    // The tensors must tile the data section exactly, as the reference implementation requires:
+    // bytes that no tensor indexes (a gap, a tail) would be read differently by other readers.
+    int64_t pos = 0;
+    const std::string* prev_name = nullptr;
+    const Info* prev = nullptr;
+    for (const auto& [name, cur] : by_offset) {
+      if (prev != nullptr)
+        SNUG_CHECK(cur->begin >= pos, path, ": tensors '", *prev_name, "' [", prev->begin, ", ",
+                   prev->end, ") and '", name, "' [", cur->begin, ", ", cur->end, ") overlap");
+      SNUG_CHECK(cur->begin <= pos, path, ": ", cur->begin - pos,
+                 " unindexed bytes at data offset ", pos, " (file offset ", data_start_ + pos,
+                 "), before tensor '", name, "'");
+      pos = cur->end;
+      prev_name = &name;
+      prev = cur;
     }
+    SNUG_CHECK(pos == data_size, path, ": ", data_size - pos,
+               " bytes after the last tensor, at data offset ", pos, " (file offset ",
+               data_start_ + pos, "); the data section has ", data_size, " bytes");
   } catch (...) {
     ::close(fd_);
     fd_ = -1;

@@ -1,5 +1,6 @@
 #include "models/gpt2_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -49,6 +50,10 @@ void GPT2Config::validate() const {
              "model '", name, "': a dimension is out of range (at most ", kMaxDim, ")");
   SNUG_CHECK(params_exact(*this) <= kMaxParams, "model '", name, "': about ",
              static_cast<double>(params_exact(*this)), " parameters, out of range (at most 2^58)");
+  // LayerNorm divides by sqrt(var + eps): eps <= 0 gives inf/nan on a constant row, which would
+  // surface as a NaN loss blamed on the learning rate.
+  SNUG_CHECK(std::isfinite(layer_norm_epsilon) && layer_norm_epsilon > 0, "model '", name,
+             "': layer_norm_epsilon ", layer_norm_epsilon, " must be positive and finite");
   SNUG_CHECK(n_embd % n_head == 0, "model '", name, "': n_embd ", n_embd,
              " is not divisible by n_head ", n_head);
   SNUG_CHECK(vocab_size <= (int64_t{1} << 31) - 1, "model '", name, "': vocab_size too large");
