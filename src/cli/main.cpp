@@ -1,7 +1,8 @@
 // snug's command line. Subcommands live in their own files (train_command.cpp, ...); this file
 // wires them into one CLI11 app and turns errors into one clear message and an exit status:
-//   0 success, 1 a run failed (bad data, non-finite loss, ...), 2 bad command line,
-//   3 out of (modelled) device memory.
+//   0 success, 1 a run failed (bad data, non-finite loss, a flag value that parses but cannot
+//   work, ...), 2 a command line that does not parse (CLI11), 3 out of (modelled) device memory.
+// Values are 1, not 2, because they are checked where they meet the model and data (README.md).
 // Any other exception (std::bad_alloc, a library's error) is still one message and status 1,
 // never an abort: snug must not die by a signal on any input (issue 15).
 #include <CLI/CLI.hpp>

@@ -3,12 +3,12 @@
 // a PNG needs a rasterizer this build does not link, so asking for one is a command-line error
 // that says how to get one.
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "io/json_input.h"
 #include "io/output_file.h"
 #include "train/memory_plot.h"
 #include "train/memory_timeline.h"
@@ -30,14 +30,8 @@ struct PlotArgs {
 };
 
 int run_plot(const PlotArgs& a) {
-  std::ifstream in(a.input);
-  SNUG_CHECK(in, "cannot open memory timeline '", a.input, "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw Error(a.input + ": not valid JSON: " + e.what());
-  }
+  const nlohmann::json j =
+      parse_json_input(read_input_file(a.input, "memory timeline '" + a.input + "'"), a.input);
   const Timeline t = parse_timeline_json(j, a.input);
   MemoryPlotOptions o;
   o.step = a.step;

@@ -100,11 +100,13 @@ void pread_all(int fd, void* dst, int64_t bytes, int64_t offset, const std::stri
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO must be refused below, not waited on (no effect on a regular file).
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   SNUG_CHECK(fd_ >= 0, path, ": cannot open safetensors file: ", errno_str());
   try {
     struct stat st {};
     SNUG_CHECK(::fstat(fd_, &st) == 0, path, ": cannot stat: ", errno_str());
+    SNUG_CHECK(S_ISREG(st.st_mode), path, ": not a regular file");
     const int64_t file_size = st.st_size;
     SNUG_CHECK(file_size >= 8, path, ": not a safetensors file: ", file_size,
                " bytes, too short for the 8-byte header length");
