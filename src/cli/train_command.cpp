@@ -36,8 +36,8 @@ class StepTimes final : public TrainCallback {
   TrainCallback& next_;
 };
 
-// The training run proper. `dev` is created here (the caller reports its memory if setup
-// fails); `reported` turns true once the full report is being written.
+// The training run proper. The device is created into `dev_ptr` (the caller reports its memory if
+// setup fails); `reported` turns true once the full report is being written.
 int train_and_report(const TrainingArguments& args, const std::string& memory_timeline,
                      std::unique_ptr<Device>& dev_ptr, bool& reported) {
   args.validate();
