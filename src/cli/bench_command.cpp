@@ -10,6 +10,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "io/output_file.h"
 #include "kernels/gemm_path.h"
 #include "models/gpt2.h"
 #include "train/report.h"
@@ -28,11 +29,7 @@ struct BenchSeedsFlags {
 };
 
 void write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  SNUG_CHECK(out, "cannot write '", path, "'");
-  out << text;
-  out.flush();
-  SNUG_CHECK(out, "writing '", path, "' failed (disk full?)");
+  write_output_file(path, text, "'" + path + "'");
 }
 
 int run_bench_seeds(BenchSeedsFlags f) {

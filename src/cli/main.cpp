@@ -1,9 +1,13 @@
 // snug's command line. Subcommands live in their own files (train_command.cpp, ...); this file
 // wires them into one CLI11 app and turns errors into one clear message and an exit status:
-//   0 success, 1 a run failed (bad data, non-finite loss, ...), 2 bad command line,
-//   3 out of (modelled) device memory.
+//   0 success, 1 a run failed (bad data, non-finite loss, a flag value that parses but cannot
+//   work, ...), 2 a command line that does not parse (CLI11), 3 out of (modelled) device memory.
+// Values are 1, not 2, because they are checked where they meet the model and data (README.md).
+// Any other exception (std::bad_alloc, a library's error) is still one message and status 1,
+// never an abort: snug must not die by a signal on any input (issue 15).
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <new>
 
 #include "cli/commands.h"
 #include "core/error.h"
@@ -55,6 +59,12 @@ int main(int argc, char** argv) {
     return 3;
   } catch (const snug::Error& e) {
     std::fprintf(stderr, "snug: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc& e) {
+    std::fprintf(stderr, "snug: error: out of host memory (%s)\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "snug: internal error (a bug in snug): %s\n", e.what());
     return 1;
   }
   return 0;

@@ -3,12 +3,13 @@
 // a PNG needs a rasterizer this build does not link, so asking for one is a command-line error
 // that says how to get one.
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "io/json_input.h"
+#include "io/output_file.h"
 #include "train/memory_plot.h"
 #include "train/memory_timeline.h"
 
@@ -29,24 +30,14 @@ struct PlotArgs {
 };
 
 int run_plot(const PlotArgs& a) {
-  std::ifstream in(a.input);
-  SNUG_CHECK(in, "cannot open memory timeline '", a.input, "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw Error(a.input + ": not valid JSON: " + e.what());
-  }
+  const nlohmann::json j =
+      parse_json_input(read_input_file(a.input, "memory timeline '" + a.input + "'"), a.input);
   const Timeline t = parse_timeline_json(j, a.input);
   MemoryPlotOptions o;
   o.step = a.step;
   o.title = a.title;
   const std::string svg = memory_timeline_svg(t, o);
-  std::ofstream out(a.output);
-  SNUG_CHECK(out, "cannot write '", a.output, "'");
-  out << svg;
-  out.flush();
-  SNUG_CHECK(out, "writing '", a.output, "' failed (disk full?)");
+  write_output_file(a.output, svg, "'" + a.output + "'");
   std::printf("wrote %s (%zu events, peak %s during '%s')\n", a.output.c_str(), t.events.size(),
               format_bytes(t.peak_bytes).c_str(), t.peak_phase.c_str());
   return 0;

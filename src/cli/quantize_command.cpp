@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "io/output_file.h"
 #include "quant/compare.h"
 #include "train/report.h"
 
@@ -76,11 +77,7 @@ int run_quantize(const QuantizeFlags& f) {
     std::printf("results written to %s\n", f.json.c_str());
   }
   if (!f.plot.empty()) {
-    std::ofstream out(f.plot);
-    SNUG_CHECK(out, "cannot write '", f.plot, "'");
-    out << quant::comparison_svg(comparisons);
-    out.flush();
-    SNUG_CHECK(out, "writing '", f.plot, "' failed (disk full?)");
+    write_output_file(f.plot, quant::comparison_svg(comparisons), "--plot '" + f.plot + "'");
     std::printf("plot written to %s\n", f.plot.c_str());
   }
   return 0;

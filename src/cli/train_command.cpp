@@ -37,34 +37,22 @@ class StepTimes final : public TrainCallback {
   TrainCallback& next_;
 };
 
-int run_train(const TrainingArguments& args, const std::string& memory_timeline) {
+// The training run proper. The device is created into `dev_ptr` (the caller reports its memory if
+// setup fails); `reported` turns true once the full report is being written.
+int train_and_report(const TrainingArguments& args, const std::string& memory_timeline,
+                     std::unique_ptr<Device>& dev_ptr, bool& reported) {
   args.validate();
   set_num_threads(args.threads);
   const GPT2Config cfg = args.model_config();
   SNUG_CHECK(args.seq_len <= cfg.n_positions, "--seq-len ", args.seq_len, " exceeds ", cfg.name,
              "'s context of ", cfg.n_positions, " positions");
-  Device dev(parse_device_kind(args.device));
+  dev_ptr = std::make_unique<Device>(parse_device_kind(args.device));
+  Device& dev = *dev_ptr;
   dev.pool().set_capacity(args.device_memory);
   dev.pool().enable_timeline(!memory_timeline.empty());
   const std::optional<int64_t> capacity = args.device_memory;
 
-  auto fail_report = [&](const std::string& msg) {
-    if (args.report_json.empty()) return;
-    nlohmann::json j;
-    j["config"] = args.to_json();
-    j["error"] = msg;
-    j["memory"] = memory_json(dev.pool().stats(), capacity);
-    j["system"] = system_info(args.gemm_path);
-    write_json_file(args.report_json, j);
-  };
-
-  std::unique_ptr<GPT2> model;
-  try {
-    model = std::make_unique<GPT2>(cfg, dev, args.param_dtype(), args.weight_quant());
-  } catch (const OutOfMemoryError& e) {
-    fail_report(e.what());
-    throw;
-  }
+  auto model = std::make_unique<GPT2>(cfg, dev, args.param_dtype(), args.weight_quant());
   model->init_weights(args.seed);
   if (!args.init_from.empty()) load_gpt2_weights(*model, args.init_from);
   const auto data = open_dataset(args.data, cfg.vocab_size, args.seed);
@@ -114,6 +102,7 @@ int run_train(const TrainingArguments& args, const std::string& memory_timeline)
   const int64_t baseline = dry_run(args).peak_total;
   if (!alternatives.empty()) std::printf("\n%s", what_if_table(alternatives, baseline).c_str());
   if (!args.report_json.empty()) {
+    reported = true;
     nlohmann::json report = make_report(args, *model, r, mem, capacity);
     report["what_if"] = what_if_json(alternatives, baseline);
     report["step_end_s"] = times.ends;
@@ -131,6 +120,36 @@ int run_train(const TrainingArguments& args, const std::string& memory_timeline)
   return 0;
 }
 
+// A run that fails before its report is written (bad flag value, missing data, out of memory
+// while building the model) still writes one, as docs/report.md promises: the config, the error
+// and the memory measured so far.
+int run_train(TrainingArguments args, const std::string& device_memory,
+              const std::string& memory_timeline) {
+  std::unique_ptr<Device> dev;
+  bool reported = false;
+  auto fail_report = [&](const std::string& msg) {
+    if (reported || args.report_json.empty()) return;
+    reported = true;
+    try {
+      nlohmann::json j;
+      j["config"] = args.to_json();
+      j["error"] = msg;
+      j["memory"] = memory_json(dev ? dev->pool().stats() : MemoryStats{}, args.device_memory);
+      j["system"] = system_info(args.gemm_path);
+      write_json_file(args.report_json, j);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "snug: the report could not be written either: %s\n", e.what());
+    }
+  };
+  try {
+    if (!device_memory.empty()) args.device_memory = parse_device_memory(device_memory);
+    return train_and_report(args, memory_timeline, dev, reported);
+  } catch (const std::exception& e) {
+    fail_report(e.what());
+    throw;
+  }
+}
+
 }  // namespace
 
 Command add_train_command(CLI::App& app) {
@@ -145,8 +164,7 @@ Command add_train_command(CLI::App& app) {
   Command c;
   c.sub = sub;
   c.run = [args, device_memory, memory_timeline]() {
-    if (!device_memory->empty()) args->device_memory = parse_device_memory(*device_memory);
-    return run_train(*args, *memory_timeline);
+    return run_train(*args, *device_memory, *memory_timeline);
   };
   return c;
 }

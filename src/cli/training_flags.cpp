@@ -37,9 +37,12 @@ void add_training_flags(CLI::App* sub, TrainingArguments& a, std::string& device
   sub->add_option("--gradient-accumulation-steps", a.gradient_accumulation_steps,
                   "Micro-batches per optimizer step")
       ->capture_default_str();
-  sub->add_option("--max-steps", a.max_steps, "Optimizer steps; -1: use --num-train-epochs")
+  sub->add_option("--max-steps", a.max_steps,
+                  "Optimizer steps; 0 or -1: train --num-train-epochs epochs (the Trainer's "
+                  "rule: only a positive value overrides the epochs)")
       ->capture_default_str();
-  sub->add_option("--num-train-epochs", a.num_train_epochs, "Epochs when --max-steps is -1")
+  sub->add_option("--num-train-epochs", a.num_train_epochs,
+                  "Epochs when --max-steps is not positive (at most 1e6)")
       ->capture_default_str();
   sub->add_option("--learning-rate", a.learning_rate,
                   "Peak learning rate (Trainer's default is 5e-5; snug's 6e-4 suits training "

@@ -28,7 +28,10 @@ int64_t parse_device_memory(const std::string& text) {
     if (text == name) return bytes;
   try {
     return parse_bytes(text);
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    const std::string why = e.what();
+    if (why.find("out of range") != std::string::npos)
+      throw Error("--device-memory '" + text + "': " + why);
     throw Error("--device-memory '" + text +
                 "' is neither a size (16GiB, 24GB, 1e9) nor a preset (" +
                 device_memory_presets_help() + ")");

@@ -205,8 +205,13 @@ int64_t parse_bytes(const std::string& text) {
   else
     throw Error("unknown size unit '" + unit + "' in '" + text +
                 "' (use B, KiB, MiB, GiB, KB, MB, GB)");
+  SNUG_CHECK(!std::isnan(v), "size '", text, "' is out of range (not a number)");
   SNUG_CHECK(v >= 0, "size '", text, "' is negative");
-  return static_cast<int64_t>(std::llround(v * mult));
+  // 2^63 bytes and beyond (or inf) would wrap to a negative int64.
+  const double bytes = std::round(v * mult);
+  SNUG_CHECK(bytes < 9223372036854775808.0, "size '", text,
+             "' is out of range (at most 2^63-1 bytes)");
+  return static_cast<int64_t>(bytes);
 }
 
 }  // namespace snug

@@ -1,10 +1,5 @@
 #include "data/dataset.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -17,6 +12,8 @@
 #include "core/random.h"
 #include "data/builtin_corpus.h"
 #include "data/tokenizer.h"
+#include "io/json_input.h"
+#include "io/output_file.h"
 
 namespace snug {
 
@@ -121,61 +118,14 @@ void store_u64(unsigned char* p, uint64_t v) {
   store_u32(p + 4, static_cast<uint32_t>(v >> 32));
 }
 
-std::string errno_text() {
-  return std::strerror(errno);
-}
-
-// A read-only memory map of a whole file.
-class MappedFile {
- public:
-  explicit MappedFile(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    SNUG_CHECK(fd_ >= 0, "dataset '", path, "': cannot open: ", errno_text());
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) {
-      const std::string why = errno_text();
-      ::close(fd_);
-      throw Error(detail::concat("dataset '", path, "': cannot stat: ", why));
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd_);
-      throw Error(detail::concat("dataset '", path, "': not a regular file"));
-    }
-    size_ = static_cast<int64_t>(st.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, static_cast<size_t>(size_), PROT_READ, MAP_PRIVATE, fd_, 0);
-      if (p == MAP_FAILED) {
-        const std::string why = errno_text();
-        ::close(fd_);
-        throw Error(detail::concat("dataset '", path, "': cannot map: ", why));
-      }
-      data_ = static_cast<const unsigned char*>(p);
-    }
-  }
-  ~MappedFile() {
-    if (data_ != nullptr) ::munmap(const_cast<unsigned char*>(data_), static_cast<size_t>(size_));
-    if (fd_ >= 0) ::close(fd_);
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-
-  const unsigned char* data() const { return data_; }
-  int64_t size() const { return size_; }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  const unsigned char* data_ = nullptr;
-  int64_t size_ = 0;
-};
-
-// A token file, memory-mapped; ids are validated once at open.
+// A token file, read into memory once; ids are validated then, so what is trained on is what
+// was validated, whatever happens to the file afterwards.
 class TokenFileSource : public TokenSource {
  public:
-  TokenFileSource(std::unique_ptr<MappedFile> file, const std::string& path, int64_t vocab_limit)
+  TokenFileSource(std::string file, const std::string& path, int64_t vocab_limit)
       : file_(std::move(file)), path_(path) {
-    const unsigned char* p = file_->data();
-    const int64_t bytes = file_->size();
+    const auto* p = reinterpret_cast<const unsigned char*>(file_.data());
+    const auto bytes = static_cast<int64_t>(file_.size());
     SNUG_CHECK(bytes >= kTokenFileHeaderBytes, "dataset '", path,
                "': truncated token file: ", bytes, " bytes, shorter than the ",
                kTokenFileHeaderBytes, "-byte header");
@@ -227,7 +177,7 @@ class TokenFileSource : public TokenSource {
     return static_cast<int64_t>(load_u32(q));
   }
 
-  std::unique_ptr<MappedFile> file_;
+  std::string file_;
   std::string path_;
   const unsigned char* tokens_ = nullptr;
   int width_ = 0;
@@ -242,17 +192,16 @@ std::unique_ptr<TokenSource> open_path(const std::string& path, int64_t vocab_si
   SNUG_CHECK(exists, "dataset '", path,
              "': no such file (expected \"builtin\", \"dummy\", or the path of a token or text "
              "file)");
-  auto file = std::make_unique<MappedFile>(path);
+  std::string file = read_input_file(path, detail::concat("dataset '", path, "'"));
   const std::string_view magic(kTokenFileMagic, 8);
-  const std::string_view head(reinterpret_cast<const char*>(file->data()),
-                              static_cast<size_t>(std::min<int64_t>(file->size(), 8)));
+  const std::string_view head = std::string_view(file).substr(0, 8);
   if (head == magic) return std::make_unique<TokenFileSource>(std::move(file), path, vocab_size);
-  SNUG_CHECK(head.substr(0, 7) != magic.substr(0, 7) || file->size() < 8, "dataset '", path,
+  SNUG_CHECK(head.substr(0, 7) != magic.substr(0, 7) || file.size() < 8, "dataset '", path,
              "': unsupported token file magic '", head, "' (expected '", magic, "')");
 
   // Plain text, one token per byte.
-  SNUG_CHECK(file->size() > 0, "dataset '", path, "': empty dataset (the file is empty)");
-  std::string text(reinterpret_cast<const char*>(file->data()), static_cast<size_t>(file->size()));
+  SNUG_CHECK(!file.empty(), "dataset '", path, "': empty dataset (the file is empty)");
+  std::string text = std::move(file);
   for (size_t i = 0; i < text.size(); ++i) {
     const int64_t id = static_cast<uint8_t>(text[i]);
     if (id >= vocab_size) {
@@ -318,30 +267,9 @@ void write_token_file(const std::string& path, std::span<const int32_t> tokens, 
     }
   }
 
-  std::string tmp = path;
-  tmp += ".tmp.";
-  tmp += std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    SNUG_CHECK(out.good(), "write_token_file '", path, "': cannot create '", tmp,
-               "': ", errno_text());
-    out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
-    out.flush();
-    if (!out.good()) {
-      out.close();
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw Error(detail::concat("write_token_file '", path, "': write to '", tmp, "' failed"));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw Error(
-        detail::concat("write_token_file '", path, "': cannot rename '", tmp, "': ", ec.message()));
-  }
+  OutputFile out(path, detail::concat("write_token_file '", path, "'"));
+  out.write(buf.data(), buf.size());
+  out.commit();
 }
 
 }  // namespace snug

@@ -13,6 +13,8 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "io/json_input.h"
+#include "io/output_file.h"
 
 namespace snug {
 
@@ -75,6 +77,12 @@ bool nonneg_i64(const json& j, int64_t& out) {
   return false;
 }
 
+// A JSON value for a message: a number as written, anything else by its type (a hostile header
+// can make an array or a string arbitrarily large).
+std::string brief(const json& j) {
+  return j.is_number() ? j.dump() : std::string("<") + j.type_name() + ">";
+}
+
 void pread_all(int fd, void* dst, int64_t bytes, int64_t offset, const std::string& path,
                const std::string& name) {
   auto* p = static_cast<char*>(dst);
@@ -92,11 +100,13 @@ void pread_all(int fd, void* dst, int64_t bytes, int64_t offset, const std::stri
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO must be refused below, not waited on (no effect on a regular file).
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   SNUG_CHECK(fd_ >= 0, path, ": cannot open safetensors file: ", errno_str());
   try {
     struct stat st {};
     SNUG_CHECK(::fstat(fd_, &st) == 0, path, ": cannot stat: ", errno_str());
+    SNUG_CHECK(S_ISREG(st.st_mode), path, ": not a regular file");
     const int64_t file_size = st.st_size;
     SNUG_CHECK(file_size >= 8, path, ": not a safetensors file: ", file_size,
                " bytes, too short for the 8-byte header length");
@@ -113,12 +123,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
 
     std::string text(static_cast<size_t>(header_len), '\0');
     pread_all(fd_, text.data(), header_len, 8, path, "<header>");
-    json header;
-    try {
-      header = json::parse(text);
-    } catch (const json::exception& e) {
-      throw Error(detail::concat(path, ": malformed safetensors JSON header: ", e.what()));
-    }
+    const json header = parse_json_input(text, path + ": malformed safetensors JSON header");
     SNUG_CHECK(header.is_object(), path, ": safetensors header is not a JSON object");
 
     std::vector<std::pair<std::string, const Info*>> by_offset;
@@ -148,40 +153,60 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       inf.dtype = v["dtype"].get<std::string>();
       const int64_t esize = st_dtype_size(inf.dtype);
       SNUG_CHECK(esize > 0, where, ": unknown dtype '", inf.dtype, "'");
+      // Messages quote what was parsed (inf.shape, the offsets as numbers), never the raw JSON:
+      // a hostile header can make that arbitrarily large.
       int64_t numel = 1;
+      size_t axis = 0;
       for (const json& d : v["shape"]) {
         int64_t dim = 0;
-        SNUG_CHECK(nonneg_i64(d, dim), where, ": shape ", v["shape"].dump(),
-                   " has a dimension that is not a non-negative integer");
+        SNUG_CHECK(nonneg_i64(d, dim), where, ": shape dimension ", axis,
+                   " is not a non-negative integer");
         inf.shape.push_back(dim);
         SNUG_CHECK(!__builtin_mul_overflow(numel, dim, &numel), where, ": shape ",
-                   v["shape"].dump(), " overflows");
+                   shape_str(inf.shape), "... overflows 64 bits");
+        ++axis;
       }
       int64_t nbytes = 0;
       SNUG_CHECK(!__builtin_mul_overflow(numel, esize, &nbytes), where, ": shape ",
-                 v["shape"].dump(), " overflows");
+                 shape_str(inf.shape), " overflows 64 bits");
       const json& off = v["data_offsets"];
+      const std::string offsets = detail::concat("[", brief(off[0]), ",", brief(off[1]), "]");
       SNUG_CHECK(nonneg_i64(off[0], inf.begin) && nonneg_i64(off[1], inf.end), where,
-                 ": data_offsets ", off.dump(), " are not non-negative integers");
-      SNUG_CHECK(inf.begin <= inf.end, where, ": data_offsets ", off.dump(), " have begin > end");
-      SNUG_CHECK(inf.end <= data_size, where, ": data_offsets ", off.dump(),
+                 ": data_offsets ", offsets, " are not non-negative integers");
+      SNUG_CHECK(inf.begin <= inf.end, where, ": data_offsets ", offsets, " have begin > end");
+      SNUG_CHECK(inf.end <= data_size, where, ": data_offsets ", offsets,
                  " out of range: the data section has ", data_size, " bytes");
-      SNUG_CHECK(inf.end - inf.begin == nbytes, where, ": data_offsets ", off.dump(), " span ",
+      SNUG_CHECK(inf.end - inf.begin == nbytes, where, ": data_offsets ", offsets, " span ",
                  inf.end - inf.begin, " bytes but ", inf.dtype, " shape ", shape_str(inf.shape),
                  " needs ", nbytes);
       infos_.emplace(name, std::move(inf));
     }
     for (const auto& [name, inf] : infos_) by_offset.emplace_back(name, &inf);
+    // Data order: by begin, an empty tensor before a non-empty one at the same offset.
     std::sort(by_offset.begin(), by_offset.end(), [](const auto& a, const auto& b) {
       if (a.second->begin != b.second->begin) return a.second->begin < b.second->begin;
+      if (a.second->end != b.second->end) return a.second->end < b.second->end;
       return a.first < b.first;
     });
-    for (size_t i = 1; i < by_offset.size(); ++i) {
-      const auto& [pn, prev] = by_offset[i - 1];
-      const auto& [cn, cur] = by_offset[i];
-      SNUG_CHECK(cur->begin >= prev->end, path, ": tensors '", pn, "' [", prev->begin, ", ",
-                 prev->end, ") and '", cn, "' [", cur->begin, ", ", cur->end, ") overlap");
+    // The tensors must tile the data section exactly, as the reference implementation requires:
+    // bytes that no tensor indexes (a gap, a tail) would be read differently by other readers.
+    int64_t pos = 0;
+    const std::string* prev_name = nullptr;
+    const Info* prev = nullptr;
+    for (const auto& [name, cur] : by_offset) {
+      if (prev != nullptr)
+        SNUG_CHECK(cur->begin >= pos, path, ": tensors '", *prev_name, "' [", prev->begin, ", ",
+                   prev->end, ") and '", name, "' [", cur->begin, ", ", cur->end, ") overlap");
+      SNUG_CHECK(cur->begin <= pos, path, ": ", cur->begin - pos,
+                 " unindexed bytes at data offset ", pos, " (file offset ", data_start_ + pos,
+                 "), before tensor '", name, "'");
+      pos = cur->end;
+      prev_name = &name;
+      prev = cur;
     }
+    SNUG_CHECK(pos == data_size, path, ": ", data_size - pos,
+               " bytes after the last tensor, at data offset ", pos, " (file offset ",
+               data_start_ + pos, "); the data section has ", data_size, " bytes");
   } catch (...) {
     ::close(fd_);
     fd_ = -1;
@@ -301,32 +326,6 @@ void SafetensorsFile::read_into(const std::string& name, Tensor& t) const {
   convert(v.data(), DType::f32, t.raw(), td, v.size());
 }
 
-namespace {
-
-// Removes the temporary file unless committed.
-struct TmpFile {
-  std::string path;
-  int fd = -1;
-  bool committed = false;
-  ~TmpFile() {
-    if (fd >= 0) ::close(fd);
-    if (!committed) ::unlink(path.c_str());
-  }
-};
-
-void write_all(int fd, const void* src, size_t bytes, const std::string& path) {
-  const auto* p = static_cast<const char*>(src);
-  while (bytes > 0) {
-    const ssize_t n = ::write(fd, p, bytes);
-    if (n < 0 && errno == EINTR) continue;
-    SNUG_CHECK(n > 0, path, ": write failed: ", errno_str());
-    p += n;
-    bytes -= static_cast<size_t>(n);
-  }
-}
-
-}  // namespace
-
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
@@ -354,32 +353,14 @@ void save_safetensors(const std::string& path,
   text.append((8 - text.size() % 8) % 8, ' ');
   const uint64_t n_le = text.size();
 
-  TmpFile tmp;
-  tmp.path = path;
-  tmp.path += ".tmp.";
-  tmp.path += std::to_string(::getpid());
-  tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  SNUG_CHECK(tmp.fd >= 0, tmp.path, ": cannot create: ", errno_str());
-  write_all(tmp.fd, &n_le, 8, tmp.path);
-  write_all(tmp.fd, text.data(), text.size(), tmp.path);
+  // Beside the target, fsynced and renamed onto it (io/output_file.h).
+  OutputFile out(path, path);
+  out.write(&n_le, 8);
+  out.write(text);
   for (const auto& [name, t] : tensors) {
-    if (t->nbytes() > 0) write_all(tmp.fd, t->raw(), static_cast<size_t>(t->nbytes()), tmp.path);
+    if (t->nbytes() > 0) out.write(t->raw(), static_cast<size_t>(t->nbytes()));
   }
-  SNUG_CHECK(::fsync(tmp.fd) == 0, tmp.path, ": fsync failed: ", errno_str());
-  const int fd = tmp.fd;
-  tmp.fd = -1;
-  SNUG_CHECK(::close(fd) == 0, tmp.path, ": close failed: ", errno_str());
-  SNUG_CHECK(::rename(tmp.path.c_str(), path.c_str()) == 0, path, ": cannot rename ", tmp.path,
-             " into place: ", errno_str());
-  tmp.committed = true;
-  // Make the rename itself durable (best effort: some filesystems refuse fsync on a directory).
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
+  out.commit();
 }
 
 }  // namespace snug

@@ -1,10 +1,11 @@
 #include "models/gpt2_config.h"
 
+#include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_input.h"
 
 namespace snug {
 
@@ -30,9 +31,29 @@ int64_t GPT2Config::num_params() const {
   return vocab_size * C + n_positions * C + n_layer * (12 * C * C + 13 * C) + 2 * C;
 }
 
+namespace {
+// Each dimension fits an int32 index, and the parameter count (num_params(), and the bytes of
+// its weights, gradients and state at up to 16 bytes each) fits an int64.
+constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
+constexpr long double kMaxParams = 0x1p58L;
+long double params_exact(const GPT2Config& c) {
+  const long double C = static_cast<long double>(c.n_embd);
+  return static_cast<long double>(c.vocab_size) * C + static_cast<long double>(c.n_positions) * C +
+         static_cast<long double>(c.n_layer) * (12 * C * C + 13 * C) + 2 * C;
+}
+}  // namespace
+
 void GPT2Config::validate() const {
   SNUG_CHECK(vocab_size > 0 && n_positions > 0 && n_embd > 0 && n_layer > 0 && n_head > 0,
              "model '", name, "': every dimension must be positive");
+  SNUG_CHECK(n_positions <= kMaxDim && n_embd <= kMaxDim && n_layer <= kMaxDim && n_head <= kMaxDim,
+             "model '", name, "': a dimension is out of range (at most ", kMaxDim, ")");
+  SNUG_CHECK(params_exact(*this) <= kMaxParams, "model '", name, "': about ",
+             static_cast<double>(params_exact(*this)), " parameters, out of range (at most 2^58)");
+  // LayerNorm divides by sqrt(var + eps): eps <= 0 gives inf/nan on a constant row, which would
+  // surface as a NaN loss blamed on the learning rate.
+  SNUG_CHECK(std::isfinite(layer_norm_epsilon) && layer_norm_epsilon > 0, "model '", name,
+             "': layer_norm_epsilon ", layer_norm_epsilon, " must be positive and finite");
   SNUG_CHECK(n_embd % n_head == 0, "model '", name, "': n_embd ", n_embd,
              " is not divisible by n_head ", n_head);
   SNUG_CHECK(vocab_size <= (int64_t{1} << 31) - 1, "model '", name, "': vocab_size too large");
@@ -63,13 +84,12 @@ GPT2Config resolve_model(const std::string& spec) {
     throw Error("unknown model '" + spec + "': not a preset (" + names +
                 ") and no such config.json file");
   }
-  std::ifstream in(spec);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw Error(spec + ": not valid JSON: " + e.what());
-  }
+  return parse_model_config(read_input_file(spec, spec, int64_t{1} << 24), spec);
+}
+
+GPT2Config parse_model_config(std::string_view text, const std::string& spec) {
+  const nlohmann::json j = parse_json_input(text, spec);
+  SNUG_CHECK(j.is_object(), spec, ": a config.json must be a JSON object");
   GPT2Config c;
   c.name = spec;
   auto get = [&](const char* key, int64_t& out, bool required) {
@@ -85,10 +105,16 @@ GPT2Config resolve_model(const std::string& spec) {
   get("n_layer", c.n_layer, true);
   get("n_head", c.n_head, true);
   get("n_positions", c.n_positions, false);
-  if (j.contains("layer_norm_epsilon")) c.layer_norm_epsilon = j["layer_norm_epsilon"].get<float>();
-  if (j.contains("model_type"))
-    SNUG_CHECK(j["model_type"] == "gpt2", spec, ": model_type '",
-               j["model_type"].get<std::string>(), "' is not supported yet (only gpt2)");
+  if (j.contains("layer_norm_epsilon")) {
+    SNUG_CHECK(j["layer_norm_epsilon"].is_number(), spec,
+               ": key 'layer_norm_epsilon' must be a number");
+    c.layer_norm_epsilon = j["layer_norm_epsilon"].get<float>();
+  }
+  if (j.contains("model_type")) {
+    SNUG_CHECK(j["model_type"].is_string(), spec, ": key 'model_type' must be a string");
+    const std::string& type = j["model_type"].get_ref<const std::string&>();
+    SNUG_CHECK(type == "gpt2", spec, ": model_type '", type, "' is not supported yet (only gpt2)");
+  }
   c.validate();
   return c;
 }
@@ -100,6 +126,7 @@ GPT2Config resolve_model(const std::string& spec, const ModelShapeOverrides& o) 
                    const char* key) {
     if (!v) return;
     SNUG_CHECK(*v > 0, flag, " must be positive, got ", *v);
+    SNUG_CHECK(*v <= kMaxDim, flag, " ", *v, " is out of range (at most ", kMaxDim, ")");
     field = *v;
     c.name += detail::concat(" ", key, "=", *v);
   };

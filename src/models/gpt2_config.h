@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace snug {
@@ -27,6 +28,9 @@ struct GPT2Config {
 // ("gpt2-large"), "gpt2-1.5b" ("gpt2-xl"), or a path to a Hugging Face config.json
 // (keys vocab_size, n_positions, n_embd, n_layer, n_head, layer_norm_epsilon).
 GPT2Config resolve_model(const std::string& name_or_path);
+// The text of a Hugging Face config.json named `spec` (also the name of the result), validated;
+// every problem is a snug::Error naming `spec` and the key.
+GPT2Config parse_model_config(std::string_view text, const std::string& spec);
 std::vector<std::string> model_preset_names();
 
 // Shape overrides applied on top of a preset or config.json (--n-layer, --n-embd, --n-head,

@@ -1,5 +1,8 @@
 #include "models/gpt2_weights.h"
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -68,6 +71,36 @@ void save_gpt2_weights(const GPT2& model, const std::string& path,
   save_safetensors(path, tensors, meta);
 }
 
+namespace {
+
+// Refuses a non-finite value in weights just read: it would only surface steps later as a NaN
+// loss, blamed on the learning rate.
+void check_finite(const Tensor& t, const std::string& path, const std::string& name) {
+  if (t.is_meta() || t.numel() == 0) return;
+  auto fail = [&](int64_t i, float v) {
+    throw Error(detail::concat(path, ": tensor '", name, "' holds ", std::isnan(v) ? "nan" : "inf",
+                               " at element ", i, "; initial weights must be finite"));
+  };
+  const auto n = t.numel();
+  if (t.dtype() == DType::f32) {
+    const float* p = t.data<float>();
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(p[i])) fail(i, p[i]);
+    return;
+  }
+  if (t.dtype() != DType::bf16 && t.dtype() != DType::f16) return;
+  // 16-bit floats: all exponent bits set is inf or nan.
+  const uint16_t exp_mask = t.dtype() == DType::bf16 ? 0x7f80 : 0x7c00;
+  const uint16_t mant_mask = t.dtype() == DType::bf16 ? 0x007f : 0x03ff;
+  const auto* p = static_cast<const uint16_t*>(t.raw());
+  for (int64_t i = 0; i < n; ++i)
+    if ((p[i] & exp_mask) == exp_mask)
+      fail(i, (p[i] & mant_mask) != 0 ? std::numeric_limits<float>::quiet_NaN()
+                                      : std::numeric_limits<float>::infinity());
+}
+
+}  // namespace
+
 void load_gpt2_weights(GPT2& model, const std::string& path) {
   const SafetensorsFile f(path);
   // File name -> parameter, for every tensor that is a parameter under either spelling.
@@ -108,12 +141,14 @@ void load_gpt2_weights(GPT2& model, const std::string& path) {
                name, "' is ", inf.dtype, "; weights must be F32, F16 or BF16");
     if (!p->quantized()) {
       f.read_into(name, p->value);
+      check_finite(p->value, path, name);
     } else if (!model.device().is_meta()) {
       // --load-in-8bit/4bit: read into host staging and quantize (the fp32 tensor never
       // occupies the device, as a bitsandbytes load).
       Device staging(DeviceKind::cpu);
       Tensor host = Tensor::empty(p->shape(), DType::f32, Category::weights, staging);
       f.read_into(name, host);
+      check_finite(host, path, name);
       quantize_weight_into(*p->quant, host.data<float>(), p->name);
     }
   }

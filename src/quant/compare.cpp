@@ -206,7 +206,9 @@ int64_t ValueSet::numel() const {
 ValueSet synthetic_values(const std::string& kind, int64_t count, uint64_t seed) {
   SNUG_CHECK(kind == "normal" || kind == "outliers", "--synthetic '", kind,
              "': expected normal or outliers");
-  SNUG_CHECK(count > 0, "--count must be positive, got ", count);
+  constexpr int64_t kMaxCount = int64_t{1} << 30;  // 4 GiB of floats before any method runs
+  SNUG_CHECK(count > 0 && count <= kMaxCount, "--count ", count, " is out of range (1 to ",
+             kMaxCount, " synthetic values)");
   ValueTensor t;
   t.name = kind;
   t.values.resize(static_cast<size_t>(count));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/output_file.h"
 #include "io/safetensors.h"
 #include "models/gpt2_weights.h"
 #include "train/checkpoint.h"
@@ -217,11 +218,7 @@ void save_peft_adapter(const GPT2& model, const std::string& dir) {
   save_safetensors((fs::path(dir) / "adapter_model.safetensors").string(), tensors,
                    {{"format", "pt"}});
   const fs::path cfg_path = fs::path(dir) / "adapter_config.json";
-  std::ofstream out(cfg_path);
-  SNUG_CHECK(out.good(), cfg_path.string(), ": cannot create");
-  out << config.dump(2) << "\n";
-  out.close();
-  SNUG_CHECK(out.good(), cfg_path.string(), ": write failed");
+  write_output_file(cfg_path.string(), config.dump(2) + "\n", cfg_path.string());
 }
 
 void save_merged_weights(const GPT2& model, const std::string& path,

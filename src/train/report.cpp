@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "io/output_file.h"
 #include "kernels/gemm_path.h"
 #include "kernels/kernels.h"
 
@@ -170,19 +171,7 @@ std::string memory_table(const MemoryStats& mem, std::optional<int64_t> capacity
 }
 
 void write_json_file(const std::string& path, const nlohmann::json& j) {
-  std::string tmp = path;
-  tmp += ".tmp.";
-  tmp += std::to_string(getpid());
-  {
-    std::ofstream out(tmp);
-    SNUG_CHECK(out, "cannot write report '", path, "' (", tmp, " could not be created)");
-    out << j.dump(2) << "\n";
-    out.flush();
-    SNUG_CHECK(out, "writing report '", path, "' failed (disk full?)");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  SNUG_CHECK(!ec, "cannot move report into place at '", path, "': ", ec.message());
+  write_output_file(path, j.dump(2) + "\n", "'" + path + "'");
 }
 
 }  // namespace snug

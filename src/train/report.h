@@ -33,7 +33,8 @@ std::string summary_lines(const TrainResult& result, const MemoryStats& mem);
 // A table with one row per category: bytes at the global peak, the category's own maximum,
 // and the final live bytes, with the share of the peak.
 std::string memory_table(const MemoryStats& mem, std::optional<int64_t> capacity);
-// Writes `j` to `path` atomically (temp file + rename); throws snug::Error naming the path.
+// Writes `j` to `path` as io/output_file.h writes (beside the target, renamed onto a regular file;
+// a symlink's target gets it, a device is written directly); throws snug::Error naming the path.
 void write_json_file(const std::string& path, const nlohmann::json& j);
 
 }  // namespace snug

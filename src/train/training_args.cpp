@@ -15,8 +15,23 @@ void TrainingArguments::validate() const {
              "--per-device-train-batch-size must be positive, got ", per_device_train_batch_size);
   SNUG_CHECK(gradient_accumulation_steps > 0,
              "--gradient-accumulation-steps must be positive, got ", gradient_accumulation_steps);
+  // Sizes beyond these overflow 64-bit counts further on (tokens, steps); no run comes near them.
+  constexpr int64_t kMaxTokens = (int64_t{1} << 31) - 1;
+  SNUG_CHECK(seq_len <= kMaxTokens, "--seq-len ", seq_len, " is out of range (at most ", kMaxTokens,
+             ")");
+  SNUG_CHECK(per_device_train_batch_size <= kMaxTokens / seq_len, "--per-device-train-batch-size ",
+             per_device_train_batch_size, " is out of range: with --seq-len ", seq_len,
+             " a micro-batch may hold at most ", kMaxTokens, " tokens");
+  SNUG_CHECK(gradient_accumulation_steps <= kMaxTokens, "--gradient-accumulation-steps ",
+             gradient_accumulation_steps, " is out of range (at most ", kMaxTokens, ")");
   SNUG_CHECK(max_steps > 0 || num_train_epochs > 0,
              "--max-steps or --num-train-epochs must be positive");
+  // Epochs become ceil(epochs x batches per epoch) steps in an int64: beyond 1e6 epochs (or inf,
+  // nan) that conversion could overflow and wrap to a single step.
+  constexpr double kMaxEpochs = 1e6;
+  SNUG_CHECK(max_steps > 0 || (std::isfinite(num_train_epochs) && num_train_epochs <= kMaxEpochs),
+             "--num-train-epochs ", num_train_epochs, " is out of range (at most ", kMaxEpochs,
+             "; or give --max-steps)");
   SNUG_CHECK(learning_rate >= 0, "--learning-rate must be >= 0, got ", learning_rate);
   SNUG_CHECK(warmup_steps >= 0, "--warmup-steps must be >= 0, got ", warmup_steps);
   SNUG_CHECK(weight_decay >= 0, "--weight-decay must be >= 0, got ", weight_decay);

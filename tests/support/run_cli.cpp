@@ -37,13 +37,15 @@ std::string TempDir::path(const std::string& name) const {
   return (std::filesystem::path(dir_) / name).string();
 }
 
-CliResult run_snug(const std::string& args) {
-  return run_snug_env("", args);
+CliResult run_snug(const std::string& args, int timeout_s) {
+  return run_snug_env("", args, timeout_s);
 }
 
-CliResult run_snug_env(const std::string& env, const std::string& args) {
+CliResult run_snug_env(const std::string& env, const std::string& args, int timeout_s) {
   TempDir tmp;
-  std::string cmd = env + SNUG_BINARY;
+  std::string cmd = env;
+  if (timeout_s > 0) cmd += "timeout -k 5 " + std::to_string(timeout_s) + " ";
+  cmd += SNUG_BINARY;
   cmd += ' ';
   cmd += args;
   cmd += " >";

@@ -12,10 +12,12 @@ struct CliResult {
   std::string err;  // stderr
 };
 
-// `args` is appended to the binary path as shell words (quote them yourself).
-CliResult run_snug(const std::string& args);
+// `args` is appended to the binary path as shell words (quote them yourself). A positive
+// `timeout_s` runs it under timeout(1), so that a regression that hangs fails (exit 124) instead
+// of stalling the suite.
+CliResult run_snug(const std::string& args, int timeout_s = 0);
 // The same with environment assignments before the binary, e.g. "ONEDNN_MAX_CPU_ISA=AVX2 ".
-CliResult run_snug_env(const std::string& env, const std::string& args);
+CliResult run_snug_env(const std::string& env, const std::string& args, int timeout_s = 0);
 // A fresh, empty directory under the system temp dir, removed by the destructor.
 class TempDir {
  public:

@@ -1,0 +1,87 @@
+#include "fuzz/entry_points.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "data/dataset.h"
+#include "io/safetensors.h"
+#include "models/gpt2_config.h"
+
+namespace snug::fuzz {
+
+namespace {
+
+// One in-memory file per process (memfd), rewritten for each input; its /proc/self/fd path is
+// what the readers open, as they would open a user's file.
+class ScratchFile {
+ public:
+  ScratchFile() : fd_(::memfd_create("snug-fuzz", MFD_CLOEXEC)) {
+    SNUG_ASSERT(fd_ >= 0, "memfd_create failed");
+    path_ = "/proc/self/fd/" + std::to_string(fd_);
+  }
+  const std::string& hold(const uint8_t* data, size_t size) {
+    SNUG_ASSERT(::ftruncate(fd_, 0) == 0, "ftruncate failed");
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::pwrite(fd_, data + done, size - done, static_cast<off_t>(done));
+      SNUG_ASSERT(n > 0, "pwrite failed");
+      done += static_cast<size_t>(n);
+    }
+    return path_;
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+ScratchFile& scratch() {
+  static ScratchFile f;
+  return f;
+}
+
+}  // namespace
+
+void safetensors_file(const uint8_t* data, size_t size) {
+  try {
+    const SafetensorsFile f(scratch().hold(data, size));
+    for (const std::string& name : f.names()) {
+      const std::string& dtype = f.info(name).dtype;
+      if (dtype == "F32" || dtype == "F16" || dtype == "BF16" || dtype == "F64")
+        (void)f.read_f32(name);
+      else if (dtype == "I32" || dtype == "I64")
+        (void)f.read_i32(name);
+    }
+    (void)f.metadata();
+  } catch (const Error&) {
+  }
+}
+
+void model_config(const uint8_t* data, size_t size) {
+  try {
+    const GPT2Config c =
+        parse_model_config(std::string_view(reinterpret_cast<const char*>(data), size), "f.json");
+    (void)c.num_params();
+  } catch (const Error&) {
+  }
+}
+
+void token_file(const uint8_t* data, size_t size) {
+  try {
+    const auto src = open_dataset(scratch().hold(data, size), 50257, 0);
+    std::vector<int32_t> buf(4096);
+    for (int64_t i = 0; i < src->size(); i += static_cast<int64_t>(buf.size()))
+      src->read(i, std::min<int64_t>(static_cast<int64_t>(buf.size()), src->size() - i),
+                buf.data());
+    (void)src->vocab_size();
+  } catch (const Error&) {
+  }
+}
+
+}  // namespace snug::fuzz

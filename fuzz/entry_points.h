@@ -1,0 +1,22 @@
+// The entry points the fuzz targets (fuzz/*_fuzz.cpp, libFuzzer, clang) and the corpus replay
+// test (tests/fuzz/corpus_replay_test.cpp, any compiler) drive with the same bytes. Each feeds
+// `data` to one reader of untrusted input as snug reads it and returns normally when the reader
+// accepts it or refuses it with snug::Error; anything else (another exception, a crash, a
+// sanitizer report) is a finding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace snug::fuzz {
+
+// SafetensorsFile (io/safetensors.h) on a file holding `data`; reads every float and integer
+// tensor it accepts.
+void safetensors_file(const uint8_t* data, size_t size);
+// parse_model_config (models/gpt2_config.h): a Hugging Face config.json.
+void model_config(const uint8_t* data, size_t size);
+// open_dataset (data/dataset.h) on a file holding `data` (a token file, or else byte-level
+// text); reads every token.
+void token_file(const uint8_t* data, size_t size);
+
+}  // namespace snug::fuzz
