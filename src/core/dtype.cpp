@@ -113,8 +113,10 @@ void f16_to_f32_n(const uint16_t* s, float* d, size_t n) {
 
 // GCC 12's AVX-512 shift intrinsics pass an "undefined" vector through, which it then reports as
 // maybe-uninitialized (GCC bug 105593); the warning is false here.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // f32_to_bf16's integer recipe (round to nearest even by adding 0x7fff plus the kept lsb; NaN
 // made quiet) on 16 or 8 lanes, then the scalar function for the tail: bit for bit the scalar
 // result, denormals included. (The AVX512-BF16 instruction vcvtneps2bf16 flushes denormals to
@@ -166,7 +168,9 @@ void bf16_to_f32_n(const uint16_t* s, float* d, size_t n) {
 #endif
   for (; i < n; ++i) d[i] = bf16_to_f32(s[i]);
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 }  // namespace
 
