@@ -143,5 +143,22 @@ TEST(CheckpointState, OutOfRangeDataPositionAndOptimizerStepsAreRefused) {
   EXPECT_NE(err.find("optimizer.steps 7"), std::string::npos) << err;
 }
 
+TEST(CheckpointState, DeeplyNestedOrDuplicatedStateIsRefusedNotCrashedOn) {
+  // The reader used to parse with nlohmann's `>>` (duplicate keys silently resolved) and to quote
+  // format_version with dump(), which recurses: 100,000 nested arrays overflowed the stack.
+  test::TempDir tmp;
+  const std::string out = tmp.path("out");
+  const std::string state = save_run(out);
+  std::ofstream(state) << "{\"format_version\": " << std::string(100000, '[')
+                       << std::string(100000, ']') << "}";
+  std::string err = resume_error(out);
+  EXPECT_NE(err.find("trainer_state.json"), std::string::npos) << err;
+  EXPECT_LT(err.size(), 1000u) << "the message must not quote the document";
+  std::ofstream(state) << R"({"format_version": 2, "format_version": 2})";
+  err = resume_error(out);
+  EXPECT_NE(err.find("trainer_state.json"), std::string::npos) << err;
+  EXPECT_NE(err.find("format_version"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace snug
