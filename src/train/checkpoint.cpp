@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/json_input.h"
 #include "io/safetensors.h"
 #include "train/quantized_base_file.h"
 
@@ -185,20 +186,16 @@ std::string trainer_state_checksum(const nlohmann::json& state) {
 
 nlohmann::json read_trainer_state(const std::string& dir) {
   const std::string state_path = (fs::path(dir) / kStateFile).string();
-  nlohmann::json j;
-  {
-    std::ifstream in(state_path);
-    SNUG_CHECK(in.good(), state_path, ": cannot open");
-    try {
-      in >> j;
-    } catch (const nlohmann::json::exception& e) {
-      SNUG_CHECK(false, state_path, ": not valid JSON (", e.what(), "); the checkpoint is damaged");
-    }
-  }
-  SNUG_CHECK(j.is_object() && j.contains("format_version") &&
-                 j["format_version"] == nlohmann::json(kFormatVersion),
-             state_path, ": unsupported format_version ",
-             j.is_object() && j.contains("format_version") ? j["format_version"].dump() : "(none)",
+  // Untrusted text: the depth-limited parser (no recursion, duplicate keys refused), and
+  // messages that quote only a number, never the document (dump() recurses).
+  const nlohmann::json j =
+      parse_json_input(read_input_file(state_path, state_path, 64 << 20), state_path);
+  const bool has_version = j.is_object() && j.contains("format_version");
+  SNUG_CHECK(has_version && j["format_version"] == nlohmann::json(kFormatVersion), state_path,
+             ": unsupported format_version ",
+             !has_version                              ? std::string("(none)")
+             : j["format_version"].is_number_integer() ? j["format_version"].dump()
+                                                       : std::string("(not an integer)"),
              " (this snug reads ", kFormatVersion, ")");
   SNUG_CHECK(j.contains(kStateChecksum) && j[kStateChecksum].is_string(), state_path, ": no ",
              kStateChecksum, " record; the checkpoint is damaged");
