@@ -2,7 +2,6 @@
 // runs on (--gemm-path auto) and, with --gemm-peak, the measured peak of each of those GEMMs
 // (the denominators of snug's MFU in bench/peers/run). --json FILE writes the same as JSON.
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -46,11 +45,7 @@ int run_info(const InfoArgs& a) {
     std::printf("GEMM peak    fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s (%s)\n", f32 / 1e9, b16 / 1e9,
                 kernels::gemm_path_name(bf16));
   }
-  if (!a.json.empty()) {
-    std::ofstream out(a.json);
-    SNUG_CHECK(out, "info: cannot write --json ", a.json);
-    out << j.dump(2) << "\n";
-  }
+  if (!a.json.empty()) write_json_file(a.json, j);
   return 0;
 }
 
