@@ -160,5 +160,23 @@ TEST(CheckpointState, DeeplyNestedOrDuplicatedStateIsRefusedNotCrashedOn) {
   EXPECT_NE(err.find("format_version"), std::string::npos) << err;
 }
 
+TEST(CheckpointState, MessagesQuoteNoLongValueFromTheFile) {
+  // trainer_state.json is untrusted: a resume that refuses it names the field and quotes at most
+  // a short value, never a megabyte that a damaged or hostile file holds (the run record's values
+  // and the recorded checksum used to be quoted whole).
+  test::TempDir tmp;
+  const std::string out = tmp.path("out");
+  const std::string state = save_run(out);
+  const std::string huge(100000, 'x');
+  rewrite_consistently(state, [&](nlohmann::json& j) { j["run"]["model"]["name"] = huge; });
+  std::string err = resume_error(out);
+  EXPECT_NE(err.find("model.name"), std::string::npos) << err.substr(0, 300);
+  EXPECT_LT(err.size(), 1000u) << "the message must not quote the whole value";
+  std::ofstream(state) << R"({"format_version": 2, "state_fnv1a64": ")" << huge << R"("})";
+  err = resume_error(out);
+  EXPECT_NE(err.find("checksum mismatch"), std::string::npos) << err.substr(0, 300);
+  EXPECT_LT(err.size(), 1000u) << "the message must not quote the whole value";
+}
+
 }  // namespace
 }  // namespace snug
