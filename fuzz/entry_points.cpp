@@ -10,8 +10,11 @@
 
 #include "core/error.h"
 #include "data/dataset.h"
+#include "io/json_input.h"
 #include "io/safetensors.h"
 #include "models/gpt2_config.h"
+#include "train/run_record.h"
+#include "train/trainer_state.h"
 
 namespace snug::fuzz {
 
@@ -82,6 +85,36 @@ void token_file(const uint8_t* data, size_t size) {
     (void)src->vocab_size();
   } catch (const Error&) {
   }
+}
+
+void trainer_state(const uint8_t* data, size_t size) {
+  const std::string path = "fuzz/checkpoint-3/trainer_state.json";
+  // What a resume does with the document before it touches a model: parse and check it, then
+  // compare its run record and config with the run's (here: with themselves and with empty ones).
+  auto resume_checks = [&](std::string_view text) {
+    try {
+      const TrainerState st = parse_trainer_state(text, path);
+      check_same_run(st.run, st.run, path);
+      (void)same_run(st.run, nlohmann::json::object());
+      (void)config_changes(st.config, st.config);
+      (void)config_changes(nlohmann::json::object(), st.config);
+      check_same_run(st.run, nlohmann::json::object(), path);
+    } catch (const Error&) {
+    }
+  };
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  resume_checks(text);
+  // The checksum turns away almost every mutation at the door; re-signed, the same document
+  // reaches the field and value checks behind it.
+  nlohmann::json j;
+  try {
+    j = parse_json_input(text, path);
+  } catch (const Error&) {
+    return;
+  }
+  if (!j.is_object()) return;
+  j["state_fnv1a64"] = trainer_state_checksum(j);
+  resume_checks(j.dump());
 }
 
 }  // namespace snug::fuzz

@@ -19,4 +19,9 @@ void model_config(const uint8_t* data, size_t size);
 // text); reads every token.
 void token_file(const uint8_t* data, size_t size);
 
+// parse_trainer_state (train/trainer_state.h) on `data` as checkpoint-3/trainer_state.json, then
+// the run-record checks of a resume (train/run_record.h); and the same once more with the
+// document's checksum recomputed, so that mutations reach the checks behind it.
+void trainer_state(const uint8_t* data, size_t size);
+
 }  // namespace snug::fuzz

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "io/json_input.h"
+#include "io/fnv1a.h"
 #include "io/safetensors.h"
 #include "train/quantized_base_file.h"
 
@@ -29,15 +29,7 @@ namespace {
 
 constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
-constexpr const char* kStateFile = "trainer_state.json";
-constexpr const char* kStateChecksum = "state_fnv1a64";
-constexpr int kFormatVersion = 2;  // 2: trainer_state.json carries its own checksum
-
-std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
+constexpr const char* kStateFile = kTrainerStateFile;
 
 // Best effort: some filesystems refuse fsync on a directory.
 void fsync_dir(const fs::path& dir) {
@@ -90,18 +82,6 @@ void crash_while_replacing_for_tests(int64_t step) {
 
 constexpr const char* kReplacedSuffix = ".replaced";
 
-bool parse_checkpoint_name(const std::string& name, int64_t* step) {
-  const std::string prefix = "checkpoint-";
-  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
-  int64_t v = 0;
-  for (size_t i = prefix.size(); i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9' || v > (INT64_MAX - 9) / 10) return false;
-    v = v * 10 + (name[i] - '0');
-  }
-  *step = v;
-  return true;
-}
-
 // Checks size and checksum of `dir/name` against the trainer_state.json record.
 void verify_file(const fs::path& dir, const std::string& name, const nlohmann::json& files) {
   const fs::path path = dir / name;
@@ -121,28 +101,6 @@ void verify_file(const fs::path& dir, const std::string& name, const nlohmann::j
              rec.at("fnv1a64").get<std::string>(), "); the checkpoint is corrupted");
 }
 
-// The values a resume uses, beyond the checksum (a tool may have rewritten the file
-// consistently): a step count that fits the folder's name, a loader state and an optimizer step
-// count that can be.
-void check_state_values(const fs::path& dir, const CheckpointState& st, int64_t opt_steps) {
-  const std::string where = (dir / kStateFile).string();
-  SNUG_CHECK(st.step >= 1, where, ": global_step ", st.step,
-             " is not a number of completed steps (a checkpoint is saved after step 1 or later)");
-  std::string folder = dir.filename().string();
-  if (folder.empty()) folder = dir.parent_path().filename().string();
-  const std::string aside = ".replaced";  // a checkpoint set aside while being replaced
-  if (folder.size() > aside.size() &&
-      folder.compare(folder.size() - aside.size(), std::string::npos, aside) == 0)
-    folder.resize(folder.size() - aside.size());
-  int64_t named = 0;
-  SNUG_CHECK(!parse_checkpoint_name(folder, &named) || named == st.step, where, ": global_step ",
-             st.step, " but the folder is ", folder, "; the checkpoint is damaged");
-  SNUG_CHECK(st.data_epoch >= 0, where, ": data.epoch ", st.data_epoch, " must be >= 0");
-  SNUG_CHECK(st.data_position >= 0, where, ": data.position ", st.data_position, " must be >= 0");
-  SNUG_CHECK(opt_steps >= 0 && opt_steps <= st.step, where, ": optimizer.steps ", opt_steps,
-             " must be between 0 and global_step ", st.step);
-}
-
 // The safetensors spelling of the dtypes checkpoints hold.
 const char* st_dtype(DType t) {
   switch (t) {
@@ -156,55 +114,6 @@ const char* st_dtype(DType t) {
 }
 
 }  // namespace
-
-uint64_t fnv1a64(std::string_view bytes, uint64_t h) {
-  for (const char c : bytes) {
-    h ^= static_cast<uint8_t>(c);
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
-uint64_t fnv1a64_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  SNUG_CHECK(in.good(), path, ": cannot open: ", std::strerror(errno));
-  uint64_t h = 0xcbf29ce484222325ULL;
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    h = fnv1a64(std::string_view(buf.data(), static_cast<size_t>(in.gcount())), h);
-  }
-  SNUG_CHECK(in.eof(), path, ": read failed");
-  return h;
-}
-
-std::string trainer_state_checksum(const nlohmann::json& state) {
-  nlohmann::json j = state;
-  j.erase(kStateChecksum);
-  return hex64(fnv1a64(j.dump()));
-}
-
-nlohmann::json read_trainer_state(const std::string& dir) {
-  const std::string state_path = (fs::path(dir) / kStateFile).string();
-  // Untrusted text: the depth-limited parser (no recursion, duplicate keys refused), and
-  // messages that quote only a number, never the document (dump() recurses).
-  const nlohmann::json j =
-      parse_json_input(read_input_file(state_path, state_path, 64 << 20), state_path);
-  const bool has_version = j.is_object() && j.contains("format_version");
-  SNUG_CHECK(has_version && j["format_version"] == nlohmann::json(kFormatVersion), state_path,
-             ": unsupported format_version ",
-             !has_version                              ? std::string("(none)")
-             : j["format_version"].is_number_integer() ? j["format_version"].dump()
-                                                       : std::string("(not an integer)"),
-             " (this snug reads ", kFormatVersion, ")");
-  SNUG_CHECK(j.contains(kStateChecksum) && j[kStateChecksum].is_string(), state_path, ": no ",
-             kStateChecksum, " record; the checkpoint is damaged");
-  const std::string sum = trainer_state_checksum(j);
-  SNUG_CHECK(sum == j[kStateChecksum].get<std::string>(), state_path,
-             ": checksum mismatch (fnv1a64 ", sum, ", recorded ", j[kStateChecksum].dump(),
-             "); trainer_state.json is corrupted");
-  return j;
-}
 
 void verify_checkpoint_file(const std::string& dir, const std::string& name,
                             const nlohmann::json& files) {
@@ -239,7 +148,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
                    {{"optimizer", optimizer.name()}});
 
   nlohmann::json j;
-  j["format_version"] = kFormatVersion;
+  j["format_version"] = kTrainerStateFormatVersion;
   j["global_step"] = state.step;
   j["data"] = {{"epoch", state.data_epoch}, {"position", state.data_position}};
   j["seed"] = state.seed;
@@ -258,7 +167,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
                    {"fnv1a64", hex64(fnv1a64_file(p.string()))}};
   }
   j["files"] = files;
-  j[kStateChecksum] = trainer_state_checksum(j);
+  j["state_fnv1a64"] = trainer_state_checksum(j);
   write_file_atomic(tmp_dir / kStateFile, j.dump(2) + "\n");
   fsync_dir(tmp_dir);
 
@@ -322,28 +231,19 @@ CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& 
   SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");
   const fs::path d(dir);
   const std::string state_path = (d / kStateFile).string();
-  const nlohmann::json j = read_trainer_state(dir);
+  const TrainerState ts = read_trainer_state(dir);
+  for (const char* name : {kModelFile, kOptimizerFile}) verify_file(d, name, ts.files);
+  if (has_quantized_base(model)) verify_file(d, kQuantizedBaseFile, ts.files);
   CheckpointState st;
-  nlohmann::json extra;
-  int64_t opt_steps = 0;
-  try {
-    st.step = j.at("global_step").get<int64_t>();
-    st.data_epoch = j.at("data").at("epoch").get<int64_t>();
-    st.data_position = j.at("data").at("position").get<int64_t>();
-    st.seed = j.at("seed").get<uint64_t>();
-    st.optimizer = j.at("optimizer").at("name").get<std::string>();
-    opt_steps = j.at("optimizer").at("steps").get<int64_t>();
-    extra = j.at("optimizer").at("extra_state");
-    st.config = j.at("config");
-    st.run = j.at("run");
-    SNUG_CHECK(j.at("checksum_algorithm").get<std::string>() == "fnv1a64", state_path,
-               ": unknown checksum_algorithm");
-    for (const char* name : {kModelFile, kOptimizerFile}) verify_file(d, name, j.at("files"));
-    if (has_quantized_base(model)) verify_file(d, kQuantizedBaseFile, j.at("files"));
-  } catch (const nlohmann::json::exception& e) {
-    SNUG_CHECK(false, state_path, ": missing or malformed field (", e.what(), ")");
-  }
-  check_state_values(d, st, opt_steps);
+  st.step = ts.step;
+  st.data_epoch = ts.data_epoch;
+  st.data_position = ts.data_position;
+  st.seed = ts.seed;
+  st.optimizer = ts.optimizer;
+  st.config = ts.config;
+  st.run = ts.run;
+  const int64_t opt_steps = ts.optimizer_steps;
+  const nlohmann::json& extra = ts.optimizer_extra;
   SNUG_CHECK(st.optimizer == optimizer.name(), state_path, ": saved with --optim ", st.optimizer,
              ", cannot resume with --optim ", optimizer.name());
 

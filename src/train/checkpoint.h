@@ -10,7 +10,8 @@
 //                          --init-from or the seed
 //   optimizer.safetensors  every optimizer state tensor, "<param name>.<state>" (Optimizer::
 //                          state_tensors(): fp32 as F32, bf16 as BF16, 8-bit codes as U8)
-//   trainer_state.json     step, data loader (epoch, position) after the last consumed batch,
+//   trainer_state.json     (train/trainer_state.h parses and checks it) step, data loader (epoch,
+//   position) after the last consumed batch,
 //                          seed (the only RNG state: data order depends on (seed, epoch), and
 //                          --bf16-full's stochastic rounding draws counter-based bits from
 //                          (seed, optimizer step, tensor, element)), optimizer name, steps and
@@ -43,8 +44,10 @@
 #include <utility>
 #include <vector>
 
+#include "io/fnv1a.h"
 #include "models/gpt2.h"
 #include "optim/optimizer.h"
+#include "train/trainer_state.h"
 
 namespace snug {
 
@@ -57,18 +60,6 @@ struct CheckpointState {
   nlohmann::json config;  // TrainingArguments::to_json() of the run that saved it
   nlohmann::json run;     // train/run_record.h: what the run is and what it started from
 };
-
-// FNV-1a 64 over the bytes of `path` (throws snug::Error naming the file if unreadable).
-uint64_t fnv1a64_file(const std::string& path);
-// FNV-1a 64 over `bytes`, continuing from `h` (the offset basis by default).
-uint64_t fnv1a64(std::string_view bytes, uint64_t h = 0xcbf29ce484222325ULL);
-
-// trainer_state.json's own checksum ("state_fnv1a64"): FNV-1a 64, as 16 hex digits, over
-// state.dump() with that field left out.
-std::string trainer_state_checksum(const nlohmann::json& state);
-// Reads dir/trainer_state.json, checks its format_version and its checksum; throws snug::Error
-// naming the file when it is missing, not JSON, of another format or corrupted.
-nlohmann::json read_trainer_state(const std::string& dir);
 
 // Checks the size and FNV-1a 64 checksum of dir/name against `files`, trainer_state.json's
 // "files" record; throws snug::Error naming the file when it is missing, truncated or corrupted.

@@ -18,7 +18,7 @@ std::vector<std::string> prepare_output_dir(const std::string& dir, const nlohma
   auto this_runs = [&](const fs::path& path) {
     if (!resuming || !fs::exists(path / "trainer_state.json", ec)) return false;
     try {
-      return same_run(read_trainer_state(path.string()).at("run"), record);
+      return same_run(read_trainer_state(path.string()).run, record);
     } catch (const std::exception&) {
       return false;  // unreadable: not recognisably this run's
     }

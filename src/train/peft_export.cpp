@@ -28,9 +28,8 @@ constexpr const char* kStateFile = "trainer_state.json";
 constexpr const char* kPeftPrefix = "base_model.model.";
 
 // The checkpoint's record of model.safetensors (size, FNV-1a 64) against the file itself.
-void verify_model_file(const fs::path& dir, const nlohmann::json& state) {
-  SNUG_CHECK(state.contains("files"), (dir / kStateFile).string(), ": no record of ", kModelFile);
-  verify_checkpoint_file(dir.string(), kModelFile, state["files"]);
+void verify_model_file(const fs::path& dir, const TrainerState& state) {
+  verify_checkpoint_file(dir.string(), kModelFile, state.files);
 }
 
 // The run's flags that change the exported values must be this export's: a different
@@ -129,14 +128,13 @@ std::string load_checkpoint_values(GPT2& model, const std::string& dir,
     throw Error(msg);
   }
   const std::string state_path = (ckpt / kStateFile).string();
-  const nlohmann::json state = read_trainer_state(ckpt.string());
+  const TrainerState state = read_trainer_state(ckpt.string());
   verify_model_file(ckpt, state);
-  if (state.contains("config") && state["config"].is_object())
-    check_run_config(state["config"], args, state_path);
+  check_run_config(state.config, args, state_path);
   load_values_by_name(model, (ckpt / kModelFile).string());
   // The quantized base the run trained on, not the one --init-from or the seed gave this export.
   if (has_quantized_base(model)) {
-    verify_checkpoint_file(ckpt.string(), kQuantizedBaseFile, state["files"]);
+    verify_checkpoint_file(ckpt.string(), kQuantizedBaseFile, state.files);
     load_quantized_base((ckpt / kQuantizedBaseFile).string(), model);
   }
   return ckpt.string();

@@ -1,12 +1,9 @@
 #include "train/run_record.h"
 
 #include <cstdio>
-#include <filesystem>
 #include <set>
 
 #include "core/error.h"
-#include "models/gpt2_config.h"
-#include "train/checkpoint.h"
 
 namespace snug {
 
@@ -66,10 +63,11 @@ const std::set<std::string> kNotConfigChanges = {
     "resume_from", "init_from", "report_json"};
 // clang-format on
 
-std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
+// A value of a record for a message: records come from files (untrusted), so long values are cut.
+std::string shown(const nlohmann::json& v) {
+  std::string s = v.dump();
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
 }
 
 // record["a.b"] for a dotted key (a missing field is null).
@@ -88,55 +86,12 @@ nlohmann::json field(const nlohmann::json& record, const std::string& key) {
 
 }  // namespace
 
-nlohmann::json make_run_record(const TrainingArguments& args) {
-  const GPT2Config cfg = args.model_config();
-  nlohmann::json r;
-  r["model"] = {
-      {"name", args.model},  // as given; the resolved shape follows
-      {"n_layer", cfg.n_layer},
-      {"n_embd", cfg.n_embd},
-      {"n_head", cfg.n_head},
-      {"vocab_size", cfg.vocab_size},
-      {"n_positions", cfg.n_positions},
-      {"param_dtype", dtype_name(args.param_dtype())},
-      {"lora_r", args.lora_r},
-      {"lora_alpha", args.lora_r > 0 ? nlohmann::json(args.lora_alpha) : nullptr},
-      {"target_modules",
-       args.lora_r > 0 ? nlohmann::json(parse_target_modules(args.target_modules)) : nullptr},
-      {"use_rslora", args.lora_r > 0 && args.use_rslora},
-      {"freeze", args.freeze}};
-  const bool file = args.data != "builtin" && args.data != "dummy";
-  r["data"] = {{"source", file ? "file" : args.data},
-               {"fnv1a64", file ? nlohmann::json(hex64(fnv1a64_file(args.data))) : nullptr}};
-  r["seq_len"] = args.seq_len;
-  r["optimizer"] = {{"name", args.optim},
-                    {"adam_beta1", args.adam_beta1},
-                    {"adam_beta2", args.adam_beta2},
-                    {"adam_epsilon", args.adam_epsilon},
-                    {"weight_decay", args.weight_decay},
-                    {"momentum", args.momentum},
-                    {"optim_8bit_embeddings", args.optim_8bit_embeddings},
-                    {"adafactor_relative_step", args.adafactor_relative_step},
-                    {"galore_rank", args.galore_rank},
-                    {"galore_update_proj_gap", args.galore_update_proj_gap},
-                    {"galore_scale", args.galore_scale}};
-  const auto wq = args.weight_quant();
-  r["quantized_base"] = wq ? nlohmann::json(wq->resolved().describe()) : nullptr;
-  r["seed"] = args.seed;
-  r["started_from"] =
-      args.init_from.empty()
-          ? nlohmann::json(nullptr)
-          : nlohmann::json{{"init_from", std::filesystem::absolute(args.init_from).string()},
-                           {"fnv1a64", hex64(fnv1a64_file(args.init_from))}};
-  return r;
-}
-
 void check_same_run(const nlohmann::json& saved, const nlohmann::json& current,
                     const std::string& where) {
   for (const Field& f : kFields) {
     const nlohmann::json a = field(saved, f.key), b = field(current, f.key);
-    SNUG_CHECK(a == b, where, ": the checkpoint's run has ", f.key, " ", a.dump(), ", this run ",
-               b.dump(), " (", f.flag,
+    SNUG_CHECK(a == b, where, ": the checkpoint's run has ", f.key, " ", shown(a), ", this run ",
+               shown(b), " (", f.flag,
                "); resuming would continue from a state that does not fit it. Give the run's ",
                f.flag, ", or start a new run");
   }
@@ -155,7 +110,7 @@ std::vector<std::string> config_changes(const nlohmann::json& saved_config,
   for (const auto& [key, now] : current_config.items()) {
     if (kNotConfigChanges.count(key) != 0) continue;
     const nlohmann::json before = saved_config.contains(key) ? saved_config[key] : nullptr;
-    if (before != now) out.push_back(key + " " + before.dump() + " -> " + now.dump());
+    if (before != now) out.push_back(key + " " + shown(before) + " -> " + shown(now));
   }
   return out;
 }

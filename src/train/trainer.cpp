@@ -67,16 +67,14 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
 void Trainer::resume(const std::string& from) {
   const std::string dir = resolve_checkpoint(from);
   const std::string where = dir + "/trainer_state.json";
-  const nlohmann::json saved = read_trainer_state(dir);
-  SNUG_CHECK(saved.contains("run") && saved["run"].is_object(), where,
-             ": no record of the run (\"run\")");
+  const TrainerState saved = read_trainer_state(dir);
   // A resumed run started where the run it continues started (it cannot take --init-from).
-  run_record_["started_from"] = saved["run"].value("started_from", nlohmann::json());
+  run_record_["started_from"] = saved.run.value("started_from", nlohmann::json());
   // What would make the saved state wrong is refused, naming the field, before anything is
   // loaded; what the Hugging Face Trainer lets a resume change is accepted and reported
   // (docs/checkpoints.md).
-  check_same_run(saved["run"], run_record_, where);
-  if (saved.contains("config")) resume_changes_ = config_changes(saved["config"], args_.to_json());
+  check_same_run(saved.run, run_record_, where);
+  resume_changes_ = config_changes(saved.config, args_.to_json());
   const CheckpointState st = load_checkpoint(dir, model_, *optimizer_);
   SNUG_CHECK(st.step <= total_steps_, dir, ": checkpoint is at step ", st.step,
              ", beyond the run's ", total_steps_, " steps");

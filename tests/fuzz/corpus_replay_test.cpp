@@ -42,5 +42,9 @@ TEST(FuzzCorpus, TokenFileInputsAreAcceptedOrRefused) {
   EXPECT_GE(replay("token_file", fuzz::token_file), 5u);
 }
 
+TEST(FuzzCorpus, TrainerStateInputsAreAcceptedOrRefused) {
+  EXPECT_GE(replay("trainer_state", fuzz::trainer_state), 5u);
+}
+
 }  // namespace
 }  // namespace snug

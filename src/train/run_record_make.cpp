@@ -1,0 +1,56 @@
+// make_run_record: the record of a run from its arguments (train/run_record.h). Apart from the
+// comparisons in run_record.cpp, which read only JSON (and so link into the trainer_state fuzz
+// target without the rest of the engine).
+#include <filesystem>
+
+#include "core/dtype.h"
+#include "io/fnv1a.h"
+#include "models/gpt2_config.h"
+#include "train/run_record.h"
+
+namespace snug {
+
+nlohmann::json make_run_record(const TrainingArguments& args) {
+  const GPT2Config cfg = args.model_config();
+  nlohmann::json r;
+  r["model"] = {
+      {"name", args.model},  // as given; the resolved shape follows
+      {"n_layer", cfg.n_layer},
+      {"n_embd", cfg.n_embd},
+      {"n_head", cfg.n_head},
+      {"vocab_size", cfg.vocab_size},
+      {"n_positions", cfg.n_positions},
+      {"param_dtype", dtype_name(args.param_dtype())},
+      {"lora_r", args.lora_r},
+      {"lora_alpha", args.lora_r > 0 ? nlohmann::json(args.lora_alpha) : nullptr},
+      {"target_modules",
+       args.lora_r > 0 ? nlohmann::json(parse_target_modules(args.target_modules)) : nullptr},
+      {"use_rslora", args.lora_r > 0 && args.use_rslora},
+      {"freeze", args.freeze}};
+  const bool file = args.data != "builtin" && args.data != "dummy";
+  r["data"] = {{"source", file ? "file" : args.data},
+               {"fnv1a64", file ? nlohmann::json(hex64(fnv1a64_file(args.data))) : nullptr}};
+  r["seq_len"] = args.seq_len;
+  r["optimizer"] = {{"name", args.optim},
+                    {"adam_beta1", args.adam_beta1},
+                    {"adam_beta2", args.adam_beta2},
+                    {"adam_epsilon", args.adam_epsilon},
+                    {"weight_decay", args.weight_decay},
+                    {"momentum", args.momentum},
+                    {"optim_8bit_embeddings", args.optim_8bit_embeddings},
+                    {"adafactor_relative_step", args.adafactor_relative_step},
+                    {"galore_rank", args.galore_rank},
+                    {"galore_update_proj_gap", args.galore_update_proj_gap},
+                    {"galore_scale", args.galore_scale}};
+  const auto wq = args.weight_quant();
+  r["quantized_base"] = wq ? nlohmann::json(wq->resolved().describe()) : nullptr;
+  r["seed"] = args.seed;
+  r["started_from"] =
+      args.init_from.empty()
+          ? nlohmann::json(nullptr)
+          : nlohmann::json{{"init_from", std::filesystem::absolute(args.init_from).string()},
+                           {"fnv1a64", hex64(fnv1a64_file(args.init_from))}};
+  return r;
+}
+
+}  // namespace snug
