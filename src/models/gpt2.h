@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,59 +29,19 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "kernels/gemm_path.h"
+#include "models/causal_lm.h"
 #include "models/gpt2_config.h"
 #include "nn/lora.h"
 #include "nn/parameter.h"
+#include "nn/run_options.h"
 #include "quant/weight_quant.h"
 
 namespace snug {
 
-// Gradient checkpointing (activation recomputation), as torch.utils.checkpoint applies it:
-//   every_layer  keep each layer's input only, recompute the layer in backward (HF's default);
-//   every_k      keep the input of every k-th layer, recompute k layers at a time ("sqrt" picks
-//                k = ceil(sqrt(L)), about sqrt(L) checkpoints);
-//   selective    keep the GEMM outputs and recompute the cheap ops (LayerNorms, attention
-//                softmax, GELU) - Korthikanti et al. 2022.
-// Results are bitwise identical to no checkpointing: the same kernels recompute the same values.
-enum class CheckpointPolicy { none, every_layer, every_k, selective };
-struct CheckpointConfig {
-  CheckpointPolicy policy = CheckpointPolicy::none;
-  int64_t every_k = 1;  // segment length in layers (every_layer: 1)
-};
-// "every-layer", "every-k:K", "sqrt", "selective" (and "none"); throws naming --checkpoint-policy.
-CheckpointConfig parse_checkpoint_policy(const std::string& text, int64_t n_layer);
-
-// Attention implementation. flash: tiled with an online softmax, saving only a per-row
-// log-sum-exp (memory linear in T; docs/attention.md). naive: materializes the (B,NH,T,T)
-// probabilities, the reference.
-enum class AttentionImpl { flash, naive };
-AttentionImpl parse_attention_impl(const std::string& text);  // "flash" | "naive"
-
-// LM head + cross-entropy. chunked: logits computed and consumed a chunk of rows at a time
-// (about 32 MiB of scratch), the head's gradient produced in the same pass; the (B,T,V) logits
-// never exist. full: materialize the logits (needed to read them, e.g. for generation).
-enum class LogitsMode { chunked, full };
-LogitsMode parse_logits_mode(const std::string& text);  // "chunked" | "full"
-
-// Mixed precision (--fp16 / --bf16), as torch.autocast runs a model (docs/mixed-precision.md):
-// the parameters stay fp32 (master weights, category weights) and are what the optimizer
-// updates; each forward casts the GEMM weights (the four Linear weights of every layer and the
-// tied wte of the LM head) to 16-bit compute copies, also counted under `weights`, which live
-// until the end of backward. GEMM inputs and outputs, attention and GELU outputs are rounded to
-// 16 bits and kept for backward as 16-bit tensors; LayerNorm, softmax statistics, the residual
-// stream, the loss and every parameter gradient stay fp32. In backward the gradients entering a
-// 16-bit GEMM or attention are rounded to 16 bits too (where fp16 underflows without a loss
-// scale). This CPU has no 16-bit GEMM: a 16-bit tensor is widened to an fp32 temporary where a
-// kernel reads it (counted under `temporary`), so the arithmetic is that of a bf16/fp16 GEMM
-// with fp32 accumulation, not its speed.
-enum class ComputeDType { f32, f16, bf16 };
-// From the --fp16 / --bf16 flags; both set is an error naming them.
-ComputeDType parse_compute_dtype(bool fp16, bool bf16);
-
 struct GPT2Saved;
 struct GPT2LayerActivations;
 
-class GPT2 {
+class GPT2 final : public CausalLM {
  public:
   // Allocates every parameter (category weights) on `dev`, uninitialized; call init_weights()
   // or load values by name. param_dtype f32, or bf16 for --bf16-full (below).
@@ -94,17 +55,20 @@ class GPT2 {
   GPT2& operator=(const GPT2&) = delete;
 
   const GPT2Config& config() const { return cfg_; }
-  Device& device() const { return *dev_; }
+  ModelSummary summary() const override;
+  // gpt2_weights_metadata(config()) (models/gpt2_weights.h).
+  std::map<std::string, std::string> weights_metadata() const override;
+  Device& device() const override { return *dev_; }
 
   // Every parameter in Hugging Face named_parameters() order.
-  const ParameterList& parameters() const { return params_; }
+  const ParameterList& parameters() const override { return params_; }
   // nullptr when no parameter has that name.
-  Parameter* find(const std::string& name) const;
+  Parameter* find(const std::string& name) const override;
 
   // GPT-2's initialization as in Hugging Face (_init_weights): normal(0, 0.02) for embeddings and
   // linear weights, c_proj weights scaled by 1/sqrt(2 * n_layer), biases 0, LayerNorm 1/0.
   // Deterministic for a seed on every platform. No-op on meta.
-  void init_weights(uint64_t seed);
+  void init_weights(uint64_t seed) override;
 
   // tokens, targets: (B,T) host arrays; targets < 0 are ignored (HF's -100). T <= n_positions.
   // Returns the mean cross-entropy over the valid targets (0 on meta, NaN never hidden).
@@ -113,29 +77,29 @@ class GPT2 {
   // the following backward() gets: with chunked logits the LM head's gradient (including
   // wte's) is computed during forward.
   float forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
-                bool for_backward = true, float loss_scale = 1.0f);
+                bool for_backward = true, float loss_scale = 1.0f) override;
   // Number of valid (non-ignored) targets in the last forward.
-  int64_t last_valid_targets() const { return valid_targets_; }
+  int64_t last_valid_targets() const override { return valid_targets_; }
   // (B,T,V) logits of the last forward without targets (probabilities when targets were given).
-  const Tensor& logits() const;
+  const Tensor& logits() const override;
 
   // Accumulates loss_scale * d(mean loss)/d(param) into the gradients of parameters with
   // requires_grad (gradient accumulation divides by the number of micro-steps through
   // loss_scale). Frees the saved activations. Requires a preceding forward with for_backward.
-  void backward(float loss_scale = 1.0f);
+  void backward(float loss_scale = 1.0f) override;
 
   // Drops every saved activation (e.g. after an evaluation forward).
-  void free_activations();
+  void free_activations() override;
 
   // Frees every parameter gradient (zero_grad(set_to_none=True)).
-  void zero_grad();
+  void zero_grad() override;
 
-  void set_attention(AttentionImpl a) { attention_ = a; }
-  void set_logits_mode(LogitsMode m) { logits_ = m; }
-  LogitsMode logits_mode() const { return logits_; }
-  AttentionImpl attention() const { return attention_; }
-  void set_checkpointing(const CheckpointConfig& c);
-  const CheckpointConfig& checkpointing() const { return ckpt_; }
+  void set_attention(AttentionImpl a) override { attention_ = a; }
+  void set_logits_mode(LogitsMode m) override { logits_ = m; }
+  LogitsMode logits_mode() const override { return logits_; }
+  AttentionImpl attention() const override { return attention_; }
+  void set_checkpointing(const CheckpointConfig& c) override;
+  const CheckpointConfig& checkpointing() const override { return ckpt_; }
   // Optimizer-in-backward (LOMO, AdaLOMO; optim/lomo.h): when set, backward calls the hook with
   // each parameter whose gradient is final for this backward, as soon as it is: a layer's twelve
   // after that layer's backward, ln_f's after its backward, wpe's and then the tied wte's at the
@@ -144,19 +108,21 @@ class GPT2 {
   // LM-head gradient: forward keeps ln_f's output (B,T,C activations) and backward recomputes
   // the head's logits chunk by chunk at the end (one more N x V x C GEMM), so wte's gradient
   // exists only at the end instead of through the whole backward. Set before forward.
-  void set_grad_ready_hook(std::function<void(Parameter&)> hook) { grad_ready_ = std::move(hook); }
-  void set_compute_dtype(ComputeDType d) { compute_ = d; }
-  ComputeDType compute_dtype() const { return compute_; }
+  void set_grad_ready_hook(std::function<void(Parameter&)> hook) override {
+    grad_ready_ = std::move(hook);
+  }
+  void set_compute_dtype(ComputeDType d) override { compute_ = d; }
+  ComputeDType compute_dtype() const override { return compute_; }
   // Which GEMM runs the bf16 products (kernels/gemm_path.h). widen (the default): bf16 operands
   // widened into fp32 temporaries for gemm_f32. onednn_bf16: gemm_bf16 reads the bf16 compute
   // copies (or --bf16-full parameters) directly and the fp32 GEMM inputs are packed into bf16
   // temporaries; applies to --bf16/--bf16-full and to a quantized base with bf16 compute dtype
   // (whose GEMM input is then rounded to bf16, as bitsandbytes casts it). --fp16 always widens.
-  void set_gemm_path(kernels::GemmPath p) { gemm_path_ = p; }
-  kernels::GemmPath gemm_path() const { return gemm_path_; }
+  void set_gemm_path(kernels::GemmPath p) override { gemm_path_ = p; }
+  kernels::GemmPath gemm_path() const override { return gemm_path_; }
   // Number of parameters that get a 16-bit compute copy under --fp16/--bf16 (0 with bf16
   // parameters: the values are the compute copies).
-  int64_t num_compute_copy_params() const;
+  int64_t num_compute_copy_params() const override;
 
   // --bf16-full (docs/mixed-precision.md): parameters stored in bf16 (2 B/param, category
   // weights; no fp32 master and no compute copies). Kernels read them widened into fp32
@@ -165,41 +131,36 @@ class GPT2 {
   // each parameter's gradient accumulates into an fp32 `temporary` (widened from the bf16
   // gradient of earlier micro-steps), rounded to nearest into the bf16 gradient after the layer
   // (or the head, or the embeddings) that produced it. Combine with set_compute_dtype(bf16).
-  DType param_dtype() const { return param_dtype_; }
+  DType param_dtype() const override { return param_dtype_; }
 
   // LoRA (nn/lora.h): adds a trainable adapter pair to every Linear of the blocks that `cfg`
   // targets and freezes every other parameter (PEFT's get_peft_model with bias="none"). The
   // adapters join parameters() after the base ones. A from `seed`, B zero. Call once, after the
   // base weights are loaded. Throws naming --target-modules when a key matches no module.
-  void add_lora(const LoraConfig& cfg, uint64_t seed);
-  struct LoraAdapter {
-    std::string module;  // "transformer.h.0.attn.c_attn"
-    Parameter* base;     // the frozen Conv1D weight (in, out)
-    Parameter* A;        // (r, in)
-    Parameter* B;        // (out, r)
-    int64_t layer;
-    int slot;  // 0 attn.c_attn, 1 attn.c_proj, 2 mlp.c_fc, 3 mlp.c_proj
-  };
-  const std::vector<LoraAdapter>& lora_adapters() const { return lora_; }
-  const LoraConfig& lora_config() const { return lora_cfg_; }
+  void add_lora(const LoraConfig& cfg, uint64_t seed) override;
+  // base: the frozen Conv1D weight (in, out); slot 0 attn.c_attn, 1 attn.c_proj, 2 mlp.c_fc,
+  // 3 mlp.c_proj.
+  using LoraAdapter = snug::LoraAdapter;
+  const std::vector<LoraAdapter>& lora_adapters() const override { return lora_; }
+  const LoraConfig& lora_config() const override { return lora_cfg_; }
   // out (in, out) = base + scaling * A^T B^T: the weight PEFT's merge_and_unload writes, in
   // GPT-2's Conv1D layout. Host memory; cpu device only.
-  std::vector<float> merged_weight(const LoraAdapter& a) const;
+  std::vector<float> merged_weight(const LoraAdapter& a) const override;
 
   // Quantized base weights: dequantized values are rounded to bf16 (bnb_4bit_compute_dtype
   // bf16) before the GEMM uses them. Under --bf16/--fp16 they are rounded to that type anyway.
-  void set_dequant_bf16(bool on) { dequant_bf16_ = on; }
+  void set_dequant_bf16(bool on) override { dequant_bf16_ = on; }
   // fp32 values of any parameter (dequantized when quantized, widened when bf16), into `out`
   // (p->numel() floats, host memory). cpu device only.
-  void read_values(const Parameter& p, float* out) const;
+  void read_values(const Parameter& p, float* out) const override;
 
   // NEFTune (Jain et al. 2023): while training, adds U(-m, m) noise with m = alpha/sqrt(T*C) to
   // the token embeddings (Hugging Face's neftune_noise_alpha). 0 = off. Evaluation forwards are
   // untouched.
-  void set_neftune_noise_alpha(double alpha) { neftune_alpha_ = alpha; }
+  void set_neftune_noise_alpha(double alpha) override { neftune_alpha_ = alpha; }
   // Training forwards so far; each one increments it and keys its random draws (dropout masks,
   // NEFTune noise) by it. The Trainer sets it from the step so a resumed run draws the same.
-  void set_forward_count(uint64_t n) { forward_count_ = n; }
+  void set_forward_count(uint64_t n) override { forward_count_ = n; }
 
  private:
   struct Layer;

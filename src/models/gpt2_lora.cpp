@@ -66,7 +66,7 @@ void GPT2::add_lora(const LoraConfig& cfg, uint64_t seed) {
       Parameter* base[4] = {w.qkv_w, w.attproj_w, w.fc_w, w.fcproj_w};
       lora_slot_[static_cast<size_t>(l)][static_cast<size_t>(slot)] =
           static_cast<int>(lora_.size());
-      lora_.push_back({m, base[slot], A, B, l, slot});
+      lora_.push_back({m, base[slot], A, B, l, slot, /*fan_in_fan_out=*/true});
     }
   }
 }

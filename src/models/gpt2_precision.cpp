@@ -16,11 +16,6 @@ DType storage_dtype(ComputeDType d) {
 }
 }  // namespace
 
-ComputeDType parse_compute_dtype(bool fp16, bool bf16) {
-  SNUG_CHECK(!(fp16 && bf16), "--fp16 and --bf16 are exclusive: pick one");
-  return fp16 ? ComputeDType::f16 : bf16 ? ComputeDType::bf16 : ComputeDType::f32;
-}
-
 int64_t GPT2::num_compute_copy_params() const {
   if (param_dtype_ != DType::f32) return 0;  // --bf16-full: the parameters are the copies
   int64_t n = wte_->value.numel();

@@ -47,4 +47,20 @@ uint64_t lora_dropout_key(uint64_t seed, uint64_t forward_count, int64_t layer, 
 // through the same mask), mask_i = lora_keep(key, i, p).
 void lora_dropout(uint64_t key, double p, const float* src, float* dst, int64_t n, bool accumulate);
 
+struct Parameter;
+
+// One adapted Linear of a model: PEFT's lora_A/lora_B pair beside the frozen base weight of
+// `module`. The model owns the parameters; this names them.
+struct LoraAdapter {
+  std::string module;  // Hugging Face module name, "transformer.h.0.attn.c_attn"
+  Parameter* base;     // the frozen base weight, in the family's layout
+  Parameter* A;        // (r, in)
+  Parameter* B;        // (out, r)
+  int64_t layer;       // the block that holds it
+  int slot;            // which Linear of that block (the family numbers them)
+  // The base stores its weight (in, out), as GPT-2's Conv1D, rather than nn.Linear's (out, in):
+  // PEFT's fan_in_fan_out.
+  bool fan_in_fan_out;
+};
+
 }  // namespace snug

@@ -121,7 +121,7 @@ void verify_checkpoint_file(const std::string& dir, const std::string& name,
 }
 
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
-                            const GPT2& model, Optimizer& optimizer) {
+                            const CausalLM& model, Optimizer& optimizer) {
   SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");
   const fs::path out(output_dir);
   const std::string base = "checkpoint-" + std::to_string(state.step);
@@ -227,7 +227,7 @@ std::string resolve_checkpoint(const std::string& dir) {
   return all.back().second;
 }
 
-CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& optimizer) {
+CheckpointState load_checkpoint(const std::string& dir, CausalLM& model, Optimizer& optimizer) {
   SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");
   const fs::path d(dir);
   const std::string state_path = (d / kStateFile).string();

@@ -45,7 +45,7 @@
 #include <vector>
 
 #include "io/fnv1a.h"
-#include "models/gpt2.h"
+#include "models/causal_lm.h"
 #include "optim/optimizer.h"
 #include "train/trainer_state.h"
 
@@ -69,7 +69,7 @@ void verify_checkpoint_file(const std::string& dir, const std::string& name,
 // Writes output_dir/checkpoint-<state.step> (replacing one of the same step) and returns its
 // path. Meta-device models cannot be saved.
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
-                            const GPT2& model, Optimizer& optimizer);
+                            const CausalLM& model, Optimizer& optimizer);
 
 // The complete checkpoints of output folder `dir` (checkpoint-<N> holding trainer_state.json;
 // checkpoint-<N>.replaced where checkpoint-<N> is missing), by N ascending. *.tmp folders and
@@ -82,6 +82,6 @@ std::string resolve_checkpoint(const std::string& dir);
 
 // Verifies and loads checkpoint folder `dir` into `model` and `optimizer` (which must be the
 // optimizer named in it, over the model's parameters). Returns the saved state.
-CheckpointState load_checkpoint(const std::string& dir, GPT2& model, Optimizer& optimizer);
+CheckpointState load_checkpoint(const std::string& dir, CausalLM& model, Optimizer& optimizer);
 
 }  // namespace snug

@@ -5,7 +5,7 @@
 
 namespace snug {
 
-void prepare_model(GPT2& model, const TrainingArguments& args) {
+void prepare_model(CausalLM& model, const TrainingArguments& args) {
   bool quantized = false;
   for (const Parameter* p : model.parameters()) quantized = quantized || p->quantized();
   SNUG_CHECK(!quantized || args.lora_r > 0,

@@ -10,12 +10,12 @@
 //   5. --neftune-noise-alpha.
 #pragma once
 
-#include "models/gpt2.h"
+#include "models/causal_lm.h"
 #include "train/training_args.h"
 
 namespace snug {
 
 // Throws snug::Error naming the flag when the combination cannot train.
-void prepare_model(GPT2& model, const TrainingArguments& args);
+void prepare_model(CausalLM& model, const TrainingArguments& args);
 
 }  // namespace snug

@@ -13,7 +13,6 @@
 #include "core/error.h"
 #include "io/output_file.h"
 #include "io/safetensors.h"
-#include "models/gpt2_weights.h"
 #include "train/checkpoint.h"
 #include "train/quantized_base_file.h"
 
@@ -84,9 +83,9 @@ nlohmann::json number(double v) {
 
 }  // namespace
 
-int64_t load_values_by_name(GPT2& model, const std::string& path) {
+int64_t load_values_by_name(CausalLM& model, const std::string& path) {
   const SafetensorsFile f(path);
-  const std::string& name_of_model = model.config().name;
+  const std::string name_of_model = model.summary().name;
   std::set<const Parameter*> loaded;
   for (const std::string& name : f.names()) {
     Parameter* p = model.find(name);
@@ -105,7 +104,7 @@ int64_t load_values_by_name(GPT2& model, const std::string& path) {
     f.read_into(name, p->value);
     loaded.insert(p);
   }
-  for (const GPT2::LoraAdapter& ad : model.lora_adapters())
+  for (const LoraAdapter& ad : model.lora_adapters())
     for (const Parameter* p : {ad.A, ad.B})
       SNUG_CHECK(loaded.count(p) != 0, path, ": no tensor '", p->name,
                  "': the run had no LoRA adapter on ", ad.module,
@@ -113,7 +112,7 @@ int64_t load_values_by_name(GPT2& model, const std::string& path) {
   return static_cast<int64_t>(loaded.size());
 }
 
-std::string load_checkpoint_values(GPT2& model, const std::string& dir,
+std::string load_checkpoint_values(CausalLM& model, const std::string& dir,
                                    const TrainingArguments& args) {
   std::error_code ec;
   SNUG_CHECK(fs::is_directory(dir, ec), "--checkpoint ", dir, ": no such directory");
@@ -140,7 +139,7 @@ std::string load_checkpoint_values(GPT2& model, const std::string& dir,
   return ckpt.string();
 }
 
-nlohmann::json peft_adapter_config(const GPT2& model) {
+nlohmann::json peft_adapter_config(const CausalLM& model) {
   SNUG_CHECK(!model.lora_adapters().empty(), "the model has no LoRA adapters (--lora-r 0)");
   const LoraConfig& c = model.lora_config();
   // PEFT stores target_modules as a set (written as a list); "all-linear" is resolved to the
@@ -149,7 +148,7 @@ nlohmann::json peft_adapter_config(const GPT2& model) {
   const bool all_linear = std::find(c.target_modules.begin(), c.target_modules.end(),
                                     "all-linear") != c.target_modules.end();
   if (all_linear)
-    for (const GPT2::LoraAdapter& ad : model.lora_adapters()) targets.insert(ad.module);
+    for (const LoraAdapter& ad : model.lora_adapters()) targets.insert(ad.module);
   else
     targets.insert(c.target_modules.begin(), c.target_modules.end());
   using J = nlohmann::json;
@@ -164,7 +163,7 @@ nlohmann::json peft_adapter_config(const GPT2& model) {
   j["ensure_weight_tying"] = false;
   j["eva_config"] = nullptr;
   j["exclude_modules"] = nullptr;
-  j["fan_in_fan_out"] = true;  // GPT-2's Conv1D stores weights (in, out)
+  j["fan_in_fan_out"] = model.lora_adapters().front().fan_in_fan_out;
   j["inference_mode"] = true;
   j["init_lora_weights"] = true;
   j["kasa_config"] = nullptr;
@@ -198,7 +197,7 @@ nlohmann::json peft_adapter_config(const GPT2& model) {
   return j;
 }
 
-void save_peft_adapter(const GPT2& model, const std::string& dir) {
+void save_peft_adapter(const CausalLM& model, const std::string& dir) {
   SNUG_CHECK(!model.device().is_meta(), "cannot write an adapter to '", dir,
              "' from a model on the meta device (it has no values)");
   const nlohmann::json config = peft_adapter_config(model);
@@ -206,7 +205,7 @@ void save_peft_adapter(const GPT2& model, const std::string& dir) {
   fs::create_directories(dir, ec);
   SNUG_CHECK(!ec, dir, ": cannot create the adapter directory: ", ec.message());
   std::vector<std::pair<std::string, const Tensor*>> tensors;
-  for (const GPT2::LoraAdapter& ad : model.lora_adapters()) {
+  for (const LoraAdapter& ad : model.lora_adapters()) {
     for (const Parameter* p : {ad.A, ad.B}) {
       SNUG_CHECK(p->value.dtype() == DType::f32, p->name,
                  ": adapters are written as F32, this one is ", dtype_name(p->value.dtype()));
@@ -219,12 +218,12 @@ void save_peft_adapter(const GPT2& model, const std::string& dir) {
   write_output_file(cfg_path.string(), config.dump(2) + "\n", cfg_path.string());
 }
 
-void save_merged_weights(const GPT2& model, const std::string& path,
+void save_merged_weights(const CausalLM& model, const std::string& path,
                          const std::map<std::string, std::string>& extra) {
   SNUG_CHECK(!model.device().is_meta(), "cannot write merged weights to '", path,
              "' from a model on the meta device (it has no values)");
   std::set<const Parameter*> adapters;
-  for (const GPT2::LoraAdapter& ad : model.lora_adapters()) adapters.insert({ad.A, ad.B});
+  for (const LoraAdapter& ad : model.lora_adapters()) adapters.insert({ad.A, ad.B});
   // Host fp32 copies where the parameter's own storage is not the fp32 value to write: merged
   // weights, and dequantized (or widened) base weights.
   std::vector<std::unique_ptr<Tensor>> staged;
@@ -236,8 +235,8 @@ void save_merged_weights(const GPT2& model, const std::string& path,
   std::vector<std::pair<std::string, const Tensor*>> tensors;
   for (const Parameter* p : model.parameters()) {
     if (adapters.count(p) != 0) continue;
-    const GPT2::LoraAdapter* ad = nullptr;
-    for (const GPT2::LoraAdapter& a : model.lora_adapters())
+    const LoraAdapter* ad = nullptr;
+    for (const LoraAdapter& a : model.lora_adapters())
       if (a.base == p) ad = &a;
     if (ad != nullptr) {
       const std::vector<float> w = model.merged_weight(*ad);
@@ -250,7 +249,7 @@ void save_merged_weights(const GPT2& model, const std::string& path,
     }
     tensors.emplace_back(p->name, staged.back().get());
   }
-  std::map<std::string, std::string> meta = gpt2_weights_metadata(model.config());
+  std::map<std::string, std::string> meta = model.weights_metadata();
   for (const auto& [k, v] : extra) meta[k] = v;
   save_safetensors(path, tensors, meta);
 }

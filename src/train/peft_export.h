@@ -8,7 +8,7 @@
 //            Conv1D, and says so with fan_in_fan_out = true in the config.
 //   merged   one safetensors file in GPT2LMHeadModel names and Conv1D layout (what
 //            models/gpt2_weights.h writes and `--init-from` reads) with each adapted weight
-//            replaced by W + scaling A^T B^T (GPT2::merged_weight): what PEFT's
+//            replaced by W + scaling A^T B^T (CausalLM::merged_weight): what PEFT's
 //            merge_and_unload() followed by save_pretrained gives, without any LoRA key.
 //            A quantized base (--load-in-8bit/--load-in-4bit) is written dequantized, in fp32.
 //
@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "models/gpt2.h"
+#include "models/causal_lm.h"
 #include "train/training_args.h"
 
 namespace snug {
@@ -35,25 +35,25 @@ inline constexpr const char* kPeftFormatVersion = "0.21.2";
 // not quantized, with its exact shape, and every LoRA adapter must be in the file; parameters
 // not in the file keep their values. Errors name the file and the tensor. Returns how many
 // parameters were loaded.
-int64_t load_values_by_name(GPT2& model, const std::string& path);
+int64_t load_values_by_name(CausalLM& model, const std::string& path);
 
 // `dir` is a checkpoint folder or an output folder (resolve_checkpoint). Verifies its
 // model.safetensors against trainer_state.json (size and checksum), checks that the run was
 // configured as `args` where that changes the exported values (model shape, LoRA rank, alpha,
 // rsLoRA, target modules, base quantization), then load_values_by_name. Returns the folder used.
-std::string load_checkpoint_values(GPT2& model, const std::string& dir,
+std::string load_checkpoint_values(CausalLM& model, const std::string& dir,
                                    const TrainingArguments& args);
 
 // adapter_config.json of the model's adapters: every field PEFT 0.21's LoraConfig writes, PEFT's
 // defaults for the ones snug does not have. "all-linear" is written as the adapted module names,
 // as PEFT does after it resolves the shorthand.
-nlohmann::json peft_adapter_config(const GPT2& model);
+nlohmann::json peft_adapter_config(const CausalLM& model);
 
 // Writes dir/adapter_model.safetensors and dir/adapter_config.json (creating dir). cpu only.
-void save_peft_adapter(const GPT2& model, const std::string& dir);
+void save_peft_adapter(const CausalLM& model, const std::string& dir);
 
-// Writes the merged model to `path` (see above), with gpt2_weights_metadata plus `extra`.
-void save_merged_weights(const GPT2& model, const std::string& path,
+// Writes the merged model to `path` (see above), with the model's weights_metadata() plus `extra`.
+void save_merged_weights(const CausalLM& model, const std::string& path,
                          const std::map<std::string, std::string>& extra = {});
 
 }  // namespace snug

@@ -96,17 +96,19 @@ nlohmann::json memory_json(const MemoryStats& s, std::optional<int64_t> capacity
   return j;
 }
 
-nlohmann::json make_report(const TrainingArguments& args, const GPT2& model, const TrainResult& r,
-                           const MemoryStats& mem, std::optional<int64_t> capacity) {
+nlohmann::json make_report(const TrainingArguments& args, const CausalLM& model,
+                           const TrainResult& r, const MemoryStats& mem,
+                           std::optional<int64_t> capacity) {
   nlohmann::json j;
-  j["model"] = {{"name", model.config().name},
+  const ModelSummary m = model.summary();
+  j["model"] = {{"name", m.name},
                 {"n_params", count_params(model.parameters())},
                 {"n_trainable_params", count_params(model.parameters(), true)},
-                {"n_layer", model.config().n_layer},
-                {"n_embd", model.config().n_embd},
-                {"n_head", model.config().n_head},
-                {"vocab_size", model.config().vocab_size},
-                {"n_positions", model.config().n_positions}};
+                {"n_layer", m.n_layer},
+                {"n_embd", m.n_embd},
+                {"n_head", m.n_head},
+                {"vocab_size", m.vocab_size},
+                {"n_positions", m.n_positions}};
   j["config"] = args.to_json();
   // With --freeze, config.freeze lists the patterns and this counts what they left training.
   j["config"]["trainable_params"] = count_params(model.parameters(), true);

@@ -17,7 +17,7 @@
 
 namespace snug {
 
-Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* data)
+Trainer::Trainer(const TrainingArguments& args, CausalLM& model, const TokenSource* data)
     : args_(args), model_(model), data_(data) {
   args_.validate();
   SNUG_CHECK(data_ || model_.device().is_meta(), "Trainer: a dataset is required on ",
@@ -31,11 +31,11 @@ Trainer::Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* 
   SNUG_CHECK(model_.param_dtype() == args_.param_dtype(), "Trainer: the model's parameters are ",
              dtype_name(model_.param_dtype()), " but the run needs ",
              dtype_name(args_.param_dtype()),
-             args_.bf16_full ? " (--bf16-full: build GPT2 with DType::bf16)" : "");
+             args_.bf16_full ? " (--bf16-full: build the model with DType::bf16)" : "");
   if (args_.fp16) scaler_ = std::make_unique<GradScaler>();
   if (args_.gradient_checkpointing)
     model_.set_checkpointing(
-        parse_checkpoint_policy(args_.checkpoint_policy, model_.config().n_layer));
+        parse_checkpoint_policy(args_.checkpoint_policy, model_.summary().n_layer));
   // Quantized base, LoRA adapters (freezing the base), --freeze, NEFTune, before the optimizer
   // exists: frozen parameters get no state and no gradient.
   prepare_model(model_, args_);
@@ -94,8 +94,9 @@ void Trainer::set_grad_scaler_options(const GradScalerOptions& o) {
   scaler_ = std::make_unique<GradScaler>(o);
 }
 
-double accumulate_gradients(GPT2& model, const int32_t* inputs, const int32_t* targets, int64_t B,
-                            int64_t T, int64_t accum, int64_t window_targets, double loss_scale) {
+double accumulate_gradients(CausalLM& model, const int32_t* inputs, const int32_t* targets,
+                            int64_t B, int64_t T, int64_t accum, int64_t window_targets,
+                            double loss_scale) {
   double loss_sum = 0.0;  // sum of per-token losses over the window
   for (int64_t micro = 0; micro < accum; ++micro) {
     const int64_t off = micro * B * T;

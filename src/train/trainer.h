@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "models/gpt2.h"
+#include "models/causal_lm.h"
 #include "optim/lomo.h"
 #include "optim/optimizer.h"
 #include "train/grad_scaler.h"
@@ -59,14 +59,14 @@ struct TrainResult {
 // loss is the sum of per-token losses divided by `window_targets`, the number of targets >= 0 in
 // the whole window, times `loss_scale` (fp16's dynamic loss scale; 1 otherwise). Returns that
 // window loss, unscaled (non-finite: stopped at that micro-batch).
-double accumulate_gradients(GPT2& model, const int32_t* inputs, const int32_t* targets, int64_t B,
-                            int64_t T, int64_t accum, int64_t window_targets,
+double accumulate_gradients(CausalLM& model, const int32_t* inputs, const int32_t* targets,
+                            int64_t B, int64_t T, int64_t accum, int64_t window_targets,
                             double loss_scale = 1.0);
 
 class Trainer {
  public:
   // `data` may be null on the meta device only (no batches are read there).
-  Trainer(const TrainingArguments& args, GPT2& model, const TokenSource* data);
+  Trainer(const TrainingArguments& args, CausalLM& model, const TokenSource* data);
   int64_t total_steps() const { return total_steps_; }
   // The step training starts from (the checkpoint's with --resume-from, else 0).
   int64_t start_step() const { return start_step_; }
@@ -86,7 +86,7 @@ class Trainer {
   void resume(const std::string& from);
 
   TrainingArguments args_;
-  GPT2& model_;
+  CausalLM& model_;
   const TokenSource* data_;
   std::unique_ptr<Optimizer> optimizer_;
   InBackwardOptimizer* fused_ = nullptr;  // optimizer_ when it runs inside backward (lomo)

@@ -1,0 +1,116 @@
+// The one interface every model family implements, and the only one the Trainer, checkpoints,
+// PEFT export and merge, and reports see (issue 16; docs/design.md). A family lives in its own
+// folder of src/models/ and is composed of src/nn/ blocks; nothing outside that folder names it.
+//
+// The contract, whatever the family:
+//   - parameters() in Hugging Face named_parameters() order, with the state_dict keys as names,
+//     each allocated from the device's pool (category weights), gradients lazily;
+//   - forward() keeps exactly what backward() needs (category activations) and backward() frees
+//     it as it goes, so that a meta-device run accounts the same bytes as a cpu run;
+//   - the run options of nn/run_options.h are honoured, bitwise identically where they promise
+//     it (checkpoint policies recompute with the same kernels).
+//
+// Lifecycle of one training micro-step:
+//   float loss = model.forward(tokens, targets, B, T);  // saves activations
+//   model.backward(scale);   // accumulates scale * dLoss/dparam into each Parameter::grad
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "kernels/gemm_path.h"
+#include "nn/lora.h"
+#include "nn/parameter.h"
+#include "nn/run_options.h"
+
+namespace snug {
+
+// The shape a report and a run record show, in the names snug's report JSON has always used.
+struct ModelSummary {
+  std::string name;        // as resolved: preset or config path, with overrides
+  std::string model_type;  // Hugging Face model_type ("gpt2")
+  int64_t n_layer = 0;     // transformer blocks
+  int64_t n_embd = 0;      // hidden size
+  int64_t n_head = 0;      // attention (query) heads
+  int64_t vocab_size = 0;
+  int64_t n_positions = 0;  // maximum context
+};
+
+class CausalLM {
+ public:
+  virtual ~CausalLM() = default;
+
+  virtual ModelSummary summary() const = 0;
+  virtual Device& device() const = 0;
+  // Every parameter in Hugging Face named_parameters() order (adapters after the base).
+  virtual const ParameterList& parameters() const = 0;
+  // nullptr when no parameter has that name.
+  virtual Parameter* find(const std::string& name) const = 0;
+  // The family's initialization as in transformers' _init_weights; deterministic for a seed on
+  // every platform. No-op on meta.
+  virtual void init_weights(uint64_t seed) = 0;
+  // Metadata a safetensors file of this model's weights carries (what transformers writes).
+  virtual std::map<std::string, std::string> weights_metadata() const = 0;
+
+  // tokens, targets: (B,T) host arrays; targets < 0 are ignored (HF's -100). Returns the mean
+  // cross-entropy over the valid targets (0 on meta). With targets == nullptr only the logits are
+  // computed and kept. Saves what backward needs unless `for_backward` is false. `loss_scale`
+  // must be the value the following backward() gets (a chunked LM head produces its gradient
+  // during forward).
+  virtual float forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
+                        bool for_backward = true, float loss_scale = 1.0f) = 0;
+  // Number of valid (non-ignored) targets in the last forward.
+  virtual int64_t last_valid_targets() const = 0;
+  // (B,T,V) logits of the last forward without targets.
+  virtual const Tensor& logits() const = 0;
+  // Accumulates loss_scale * d(mean loss)/d(param) into the gradients of parameters with
+  // requires_grad; frees the saved activations.
+  virtual void backward(float loss_scale = 1.0f) = 0;
+  virtual void free_activations() = 0;
+  // Frees every parameter gradient (zero_grad(set_to_none=True)).
+  virtual void zero_grad() = 0;
+
+  // Run options (nn/run_options.h, kernels/gemm_path.h); set before forward.
+  virtual void set_attention(AttentionImpl a) = 0;
+  virtual AttentionImpl attention() const = 0;
+  virtual void set_logits_mode(LogitsMode m) = 0;
+  virtual LogitsMode logits_mode() const = 0;
+  virtual void set_checkpointing(const CheckpointConfig& c) = 0;
+  virtual const CheckpointConfig& checkpointing() const = 0;
+  virtual void set_compute_dtype(ComputeDType d) = 0;
+  virtual ComputeDType compute_dtype() const = 0;
+  virtual void set_gemm_path(kernels::GemmPath p) = 0;
+  virtual kernels::GemmPath gemm_path() const = 0;
+  // Parameters that get a 16-bit compute copy under --fp16/--bf16.
+  virtual int64_t num_compute_copy_params() const = 0;
+  // Storage dtype of the parameters: f32, or bf16 under --bf16-full.
+  virtual DType param_dtype() const = 0;
+  // Optimizer-in-backward (optim/lomo.h): backward hands each parameter to the hook as soon as
+  // its gradient is final for this backward; the hook may update it and free the gradient.
+  virtual void set_grad_ready_hook(std::function<void(Parameter&)> hook) = 0;
+  // NEFTune noise alpha while training (0 = off).
+  virtual void set_neftune_noise_alpha(double alpha) = 0;
+  // Training forwards so far: keys the random draws (dropout masks, NEFTune noise) so that a
+  // resumed run draws the same.
+  virtual void set_forward_count(uint64_t n) = 0;
+
+  // LoRA (nn/lora.h): adapters on every Linear `cfg` targets; every other parameter frozen.
+  virtual void add_lora(const LoraConfig& cfg, uint64_t seed) = 0;
+  virtual const std::vector<LoraAdapter>& lora_adapters() const = 0;
+  virtual const LoraConfig& lora_config() const = 0;
+  // The weight PEFT's merge_and_unload writes for adapter `a`, in the base's layout (host memory,
+  // cpu device only).
+  virtual std::vector<float> merged_weight(const LoraAdapter& a) const = 0;
+  // A quantized base dequantizes to bf16 before its GEMMs (bnb_4bit_compute_dtype bf16).
+  virtual void set_dequant_bf16(bool on) = 0;
+  // fp32 values of any parameter (dequantized, widened) into `out` (p.numel() floats, host).
+  virtual void read_values(const Parameter& p, float* out) const = 0;
+};
+
+}  // namespace snug
