@@ -27,7 +27,7 @@ double model_flops_per_token(const snug::GPT2Config& c, int64_t T) {
 
 void BM_TrainStep(benchmark::State& state, const std::string& model, int64_t B, int64_t T,
                   bool bf16) {
-  const snug::GPT2Config cfg = snug::resolve_model(model);
+  const snug::GPT2Config cfg = snug::resolve_gpt2(model);
   snug::Device dev(snug::DeviceKind::cpu);
   snug::GPT2 gpt(cfg, dev);
   gpt.init_weights(42);

@@ -13,7 +13,7 @@ namespace snug::fuzz {
 // SafetensorsFile (io/safetensors.h) on a file holding `data`; reads every float and integer
 // tensor it accepts.
 void safetensors_file(const uint8_t* data, size_t size);
-// parse_model_config (models/gpt2_config.h): a Hugging Face config.json.
+// parse_model_config (models/registry.h): a Hugging Face config.json, by its family.
 void model_config(const uint8_t* data, size_t size);
 // open_dataset (data/dataset.h) on a file holding `data` (a token file, or else byte-level
 // text); reads every token.

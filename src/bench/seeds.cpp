@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "data/dataset.h"
-#include "models/gpt2.h"
+#include "models/registry.h"
 #include "optim/optimizer.h"
 #include "train/trainer.h"
 #include "train/what_if.h"
@@ -45,12 +45,12 @@ nlohmann::json by_category_json(const ByCategory& b) {
 // A real run of `a` on the cpu device: a fresh model, the dataset, the Trainer.
 void run_real(BenchRow& row) {
   const TrainingArguments& a = row.args;
-  const GPT2Config cfg = resolve_model(a.model);
+  const ModelConfig cfg = resolve_model(a.model);
   Device dev(DeviceKind::cpu);
   dev.pool().set_capacity(a.device_memory);
-  std::unique_ptr<GPT2> model;
+  std::unique_ptr<CausalLM> model;
   try {
-    model = std::make_unique<GPT2>(cfg, dev);
+    model = create_model(cfg, dev);
   } catch (const OutOfMemoryError& e) {
     row.out_of_memory = true;
     row.error = e.what();
@@ -58,7 +58,7 @@ void run_real(BenchRow& row) {
     return;
   }
   model->init_weights(a.seed);
-  const auto data = open_dataset(a.data, cfg.vocab_size, a.seed);
+  const auto data = open_dataset(a.data, cfg.shape.vocab_size, a.seed);
   Trainer trainer(a, *model, data.get());
   const TrainResult r = trainer.train();
   row.memory = dev.pool().stats();
@@ -79,8 +79,8 @@ void run_dry(BenchRow& row) {
   Device dev(DeviceKind::meta);
   dev.pool().set_capacity(a.device_memory);
   try {
-    GPT2 model(resolve_model(a.model), dev);
-    Trainer trainer(a, model, nullptr);
+    const auto model = create_model(resolve_model(a.model), dev);
+    Trainer trainer(a, *model, nullptr);
     const TrainResult r = trainer.train();
     row.out_of_memory = r.out_of_memory;
     row.error = r.error;
@@ -170,13 +170,13 @@ bool precision_available(const std::string& precision) {
 
 TrainingArguments seeds_base_args(const SeedsOptions& opts) {
   SNUG_CHECK(opts.max_steps > 0, "--max-steps must be positive, got ", opts.max_steps);
-  const GPT2Config cfg = resolve_model(opts.model);
+  const ModelConfig cfg = resolve_model(opts.model);
   TrainingArguments a;
   a.model = opts.model;
   a.data = opts.data;
-  a.seq_len = opts.seq_len.value_or(std::min<int64_t>(512, cfg.n_positions));
-  SNUG_CHECK(a.seq_len <= cfg.n_positions, "--seq-len ", a.seq_len, " exceeds ", cfg.name,
-             "'s context of ", cfg.n_positions, " positions");
+  a.seq_len = opts.seq_len.value_or(std::min<int64_t>(512, cfg.shape.n_positions));
+  SNUG_CHECK(a.seq_len <= cfg.shape.n_positions, "--seq-len ", a.seq_len, " exceeds ",
+             cfg.shape.name, "'s context of ", cfg.shape.n_positions, " positions");
   a.per_device_train_batch_size = 4;
   a.gradient_accumulation_steps = 1;
   a.max_steps = opts.max_steps;

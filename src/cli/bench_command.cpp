@@ -12,7 +12,7 @@
 #include "core/parallel.h"
 #include "io/output_file.h"
 #include "kernels/gemm_path.h"
-#include "models/gpt2.h"
+#include "models/registry.h"
 #include "train/report.h"
 
 namespace snug::cli {
@@ -41,8 +41,8 @@ int run_bench_seeds(BenchSeedsFlags f) {
                "': only SVG is written (give a FILE.svg)");
   const TrainingArguments base = seeds_base_args(o);  // validates model, seq-len, steps
   set_num_threads(o.threads);
-  const GPT2Config cfg = resolve_model(o.model);
-  const double params_m = static_cast<double>(cfg.num_params()) / 1e6;
+  const ModelConfig cfg = resolve_model(o.model);
+  const double params_m = static_cast<double>(cfg.num_params) / 1e6;
 
   std::vector<BenchRow> rows;
   std::string title;
@@ -51,7 +51,7 @@ int run_bench_seeds(BenchSeedsFlags f) {
     std::printf(
         "snug bench seeds --sweep: %s (%.2fM parameters), seq %lld, batch 4, 8, 16, ... as dry "
         "runs on meta (2 optimizer steps, adamw_torch) until %s (%lld bytes) is exceeded\n\n",
-        cfg.name.c_str(), params_m, static_cast<long long>(base.seq_len),
+        cfg.shape.name.c_str(), params_m, static_cast<long long>(base.seq_len),
         format_bytes(capacity).c_str(), static_cast<long long>(capacity));
     std::fflush(stdout);
     rows = run_batch_sweep(o, capacity);
@@ -59,13 +59,13 @@ int run_bench_seeds(BenchSeedsFlags f) {
     if (!rows.empty() && !rows.back().out_of_memory)
       std::printf("(stopped at batch %lld without running out of memory)\n",
                   static_cast<long long>(rows.back().args.per_device_train_batch_size));
-    title = "batch-size sweep: " + cfg.name + ", seq " + std::to_string(base.seq_len) +
+    title = "batch-size sweep: " + cfg.shape.name + ", seq " + std::to_string(base.seq_len) +
             ", capacity " + format_bytes(capacity);
   } else {
     std::printf(
         "snug bench seeds: %s (%.2fM parameters), %s data, seq %lld, %lld optimizer steps of 4 "
         "samples per row, device cpu%s, %d threads\n%s\n",
-        cfg.name.c_str(), params_m, base.data.c_str(), static_cast<long long>(base.seq_len),
+        cfg.shape.name.c_str(), params_m, base.data.c_str(), static_cast<long long>(base.seq_len),
         static_cast<long long>(base.max_steps),
         o.device_memory ? (" (" + format_bytes(*o.device_memory) + ")").c_str() : "", num_threads(),
         kernels::gemm_summary(kernels::resolve_gemm_path(base.gemm_path)).c_str());
@@ -88,7 +88,7 @@ int run_bench_seeds(BenchSeedsFlags f) {
     rows = run_seed_matrix(o, observe);
     std::printf("\n%s\n%s\n%s", seeds_table(rows).c_str(), category_table(rows).c_str(),
                 seeds_reference_table().c_str());
-    title = "peak memory by category: " + cfg.name + ", seq " + std::to_string(base.seq_len) +
+    title = "peak memory by category: " + cfg.shape.name + ", seq " + std::to_string(base.seq_len) +
             ", 4 samples per step";
   }
   if (!f.json.empty()) {

@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
-#include "models/gpt2.h"
+#include "models/registry.h"
 #include "train/estimate.h"
 #include "train/report.h"
 #include "train/training_args.h"
@@ -20,15 +20,15 @@ int run_estimate(TrainingArguments args, const std::string& json_path) {
   args.device = "meta";
   args.device_memory.reset();
   args.validate();
-  const GPT2Config cfg = args.model_config();
-  SNUG_CHECK(args.seq_len <= cfg.n_positions, "--seq-len ", args.seq_len, " exceeds ", cfg.name,
-             "'s context of ", cfg.n_positions, " positions");
+  const ModelConfig cfg = args.model_config();
+  SNUG_CHECK(args.seq_len <= cfg.shape.n_positions, "--seq-len ", args.seq_len, " exceeds ",
+             cfg.shape.name, "'s context of ", cfg.shape.n_positions, " positions");
   const MemoryEstimate est = estimate_memory(args);
   const MemoryStats plan = dry_run(args);
   std::printf(
       "snug estimate: %s (%.2fM parameters, %.2fM trainable), batch %lld x %lld tokens, "
       "accumulation %lld, %s, %s\n\n",
-      cfg.name.c_str(), static_cast<double>(est.params) / 1e6,
+      cfg.shape.name.c_str(), static_cast<double>(est.params) / 1e6,
       static_cast<double>(est.trainable_params) / 1e6,
       static_cast<long long>(args.per_device_train_batch_size),
       static_cast<long long>(args.seq_len),

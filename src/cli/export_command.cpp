@@ -1,7 +1,7 @@
 // `snug export-init`: writes what a `snug train` run with the same flags starts from and reads,
 // so that another engine can do exactly the same work (bench/peers/):
-//   -o FILE.safetensors   the initial weights (Hugging Face GPT2LMHeadModel names, Conv1D
-//                         layout; models/gpt2_weights.h): init_weights(--seed), or --init-from
+//   -o FILE.safetensors   the initial weights (the family's Hugging Face names and layouts;
+//                         models/registry.h): init_weights(--seed), or --init-from
 //   --batches-out FILE    the token windows the run's data loader yields, in the order it yields
 //                         them: max_steps x gradient_accumulation_steps x batch windows of
 //                         seq_len + 1 tokens each, as a token file (data/dataset.h). Window k's
@@ -17,8 +17,7 @@
 #include "core/parallel.h"
 #include "data/dataset.h"
 #include "data/loader.h"
-#include "models/gpt2.h"
-#include "models/gpt2_weights.h"
+#include "models/registry.h"
 #include "train/training_args.h"
 
 namespace snug::cli {
@@ -30,14 +29,15 @@ struct ExportFlags {
   std::string batches_out;
 };
 
-void export_batches(const TrainingArguments& args, const GPT2Config& cfg, const std::string& path) {
+void export_batches(const TrainingArguments& args, const ModelConfig& cfg,
+                    const std::string& path) {
   SNUG_CHECK(args.max_steps > 0,
              "--batches-out needs --max-steps (the number of optimizer steps "
              "whose batches to write)");
   SNUG_CHECK(args.resume_from.empty(),
              "--batches-out: a resumed run's batches are not written "
              "(drop --resume-from)");
-  const auto data = open_dataset(args.data, cfg.vocab_size, args.seed);
+  const auto data = open_dataset(args.data, cfg.shape.vocab_size, args.seed);
   const int64_t B = args.per_device_train_batch_size, T = args.seq_len;
   DataLoader loader(*data, B, T, args.seed);  // the Trainer's loader, from epoch 0
   const int64_t batches = args.max_steps * args.gradient_accumulation_steps;
@@ -51,7 +51,7 @@ void export_batches(const TrainingArguments& args, const GPT2Config& cfg, const 
       windows.push_back(targets[static_cast<size_t>((b + 1) * T - 1)]);
     }
   }
-  write_token_file(path, windows, cfg.vocab_size <= 65536 ? 2 : 4);
+  write_token_file(path, windows, cfg.shape.vocab_size <= 65536 ? 2 : 4);
   std::printf("snug: wrote %lld batches of %lld x %lld tokens (+1 target each) from %s to %s\n",
               static_cast<long long>(batches), static_cast<long long>(B), static_cast<long long>(T),
               data->describe().c_str(), path.c_str());
@@ -62,18 +62,19 @@ int run_export(const TrainingArguments& args, const ExportFlags& f) {
   SNUG_CHECK(!f.output.empty() || !f.batches_out.empty(),
              "snug export-init: give -o FILE.safetensors and/or --batches-out FILE");
   set_num_threads(args.threads);
-  const GPT2Config cfg = resolve_model(args.model);
-  SNUG_CHECK(args.seq_len <= cfg.n_positions, "--seq-len ", args.seq_len, " exceeds ", cfg.name,
-             "'s context of ", cfg.n_positions, " positions");
+  const ModelConfig cfg = resolve_model(args.model);
+  SNUG_CHECK(args.seq_len <= cfg.shape.n_positions, "--seq-len ", args.seq_len, " exceeds ",
+             cfg.shape.name, "'s context of ", cfg.shape.n_positions, " positions");
   if (!f.output.empty()) {
     Device dev(DeviceKind::cpu);
-    GPT2 model(cfg, dev, args.param_dtype());  // --bf16-full: the bf16-rounded weights
+    const auto owned = create_model(cfg, dev, args.param_dtype());  // --bf16-full: bf16-rounded
+    CausalLM& model = *owned;
     model.init_weights(args.seed);
-    if (!args.init_from.empty()) load_gpt2_weights(model, args.init_from);
-    save_gpt2_weights(model, f.output,
-                      {{"seed", std::to_string(args.seed)}, {"snug_version", SNUG_VERSION}});
+    if (!args.init_from.empty()) load_model_weights(model, args.init_from);
+    save_model_weights(model, f.output,
+                       {{"seed", std::to_string(args.seed)}, {"snug_version", SNUG_VERSION}});
     std::printf("snug: wrote the initial weights of %s (%.2fM parameters, %s) to %s\n",
-                cfg.name.c_str(), static_cast<double>(count_params(model.parameters())) / 1e6,
+                cfg.shape.name.c_str(), static_cast<double>(count_params(model.parameters())) / 1e6,
                 args.init_from.empty() ? ("seed " + std::to_string(args.seed)).c_str()
                                        : ("from " + args.init_from).c_str(),
                 f.output.c_str());
@@ -94,7 +95,7 @@ Command add_export_command(CLI::App& app) {
       "`snug train` with the same flags starts from and reads");
   add_training_flags(sub, *args, *device_memory);
   sub->add_option("-o,--output", flags->output,
-                  "Write the initial weights here (FILE.safetensors, GPT2LMHeadModel names)");
+                  "Write the initial weights here (FILE.safetensors, Hugging Face names)");
   sub->add_option("--batches-out", flags->batches_out,
                   "Write the token windows the run reads, in order, as a token file");
   Command c;

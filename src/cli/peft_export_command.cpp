@@ -1,7 +1,7 @@
 // `snug export`: a LoRA run's adapters for the Hugging Face stack (train/peft_export.h).
 //   --adapter -o DIR            DIR/adapter_config.json + DIR/adapter_model.safetensors, as PEFT's
 //                               save_pretrained writes them (PeftModel.from_pretrained loads it)
-//   --merge -o FILE.safetensors the merged full weights in GPT2LMHeadModel names (what
+//   --merge -o FILE.safetensors the merged full weights in Hugging Face names (what
 //                               merge_and_unload + save gives; `snug train --init-from` reads it)
 //   --checkpoint DIR            the values: a checkpoint folder, or an output dir (its latest
 //                               complete checkpoint); without it, the freshly initialized adapters
@@ -15,8 +15,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/parallel.h"
-#include "models/gpt2.h"
-#include "models/gpt2_weights.h"
+#include "models/registry.h"
 #include "train/model_setup.h"
 #include "train/peft_export.h"
 #include "train/training_args.h"
@@ -40,13 +39,14 @@ int run_peft_export(const TrainingArguments& args, const PeftExportFlags& f) {
              "snug export: the run has no LoRA adapters; give the run's --lora-r (and "
              "--target-modules, --lora-alpha) to export them");
   set_num_threads(args.threads);
-  const GPT2Config cfg = args.model_config();
+  const ModelConfig cfg = args.model_config();
   Device dev(DeviceKind::cpu);
   // The model as `snug train` builds it from these flags: base (quantized or not) from the seed
   // or --init-from, then the adapters (A from the seed, B zero) until the checkpoint's arrive.
-  GPT2 model(cfg, dev, args.param_dtype(), args.weight_quant());
+  const auto owned = create_model(cfg, dev, args.param_dtype(), args.weight_quant());
+  CausalLM& model = *owned;
   model.init_weights(args.seed);
-  if (!args.init_from.empty()) load_gpt2_weights(model, args.init_from);
+  if (!args.init_from.empty()) load_model_weights(model, args.init_from);
   prepare_model(model, args);
   std::string source = "freshly initialized adapters (seed " + std::to_string(args.seed) + ")";
   if (!f.checkpoint.empty()) source = load_checkpoint_values(model, f.checkpoint, args);
@@ -57,13 +57,13 @@ int run_peft_export(const TrainingArguments& args, const PeftExportFlags& f) {
     std::printf(
         "snug: wrote the PEFT adapter of %s (%zu LoRA modules, r=%lld, %lld parameters) "
         "from %s to %s\n",
-        cfg.name.c_str(), n, static_cast<long long>(args.lora_r),
+        cfg.shape.name.c_str(), n, static_cast<long long>(args.lora_r),
         static_cast<long long>(count_params(model.parameters(), true)), source.c_str(),
         f.output.c_str());
   } else {
     save_merged_weights(model, f.output, {{"snug_version", SNUG_VERSION}});
     std::printf("snug: wrote the merged weights of %s (%zu LoRA modules merged) from %s to %s\n",
-                cfg.name.c_str(), n, source.c_str(), f.output.c_str());
+                cfg.shape.name.c_str(), n, source.c_str(), f.output.c_str());
   }
   return 0;
 }
@@ -83,7 +83,7 @@ Command add_peft_export_command(CLI::App& app) {
   CLI::Option_group* what =
       sub->add_option_group("what to export", "Exactly one of --merge and --adapter is required");
   what->add_flag("--merge", flags->merge,
-                 "Write the merged full weights (safetensors, GPT2LMHeadModel names, no LoRA "
+                 "Write the merged full weights (safetensors, Hugging Face names, no LoRA "
                  "keys)");
   what->add_flag("--adapter", flags->adapter,
                  "Write adapter_config.json + adapter_model.safetensors as PEFT's save_pretrained");

@@ -12,7 +12,7 @@
 #include "cli/plan_extras.h"
 #include "core/device.h"
 #include "core/error.h"
-#include "models/gpt2.h"
+#include "models/registry.h"
 #include "train/freeze.h"
 #include "train/model_setup.h"
 #include "train/report.h"
@@ -51,19 +51,20 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
   args.device = "meta";
   args.device_memory.reset();
   args.validate();
-  const GPT2Config cfg = args.model_config();
-  SNUG_CHECK(args.seq_len <= cfg.n_positions, "--seq-len ", args.seq_len, " exceeds ", cfg.name,
-             "'s context of ", cfg.n_positions, " positions");
+  const ModelConfig cfg = args.model_config();
+  SNUG_CHECK(args.seq_len <= cfg.shape.n_positions, "--seq-len ", args.seq_len, " exceeds ",
+             cfg.shape.name, "'s context of ", cfg.shape.n_positions, " positions");
   const MemoryStats mem = dry_run(args);
   // What --freeze leaves training (a shapes-only model: no bytes are touched).
   Device shapes(DeviceKind::meta);
-  GPT2 shape_model(cfg, shapes, args.param_dtype(), args.weight_quant());
+  const auto owned = create_model(cfg, shapes, args.param_dtype(), args.weight_quant());
+  CausalLM& shape_model = *owned;
   prepare_model(shape_model, args);  // LoRA, --freeze
   const int64_t trainable = count_params(shape_model.parameters(), true);
   std::printf(
       "snug plan: %s (%.2fM parameters), batch %lld x %lld tokens, accumulation %lld, "
       "%s, %s — dry run on meta\n\n",
-      cfg.name.c_str(), static_cast<double>(cfg.num_params()) / 1e6,
+      cfg.shape.name.c_str(), static_cast<double>(cfg.num_params) / 1e6,
       static_cast<long long>(args.per_device_train_batch_size),
       static_cast<long long>(args.seq_len),
       static_cast<long long>(args.gradient_accumulation_steps), args.optim.c_str(),

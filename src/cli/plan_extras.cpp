@@ -126,7 +126,7 @@ void run_plan_extras(const PlanExtras& x, const TrainingArguments& args,
       j["max_batch_search"] = search_json(r, capacity, overhead);
     }
     if (x.find_max_seq_len) {
-      const int64_t n_positions = args.model_config().n_positions;
+      const int64_t n_positions = args.model_config().shape.n_positions;
       const FitSearchResult r =
           find_max_fit(args, FitDimension::seq_len, capacity, overhead, n_positions);
       print_search("largest --seq-len", r, device_memory, overhead,

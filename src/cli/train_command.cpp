@@ -9,8 +9,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "data/dataset.h"
-#include "models/gpt2.h"
-#include "models/gpt2_weights.h"
+#include "models/registry.h"
 #include "optim/optimizer.h"
 #include "train/memory_timeline.h"
 #include "train/output_dir.h"
@@ -43,19 +42,19 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
                      std::unique_ptr<Device>& dev_ptr, bool& reported) {
   args.validate();
   set_num_threads(args.threads);
-  const GPT2Config cfg = args.model_config();
-  SNUG_CHECK(args.seq_len <= cfg.n_positions, "--seq-len ", args.seq_len, " exceeds ", cfg.name,
-             "'s context of ", cfg.n_positions, " positions");
+  const ModelConfig cfg = args.model_config();
+  SNUG_CHECK(args.seq_len <= cfg.shape.n_positions, "--seq-len ", args.seq_len, " exceeds ",
+             cfg.shape.name, "'s context of ", cfg.shape.n_positions, " positions");
   dev_ptr = std::make_unique<Device>(parse_device_kind(args.device));
   Device& dev = *dev_ptr;
   dev.pool().set_capacity(args.device_memory);
   dev.pool().enable_timeline(!memory_timeline.empty());
   const std::optional<int64_t> capacity = args.device_memory;
 
-  auto model = std::make_unique<GPT2>(cfg, dev, args.param_dtype(), args.weight_quant());
+  auto model = create_model(cfg, dev, args.param_dtype(), args.weight_quant());
   model->init_weights(args.seed);
-  if (!args.init_from.empty()) load_gpt2_weights(*model, args.init_from);
-  const auto data = open_dataset(args.data, cfg.vocab_size, args.seed);
+  if (!args.init_from.empty()) load_model_weights(*model, args.init_from);
+  const auto data = open_dataset(args.data, cfg.shape.vocab_size, args.seed);
   std::unique_ptr<Trainer> made;
   try {
     made = std::make_unique<Trainer>(args, *model, data.get());
@@ -77,7 +76,7 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
   std::printf(
       "snug: training %s (%.2fM parameters) on %s, device %s%s, batch %lld x %lld tokens, "
       "%lld steps\n",
-      cfg.name.c_str(), static_cast<double>(count_params(model->parameters())) / 1e6,
+      cfg.shape.name.c_str(), static_cast<double>(count_params(model->parameters())) / 1e6,
       data->describe().c_str(), dev.name(),
       capacity ? (" (" + format_bytes(*capacity) + ")").c_str() : "",
       static_cast<long long>(args.per_device_train_batch_size),

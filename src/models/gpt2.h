@@ -50,6 +50,10 @@ class GPT2 final : public CausalLM {
   // init_weights / load_gpt2_weights; every GEMM dequantizes its weight into a `temporary`.
   GPT2(const GPT2Config& cfg, Device& dev, DType param_dtype = DType::f32,
        const std::optional<WeightQuantConfig>& quant = std::nullopt);
+  // The same from a resolved gpt2 ModelConfig (models/registry.h).
+  GPT2(const ModelConfig& cfg, Device& dev, DType param_dtype = DType::f32,
+       const std::optional<WeightQuantConfig>& quant = std::nullopt)
+      : GPT2(gpt2_config(cfg), dev, param_dtype, quant) {}
   ~GPT2();
   GPT2(const GPT2&) = delete;
   GPT2& operator=(const GPT2&) = delete;

@@ -1,11 +1,10 @@
 #include "models/gpt2_config.h"
 
 #include <cmath>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "io/json_input.h"
+#include "models/registry.h"
 
 namespace snug {
 
@@ -59,39 +58,44 @@ void GPT2Config::validate() const {
   SNUG_CHECK(vocab_size <= (int64_t{1} << 31) - 1, "model '", name, "': vocab_size too large");
 }
 
-std::vector<std::string> model_preset_names() {
-  std::vector<std::string> v;
-  for (const auto& p : kPresets) v.emplace_back(p.name);
-  return v;
+const std::vector<std::pair<std::string, std::string>>& gpt2_presets() {
+  static const std::vector<std::pair<std::string, std::string>> names = [] {
+    std::vector<std::pair<std::string, std::string>> v;
+    for (const auto& p : kPresets) v.emplace_back(p.name, p.alias);
+    return v;
+  }();
+  return names;
 }
 
-GPT2Config resolve_model(const std::string& spec) {
+nlohmann::json gpt2_config_json(const GPT2Config& c) {
+  return {{"model_type", "gpt2"},
+          {"vocab_size", c.vocab_size},
+          {"n_positions", c.n_positions},
+          {"n_embd", c.n_embd},
+          {"n_layer", c.n_layer},
+          {"n_head", c.n_head},
+          {"layer_norm_epsilon", c.layer_norm_epsilon}};
+}
+
+nlohmann::json gpt2_preset_config(const std::string& name) {
   for (const auto& p : kPresets) {
-    if (spec == p.name || spec == p.alias) {
-      GPT2Config c;
-      c.name = p.name;
-      c.vocab_size = p.vocab;
-      c.n_positions = p.positions;
-      c.n_embd = p.embd;
-      c.n_layer = p.layers;
-      c.n_head = p.heads;
-      return c;
-    }
+    if (name != p.name) continue;
+    GPT2Config c;
+    c.vocab_size = p.vocab;
+    c.n_positions = p.positions;
+    c.n_embd = p.embd;
+    c.n_layer = p.layers;
+    c.n_head = p.heads;
+    return gpt2_config_json(c);
   }
-  if (!std::filesystem::exists(spec)) {
-    std::string names;
-    for (const auto& p : kPresets) names += std::string(names.empty() ? "" : ", ") + p.name;
-    throw Error("unknown model '" + spec + "': not a preset (" + names +
-                ") and no such config.json file");
-  }
-  return parse_model_config(read_input_file(spec, spec, int64_t{1} << 24), spec);
+  throw Error("unknown GPT-2 preset '" + name + "'");
 }
 
-GPT2Config parse_model_config(std::string_view text, const std::string& spec) {
-  const nlohmann::json j = parse_json_input(text, spec);
+GPT2Config parse_gpt2_config(const nlohmann::json& j, const std::string& spec,
+                             const std::string& name) {
   SNUG_CHECK(j.is_object(), spec, ": a config.json must be a JSON object");
   GPT2Config c;
-  c.name = spec;
+  c.name = name;
   auto get = [&](const char* key, int64_t& out, bool required) {
     if (j.contains(key)) {
       SNUG_CHECK(j[key].is_number_integer(), spec, ": key '", key, "' must be an integer");
@@ -110,35 +114,18 @@ GPT2Config parse_model_config(std::string_view text, const std::string& spec) {
                ": key 'layer_norm_epsilon' must be a number");
     c.layer_norm_epsilon = j["layer_norm_epsilon"].get<float>();
   }
-  if (j.contains("model_type")) {
-    SNUG_CHECK(j["model_type"].is_string(), spec, ": key 'model_type' must be a string");
-    const std::string& type = j["model_type"].get_ref<const std::string&>();
-    SNUG_CHECK(type == "gpt2", spec, ": model_type '", type, "' is not supported yet (only gpt2)");
-  }
   c.validate();
   return c;
 }
 
-GPT2Config resolve_model(const std::string& spec, const ModelShapeOverrides& o) {
-  GPT2Config c = resolve_model(spec);
-  if (!o.any()) return c;
-  auto apply = [&](const std::optional<int64_t>& v, int64_t& field, const char* flag,
-                   const char* key) {
-    if (!v) return;
-    SNUG_CHECK(*v > 0, flag, " must be positive, got ", *v);
-    SNUG_CHECK(*v <= kMaxDim, flag, " ", *v, " is out of range (at most ", kMaxDim, ")");
-    field = *v;
-    c.name += detail::concat(" ", key, "=", *v);
-  };
-  apply(o.n_layer, c.n_layer, "--n-layer", "n_layer");
-  apply(o.n_embd, c.n_embd, "--n-embd", "n_embd");
-  apply(o.n_head, c.n_head, "--n-head", "n_head");
-  apply(o.vocab_size, c.vocab_size, "--vocab-size", "vocab_size");
-  apply(o.n_positions, c.n_positions, "--n-positions", "n_positions");
-  SNUG_CHECK(c.n_embd % c.n_head == 0, "--n-embd ", c.n_embd, " is not divisible by --n-head ",
-             c.n_head, " (model '", c.name, "')");
-  c.validate();
-  return c;
+GPT2Config gpt2_config(const ModelConfig& cfg) {
+  SNUG_CHECK(cfg.shape.model_type == "gpt2", "model '", cfg.shape.name, "' is ",
+             cfg.shape.model_type, ", not gpt2");
+  return parse_gpt2_config(cfg.hf, cfg.shape.name, cfg.shape.name);
+}
+
+GPT2Config resolve_gpt2(const std::string& spec, const ModelShapeOverrides& o) {
+  return gpt2_config(resolve_model(spec, o));
 }
 
 }  // namespace snug

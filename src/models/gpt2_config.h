@@ -2,10 +2,12 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
+#include <nlohmann/json.hpp>
 #include <string>
-#include <string_view>
+#include <utility>
 #include <vector>
+
+#include "models/model_config.h"
 
 namespace snug {
 
@@ -24,25 +26,24 @@ struct GPT2Config {
   void validate() const;  // throws snug::Error for impossible shapes
 };
 
-// "gpt2-tiny", "gpt2-124m" (alias "gpt2"), "gpt2-350m" ("gpt2-medium"), "gpt2-774m"
-// ("gpt2-large"), "gpt2-1.5b" ("gpt2-xl"), or a path to a Hugging Face config.json
-// (keys vocab_size, n_positions, n_embd, n_layer, n_head, layer_norm_epsilon).
-GPT2Config resolve_model(const std::string& name_or_path);
-// The text of a Hugging Face config.json named `spec` (also the name of the result), validated;
-// every problem is a snug::Error naming `spec` and the key.
-GPT2Config parse_model_config(std::string_view text, const std::string& spec);
-std::vector<std::string> model_preset_names();
-
-// Shape overrides applied on top of a preset or config.json (--n-layer, --n-embd, --n-head,
-// --vocab-size, --n-positions), so that any GPT-2-shaped model can be planned from flags alone,
-// e.g. gpt2-124m with n_layer 32, n_embd 4096, n_head 32, n_positions 2048 is a 6.7B "7B" shape.
-struct ModelShapeOverrides {
-  std::optional<int64_t> vocab_size, n_positions, n_embd, n_layer, n_head;
-  bool any() const { return vocab_size || n_positions || n_embd || n_layer || n_head; }
-};
-// resolve_model(name_or_path) with `o` applied and validated; when any override is set the name
-// records them ("gpt2-124m n_layer=32 n_embd=4096 n_head=32"). Throws naming the flag for a
-// non-positive value.
-GPT2Config resolve_model(const std::string& name_or_path, const ModelShapeOverrides& o);
+// The GPT-2 family's entry of models/registry.h (gpt2_family.cpp) resolves presets and
+// config.json files into a ModelConfig; these read one back as GPT-2's own shape.
+//
+// Presets: "gpt2-tiny", "gpt2-124m" (alias "gpt2"), "gpt2-350m" ("gpt2-medium"), "gpt2-774m"
+// ("gpt2-large"), "gpt2-1.5b" ("gpt2-xl"). config.json keys: vocab_size, n_positions, n_embd,
+// n_layer, n_head, layer_norm_epsilon.
+//
+// GPT-2's shape of a resolved gpt2 ModelConfig (throws for another model_type).
+GPT2Config gpt2_config(const ModelConfig& cfg);
+// resolve_model (models/registry.h) for a GPT-2 preset or config.json: gpt2_config of it.
+GPT2Config resolve_gpt2(const std::string& name_or_path, const ModelShapeOverrides& o = {});
+// A GPT-2 config.json object, validated, named `name`; problems name `spec` and the key.
+GPT2Config parse_gpt2_config(const nlohmann::json& j, const std::string& spec,
+                             const std::string& name);
+// The presets: name and alias, and the config.json keys of one.
+const std::vector<std::pair<std::string, std::string>>& gpt2_presets();
+nlohmann::json gpt2_preset_config(const std::string& name);
+// GPT2Config as config.json keys (model_type "gpt2").
+nlohmann::json gpt2_config_json(const GPT2Config& c);
 
 }  // namespace snug

@@ -6,7 +6,8 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "models/gpt2.h"
+#include "models/registry.h"
+#include "nn/run_options.h"
 #include "optim/optimizer.h"
 #include "train/what_if.h"
 
@@ -124,22 +125,21 @@ std::vector<SwitchDimension> advisor_dimensions(const TrainingArguments& base,
 }
 
 double step_flops(const TrainingArguments& a) {
-  const GPT2Config c = a.model_config();
-  const double L = static_cast<double>(c.n_layer), C = static_cast<double>(c.n_embd);
-  const double V = static_cast<double>(c.vocab_size), T = static_cast<double>(a.seq_len);
+  const ModelConfig c = a.model_config();
   const double tokens = static_cast<double>(a.per_device_train_batch_size) *
-                        static_cast<double>(a.gradient_accumulation_steps) * T;
-  const double layer_gemm = 12.0 * L * C * C;
-  const double attention = 2.0 * L * T * C;  // causal: (T+1)/2 keys per token on average
-  const double forward = 2.0 * (layer_gemm + V * C) + attention;
+                        static_cast<double>(a.gradient_accumulation_steps) *
+                        static_cast<double>(a.seq_len);
+  const FlopsPerToken f = architecture(c.shape.model_type).flops_per_token(c, a.seq_len);
+  const double attention = f.attention;
+  const double forward = f.forward();
   // LoRA: the frozen weights get no weight gradient, backward is the input gradients only.
   double per_token = (a.lora_r > 0 ? 2.0 : 3.0) * forward;
   if (a.gradient_checkpointing) {
-    const CheckpointConfig ck = parse_checkpoint_policy(a.checkpoint_policy, c.n_layer);
+    const CheckpointConfig ck = parse_checkpoint_policy(a.checkpoint_policy, c.shape.n_layer);
     if (ck.policy == CheckpointPolicy::selective) {
       if (parse_attention_impl(a.attention) == AttentionImpl::naive) per_token += attention;
     } else if (ck.policy != CheckpointPolicy::none) {
-      per_token += 2.0 * layer_gemm + attention;
+      per_token += f.layer_gemm + attention;
     }
   }
   return per_token * tokens;

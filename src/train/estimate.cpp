@@ -7,7 +7,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
-#include "models/gpt2.h"
+#include "models/registry.h"
 #include "optim/optimizer.h"
 #include "quant/weight_quant.h"
 #include "train/freeze.h"
@@ -46,16 +46,17 @@ int64_t MemoryEstimate::model_states() const {
 }
 
 int64_t korthikanti_activation_bytes(const TrainingArguments& args) {
-  const GPT2Config cfg = args.model_config();
-  const int64_t s = args.seq_len, b = args.per_device_train_batch_size, h = cfg.n_embd;
-  const int64_t a = cfg.n_head, L = cfg.n_layer, v = cfg.vocab_size;
+  const ModelConfig cfg = args.model_config();
+  const int64_t s = args.seq_len, b = args.per_device_train_batch_size, h = cfg.shape.n_embd;
+  const int64_t L = cfg.shape.n_layer, v = cfg.shape.vocab_size;
   const int64_t e = mixed_precision(args) ? 2 : 4;
   const int64_t sbh = s * b * h;
   const bool flash = parse_attention_impl(args.attention) == AttentionImpl::flash;
   CheckpointConfig ck;
   if (args.gradient_checkpointing) ck = parse_checkpoint_policy(args.checkpoint_policy, L);
   const bool drop_scores = flash || ck.policy == CheckpointPolicy::selective;
-  const int64_t layer = sbh * (16 * e + 2) + (drop_scores ? 0 : a * s * s * b * (2 * e + 1));
+  const int64_t layer =
+      architecture(cfg.shape.model_type).layer_activation_bytes(cfg, s, b, e, !drop_scores);
   int64_t body = 0;
   if (ck.policy == CheckpointPolicy::every_layer || ck.policy == CheckpointPolicy::every_k) {
     const int64_t k =
@@ -69,13 +70,14 @@ int64_t korthikanti_activation_bytes(const TrainingArguments& args) {
 }
 
 MemoryEstimate estimate_memory(const TrainingArguments& args) {
-  const GPT2Config cfg = args.model_config();
+  const ModelConfig cfg = args.model_config();
   // Shapes only, for the parameter list the optimizer formula and --freeze work on.
   Device shapes(DeviceKind::meta);
-  GPT2 model(cfg, shapes, args.param_dtype(), args.weight_quant());
+  const auto owned = create_model(cfg, shapes, args.param_dtype(), args.weight_quant());
+  CausalLM& model = *owned;
   prepare_model(model, args);  // LoRA adapters, --freeze
   MemoryEstimate est;
-  est.params = cfg.num_params();
+  est.params = cfg.num_params;
   est.trainable_params = count_params(model.parameters(), true);
   const int64_t P = est.params, Pt = est.trainable_params;
   auto set = [&](Category c, int64_t bytes, std::string how) {

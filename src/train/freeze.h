@@ -2,7 +2,7 @@
 // the optimizer is built, so backward never allocates its gradient buffer (the model skips its
 // dW work) and the optimizer keeps no state for it; its weights stay bit for bit what they were.
 // This is the `param.requires_grad_(False)` loop of a PyTorch fine-tuning script, addressed by
-// Hugging Face parameter names (GPT2LMHeadModel state_dict keys).
+// Hugging Face parameter names (the model's state_dict keys).
 //
 // A pattern with a glob character (`*`, `?`, `[...]`) must match the WHOLE name, and `*` crosses
 // dots: `transformer.h.*` freezes every block, `transformer.h.[0-5].*` the first six,

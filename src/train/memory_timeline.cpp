@@ -133,7 +133,8 @@ Timeline parse_timeline_json(const nlohmann::json& j, const std::string& source)
 
 std::string describe_run(const TrainingArguments& args) {
   return detail::concat(
-      args.model_config().name, ", batch ", args.per_device_train_batch_size, " x ", args.seq_len,
+      args.model_config().shape.name, ", batch ", args.per_device_train_batch_size, " x ",
+      args.seq_len,
       args.gradient_accumulation_steps > 1
           ? detail::concat(" x ", args.gradient_accumulation_steps, " accumulation")
           : std::string(),

@@ -1,13 +1,14 @@
 // LoRA adapters out of snug, in the two forms the Hugging Face stack reads (`snug export`):
 //
 //   adapter  DIR/adapter_model.safetensors + DIR/adapter_config.json, as PEFT's save_pretrained
-//            writes them for a LoRA on GPT2LMHeadModel, so that PeftModel.from_pretrained(base,
-//            DIR) rebuilds the adapted model. Keys "base_model.model.<module>.lora_A.weight"
-//            (r, in) and ".lora_B.weight" (out, r), F32, in module order, metadata
+//            writes them for a LoRA on the Hugging Face model, so that
+//            PeftModel.from_pretrained(base, DIR) rebuilds the adapted model. Keys
+//            "base_model.model.<module>.lora_A.weight" (r, in) and ".lora_B.weight" (out, r), F32,
+//            in module order, metadata
 //            {"format": "pt"}: PEFT keeps nn.Linear layouts for the adapters even on GPT-2's
 //            Conv1D, and says so with fan_in_fan_out = true in the config.
-//   merged   one safetensors file in GPT2LMHeadModel names and Conv1D layout (what
-//            models/gpt2_weights.h writes and `--init-from` reads) with each adapted weight
+//   merged   one safetensors file in the model's Hugging Face names and layouts (what
+//            save_model_weights writes and `--init-from` reads) with each adapted weight
 //            replaced by W + scaling A^T B^T (CausalLM::merged_weight): what PEFT's
 //            merge_and_unload() followed by save_pretrained gives, without any LoRA key.
 //            A quantized base (--load-in-8bit/--load-in-4bit) is written dequantized, in fp32.

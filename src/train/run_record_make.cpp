@@ -5,21 +5,20 @@
 
 #include "core/dtype.h"
 #include "io/fnv1a.h"
-#include "models/gpt2_config.h"
 #include "train/run_record.h"
 
 namespace snug {
 
 nlohmann::json make_run_record(const TrainingArguments& args) {
-  const GPT2Config cfg = args.model_config();
+  const ModelConfig cfg = args.model_config();
   nlohmann::json r;
   r["model"] = {
       {"name", args.model},  // as given; the resolved shape follows
-      {"n_layer", cfg.n_layer},
-      {"n_embd", cfg.n_embd},
-      {"n_head", cfg.n_head},
-      {"vocab_size", cfg.vocab_size},
-      {"n_positions", cfg.n_positions},
+      {"n_layer", cfg.shape.n_layer},
+      {"n_embd", cfg.shape.n_embd},
+      {"n_head", cfg.shape.n_head},
+      {"vocab_size", cfg.shape.vocab_size},
+      {"n_positions", cfg.shape.n_positions},
       {"param_dtype", dtype_name(args.param_dtype())},
       {"lora_r", args.lora_r},
       {"lora_alpha", args.lora_r > 0 ? nlohmann::json(args.lora_alpha) : nullptr},

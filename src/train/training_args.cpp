@@ -3,7 +3,8 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "kernels/gemm_path.h"
-#include "models/gpt2.h"
+#include "models/registry.h"
+#include "nn/run_options.h"
 #include "optim/optimizer.h"
 #include "train/schedule.h"
 
@@ -115,7 +116,7 @@ std::optional<WeightQuantConfig> TrainingArguments::weight_quant() const {
   return std::nullopt;
 }
 
-GPT2Config TrainingArguments::model_config() const {
+ModelConfig TrainingArguments::model_config() const {
   return resolve_model(model, model_shape);
 }
 

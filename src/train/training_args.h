@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "models/gpt2_config.h"
+#include "models/model_config.h"
 #include "nn/lora.h"
 #include "quant/weight_quant.h"
 
@@ -82,7 +82,7 @@ struct TrainingArguments {
   bool overwrite_output_dir = false;
   int64_t save_total_limit = 0;  // keep the newest N checkpoints (0: all)
   std::string resume_from;
-  // Start from these weights (safetensors, Hugging Face GPT-2 names; models/gpt2_weights.h)
+  // Start from these weights (safetensors, the family's Hugging Face names; models/registry.h)
   // instead of init_weights(seed), e.g. what `snug export-init` wrote or a Hub checkpoint.
   std::string init_from;
   // --freeze (repeatable): parameters matched by any pattern do not train: no gradient buffer,
@@ -105,7 +105,7 @@ struct TrainingArguments {
   bool bnb_4bit_use_double_quant = false;
   std::string bnb_4bit_compute_dtype = "fp32";
   bool qlora = false;
-  // NEFTune (models/gpt2_neftune.cpp): embedding noise alpha while training; 0 = off.
+  // NEFTune (CausalLM::set_neftune_noise_alpha): embedding noise alpha while training; 0 = off.
   double neftune_noise_alpha = 0.0;
 
   // QLoRA (Dettmers et al. 2023): 4-bit NF4 base with double quantization, bf16 compute, and
@@ -119,8 +119,8 @@ struct TrainingArguments {
   // Throws snug::Error naming the flag for values that cannot work.
   void validate() const;
   // The model's shapes: resolve_model(model) with model_shape applied.
-  GPT2Config model_config() const;
-  // The parameters' storage dtype: bf16 under --bf16-full, else f32 (GPT2's constructor argument).
+  ModelConfig model_config() const;
+  // The parameters' storage dtype: bf16 under --bf16-full, else f32 (create_model's argument).
   DType param_dtype() const { return bf16_full ? DType::bf16 : DType::f32; }
   nlohmann::json to_json() const;
   // The optimizer's hyperparameters from these flags (Trainer and estimate share them).

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "core/device.h"
-#include "models/gpt2.h"
+#include "models/registry.h"
 #include "optim/optimizer.h"
 #include "train/trainer.h"
 
@@ -18,8 +18,8 @@ MemoryStats dry_run(const TrainingArguments& args, std::vector<MemoryEvent>* tim
   a.report_json.clear();
   Device dev(DeviceKind::meta);
   dev.pool().enable_timeline(timeline != nullptr);
-  GPT2 model(a.model_config(), dev, a.param_dtype(), a.weight_quant());
-  Trainer trainer(a, model, nullptr);
+  const auto model = create_model(a.model_config(), dev, a.param_dtype(), a.weight_quant());
+  Trainer trainer(a, *model, nullptr);
   const TrainResult r = trainer.train();
   SNUG_CHECK(r.error.empty(), "dry run failed: ", r.error);
   if (timeline) *timeline = dev.pool().timeline();

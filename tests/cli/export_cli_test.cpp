@@ -118,7 +118,7 @@ TEST_F(ExportCli, MergedWeightsLoadIntoAPlainModelAndGiveTheAdaptedLogits) {
   EXPECT_THAT(r.out, HasSubstr("12 LoRA modules merged"));
 
   Device cpu(DeviceKind::cpu);
-  const GPT2Config cfg = resolve_model("gpt2-tiny");
+  const GPT2Config cfg = resolve_gpt2("gpt2-tiny");
   // The adapted model with the checkpoint's values, and a plain model from the merged file
   // through --init-from's loader (strict: it rejects any LoRA key or missing parameter).
   GPT2 adapted(cfg, cpu);
@@ -168,7 +168,7 @@ TEST_F(ExportCli, MergedFromA4BitBaseGivesTheQuantizedModelsLogits) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
   Device cpu(DeviceKind::cpu);
-  const GPT2Config cfg = resolve_model("gpt2-tiny");
+  const GPT2Config cfg = resolve_gpt2("gpt2-tiny");
   WeightQuantConfig nf4;
   nf4.format = quant::Format::nf4;
   GPT2 adapted(cfg, cpu, DType::f32, nf4);

@@ -61,7 +61,7 @@ TEST(PeftRoundTrip, AdapterLoadsWithPeftAndReproducesSnugsLogits) {
 
   // snug's logits: the base the run started from plus the checkpoint's adapters.
   Device cpu(DeviceKind::cpu);
-  GPT2 model(resolve_model("gpt2-tiny"), cpu);
+  GPT2 model(resolve_gpt2("gpt2-tiny"), cpu);
   model.init_weights(3);
   LoraConfig c;
   c.r = 4;

@@ -20,7 +20,7 @@ struct Result {
 Result run(const std::string& policy, DeviceKind kind = DeviceKind::cpu,
            AttentionImpl attention = AttentionImpl::flash,
            ComputeDType precision = ComputeDType::f32) {
-  GPT2Config cfg = resolve_model("gpt2-tiny");
+  GPT2Config cfg = resolve_gpt2("gpt2-tiny");
   cfg.n_layer = 5;  // odd: segments of 2 leave a short last one
   Device dev(kind);
   GPT2 model(cfg, dev);

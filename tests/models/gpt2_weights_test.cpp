@@ -26,7 +26,7 @@ namespace {
 using test::TempDir;
 
 GPT2Config tiny() {
-  return resolve_model("gpt2-tiny");
+  return resolve_gpt2("gpt2-tiny");
 }
 
 bool same_values(const GPT2& a, const GPT2& b) {

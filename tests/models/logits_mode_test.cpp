@@ -19,7 +19,7 @@ struct Result {
 
 Result run(LogitsMode mode, DeviceKind kind = DeviceKind::cpu, int64_t B = 3, int64_t T = 24,
            const std::string& model = "gpt2-tiny", int64_t n_layer = 0) {
-  GPT2Config cfg = resolve_model(model);
+  GPT2Config cfg = resolve_gpt2(model);
   if (n_layer > 0) cfg.n_layer = n_layer;
   Device dev(kind);
   GPT2 gpt(cfg, dev);
@@ -54,7 +54,7 @@ TEST(LogitsMode, ChunkedEqualsFull) {
 }
 
 TEST(LogitsMode, BackwardWithAnotherScaleIsRefused) {
-  GPT2Config cfg = resolve_model("gpt2-tiny");
+  GPT2Config cfg = resolve_gpt2("gpt2-tiny");
   Device dev(DeviceKind::cpu);
   GPT2 gpt(cfg, dev);
   gpt.init_weights(5);

@@ -35,7 +35,7 @@ void randomize_b(GPT2& model, uint64_t seed) {
 
 TEST(Lora, TrainableParametersAreTheAdaptersWithPeftsCount) {
   Device meta(DeviceKind::meta);
-  GPT2 model(resolve_model("gpt2-124m"), meta);
+  GPT2 model(resolve_gpt2("gpt2-124m"), meta);
   model.add_lora(lora(8, {"c_attn"}), 1);
   // Per layer A (8, 768) + B (2304, 8): PEFT prints "trainable params: 294,912".
   EXPECT_EQ(count_params(model.parameters(), true), 294912);
@@ -49,17 +49,17 @@ TEST(Lora, TrainableParametersAreTheAdaptersWithPeftsCount) {
     EXPECT_EQ(p->requires_grad, p->name.find(".lora_") != std::string::npos) << p->name;
 
   // "c_proj" adapts both attn.c_proj and mlp.c_proj, as PEFT's suffix match does.
-  GPT2 both(resolve_model("gpt2-124m"), meta);
+  GPT2 both(resolve_gpt2("gpt2-124m"), meta);
   both.add_lora(lora(4, {"c_proj"}), 1);
   EXPECT_EQ(count_params(both.parameters(), true), 12 * (4 * 768 + 768 * 4 + 4 * 3072 + 768 * 4));
-  GPT2 all(resolve_model("gpt2-124m"), meta);
+  GPT2 all(resolve_gpt2("gpt2-124m"), meta);
   all.add_lora(lora(8, {"all-linear"}), 1);
   EXPECT_EQ(all.lora_adapters().size(), 48u);
 }
 
 TEST(Lora, UnknownTargetModuleIsAnErrorNamingIt) {
   Device meta(DeviceKind::meta);
-  GPT2 model(resolve_model("gpt2-tiny"), meta);
+  GPT2 model(resolve_gpt2("gpt2-tiny"), meta);
   try {
     model.add_lora(lora(8, {"c_attn", "q_proj"}), 1);
     FAIL() << "expected an error";

@@ -30,7 +30,7 @@ WeightQuantConfig nf4(bool dq) {
 }
 
 TEST(QuantizedBase, Gpt2LinearWeightsCostFourAndAHalfBitsOrLessWithDoubleQuant) {
-  const GPT2Config cfg = resolve_model("gpt2-124m");
+  const GPT2Config cfg = resolve_gpt2("gpt2-124m");
   const int64_t P = 124439808, P_lin = 84934656;  // 12 x (768x2304 + 768x768 + 2 x 768x3072)
   for (bool dq : {false, true}) {
     Device meta(DeviceKind::meta);

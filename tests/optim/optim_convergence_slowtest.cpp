@@ -37,7 +37,7 @@ TEST_P(OptimConvergence, LossDropsByAQuarterIn300Steps) {
   a.seq_len = 64;
   a.logging_steps = 1000;
   Device dev(DeviceKind::cpu);
-  const GPT2Config cfg = resolve_model(a.model);
+  const GPT2Config cfg = resolve_gpt2(a.model);
   GPT2 model(cfg, dev);
   model.init_weights(a.seed);
   auto data = open_dataset("builtin", cfg.vocab_size, 42);

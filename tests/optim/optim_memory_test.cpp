@@ -15,7 +15,7 @@ namespace {
 int64_t measure(const std::string& optim, const OptimizerOptions& o, int64_t* formula,
                 int64_t* params) {
   Device dev(DeviceKind::meta);
-  GPT2 model(resolve_model("gpt2-124m"), dev);
+  GPT2 model(resolve_gpt2("gpt2-124m"), dev);
   auto opt = make_optimizer(optim, model.parameters(), o);
   for (Parameter* p : model.parameters()) p->grad_for_accumulation();
   opt->step(1e-3f);
@@ -70,7 +70,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(OptimMemoryFormula, ClosedFormsOnGpt2) {
   Device dev(DeviceKind::meta);
-  const GPT2Config cfg = resolve_model("gpt2-124m");
+  const GPT2Config cfg = resolve_gpt2("gpt2-124m");
   GPT2 model(cfg, dev);
   OptimizerOptions o;
   // Adafactor: 4 (rows + cols) per matrix, 4 n per vector.
@@ -100,7 +100,7 @@ TEST(OptimMemoryFormula, ClosedFormsOnGpt2) {
 
 TEST(OptimMemoryFormula, NewOptimizersClosedFormsOnGpt2) {
   Device dev(DeviceKind::meta);
-  const GPT2Config cfg = resolve_model("gpt2-124m");
+  const GPT2Config cfg = resolve_gpt2("gpt2-124m");
   GPT2 model(cfg, dev);
   OptimizerOptions o;
   const int64_t C = cfg.n_embd, L = cfg.n_layer, V = cfg.vocab_size, T = cfg.n_positions;
@@ -143,7 +143,7 @@ TEST(OptimMemoryFormula, NewOptimizersClosedFormsOnGpt2) {
 
 TEST(OptimMemoryFormula, FrozenParametersCostNothing) {
   Device dev(DeviceKind::meta);
-  GPT2 model(resolve_model("gpt2-tiny"), dev);
+  GPT2 model(resolve_gpt2("gpt2-tiny"), dev);
   for (Parameter* p : model.parameters()) p->requires_grad = false;
   for (const std::string& name : optimizer_names())
     EXPECT_EQ(state_bytes_formula(name, model.parameters(), OptimizerOptions{}), 0) << name;

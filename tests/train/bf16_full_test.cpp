@@ -66,7 +66,7 @@ TEST(Bf16Full, Gpt2SmallModelStatesAreTwoTwoFourBytesPerParameterOnMeta) {
   a.seq_len = 128;
   const MemoryStats m = dry_run(a);
   const int64_t P = 124439808;
-  ASSERT_EQ(resolve_model("gpt2-124m").num_params(), P);
+  ASSERT_EQ(resolve_gpt2("gpt2-124m").num_params(), P);
   // No fp32 master and no compute copies: the bf16 parameters are all of `weights`.
   EXPECT_EQ(at(m.max_by_category, Category::weights), 2 * P);
   EXPECT_EQ(at(m.max_by_category, Category::gradients), 2 * P);
@@ -250,7 +250,7 @@ TEST(Bf16Full, LossFallsAsInFp32) {
     a.per_device_train_batch_size = 4;
     a.seq_len = 64;
     a.bf16_full = full;
-    return train_on(DeviceKind::cpu, resolve_model("gpt2-tiny"), a).result;
+    return train_on(DeviceKind::cpu, resolve_gpt2("gpt2-tiny"), a).result;
   };
   const TrainResult f32 = run(false), full = run(true);
   ASSERT_TRUE(full.error.empty()) << full.error;
@@ -281,7 +281,7 @@ void expect_exact_resume(const std::string& optim, double momentum) {
   };
   TrainingArguments whole = args(20);
   whole.save_steps = 10;
-  const RunOutcome a = train_on(DeviceKind::cpu, resolve_model("gpt2-tiny"), whole);
+  const RunOutcome a = train_on(DeviceKind::cpu, resolve_gpt2("gpt2-tiny"), whole);
   ASSERT_TRUE(a.result.error.empty()) << a.result.error;
   ASSERT_EQ(a.result.checkpoints.size(), 2u);
   const std::string ckpt = (fs::path(out) / "checkpoint-10").string();
@@ -293,7 +293,7 @@ void expect_exact_resume(const std::string& optim, double momentum) {
   }
   TrainingArguments resumed = args(20);
   resumed.resume_from = ckpt;
-  const RunOutcome b = train_on(DeviceKind::cpu, resolve_model("gpt2-tiny"), resumed, 1234);
+  const RunOutcome b = train_on(DeviceKind::cpu, resolve_gpt2("gpt2-tiny"), resumed, 1234);
   ASSERT_TRUE(b.result.error.empty()) << b.result.error;
   ASSERT_EQ(b.result.loss.size(), 10u);
   for (size_t i = 0; i < 10; ++i)
@@ -304,7 +304,7 @@ void expect_exact_resume(const std::string& optim, double momentum) {
   TrainingArguments plain = resumed;
   plain.bf16_full = false;
   try {
-    train_on(DeviceKind::cpu, resolve_model("gpt2-tiny"), plain);
+    train_on(DeviceKind::cpu, resolve_gpt2("gpt2-tiny"), plain);
     ADD_FAILURE() << "resuming a bf16 checkpoint into fp32 parameters did not throw";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--bf16-full"), std::string::npos) << e.what();

@@ -39,7 +39,7 @@ TrainingArguments args_for(int64_t max_steps, const std::string& out) {
 
 TrainResult train(const TrainingArguments& a) {
   Device dev(DeviceKind::cpu);
-  GPT2 model(resolve_model(a.model), dev);
+  GPT2 model(resolve_gpt2(a.model), dev);
   model.init_weights(a.seed);
   const auto data = open_dataset(a.data, model.config().vocab_size, a.seed);
   Trainer t(a, model, data.get());

@@ -51,7 +51,7 @@ struct RunOutcome {
 // Fresh device, model, data and trainer, as a new process would build them.
 RunOutcome train_fresh(const TrainingArguments& args, uint64_t init_seed = 42) {
   Device dev(DeviceKind::cpu);
-  const GPT2Config cfg = resolve_model(args.model);
+  const GPT2Config cfg = resolve_gpt2(args.model);
   GPT2 model(cfg, dev);
   model.init_weights(init_seed);
   const auto data = open_dataset(args.data, cfg.vocab_size, args.seed);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "models/gpt2_config.h"
 #include "train/what_if.h"
 
 namespace snug {
@@ -28,7 +29,7 @@ TEST(ModelShapeOverrides, SevenBShapeFromFlags) {
   o.n_embd = 4096;
   o.n_head = 32;
   o.n_positions = 2048;
-  const GPT2Config c = resolve_model("gpt2-124m", o);
+  const GPT2Config c = resolve_gpt2("gpt2-124m", o);
   EXPECT_EQ(c.n_layer, 32);
   EXPECT_EQ(c.head_size(), 128);
   EXPECT_EQ(c.vocab_size, 50257);  // from the preset
@@ -44,7 +45,7 @@ TEST(ModelShapeOverrides, RejectsImpossibleShapesNamingTheFlag) {
   o.n_embd = 100;
   o.n_head = 3;
   try {
-    resolve_model("gpt2-tiny", o);
+    resolve_gpt2("gpt2-tiny", o);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--n-embd 100 is not divisible by --n-head 3"),
@@ -53,7 +54,7 @@ TEST(ModelShapeOverrides, RejectsImpossibleShapesNamingTheFlag) {
   }
   ModelShapeOverrides z;
   z.n_layer = 0;
-  EXPECT_THROW(resolve_model("gpt2-tiny", z), Error);
+  EXPECT_THROW(resolve_gpt2("gpt2-tiny", z), Error);
 }
 
 TEST(ModelShapeOverrides, SevenBDryRunIsFourFourEightBytesPerParameter) {
@@ -66,7 +67,7 @@ TEST(ModelShapeOverrides, SevenBDryRunIsFourFourEightBytesPerParameter) {
   a.seq_len = 2048;
   a.per_device_train_batch_size = 1;
   a.gradient_checkpointing = true;
-  const int64_t P = a.model_config().num_params();
+  const int64_t P = a.model_config().num_params;
   const MemoryStats m = dry_run(a);
   EXPECT_EQ(at(m.max_by_category, Category::weights), 4 * P);
   EXPECT_EQ(at(m.max_by_category, Category::gradients), 4 * P);

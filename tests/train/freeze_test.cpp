@@ -43,7 +43,7 @@ TEST(Freeze, GlobMatchesTheWholeNameSubstringAnyPart) {
 
 TEST(Freeze, CountsTensorsOnceAndRejectsPatternsMatchingNothing) {
   Device dev(DeviceKind::meta);
-  GPT2 model(resolve_model("gpt2-tiny"), dev);
+  GPT2 model(resolve_gpt2("gpt2-tiny"), dev);
   const int64_t n_layer = model.config().n_layer;
   EXPECT_EQ(apply_freeze(model.parameters(), {"transformer.h.0.*", "transformer.h.0.ln_1.weight"}),
             12);  // 12 tensors per block; the second pattern adds none
@@ -52,7 +52,7 @@ TEST(Freeze, CountsTensorsOnceAndRejectsPatternsMatchingNothing) {
   EXPECT_EQ(frozen, 12);
   EXPECT_EQ(apply_freeze(model.parameters(), {"transformer.h.*"}), 12 * n_layer);
 
-  GPT2 fresh(resolve_model("gpt2-tiny"), dev);
+  GPT2 fresh(resolve_gpt2("gpt2-tiny"), dev);
   try {
     apply_freeze(fresh.parameters(), {"transformer.wte.*", "transformer.h.99.*"});
     FAIL() << "expected an error";
@@ -68,7 +68,7 @@ TEST(Freeze, CountsTensorsOnceAndRejectsPatternsMatchingNothing) {
 // gpt2-124m with every block frozen: only wte, wpe and ln_f train. Gradients hold exactly 4 bytes
 // and AdamW's state exactly 8 bytes per trainable parameter; weights are still all there.
 TEST(Freeze, MetaGpt2SmallBlocksFrozenHoldOnlyTheRestsGradientsAndState) {
-  const GPT2Config cfg = resolve_model("gpt2-124m");
+  const GPT2Config cfg = resolve_gpt2("gpt2-124m");
   const int64_t V = cfg.vocab_size, P = cfg.n_positions, C = cfg.n_embd;
   const int64_t trainable = V * C + P * C + 2 * C;  // wte, wpe, ln_f weight and bias
   EXPECT_EQ(trainable, 39385344);
@@ -101,7 +101,7 @@ TEST(Freeze, MetaGpt2SmallBlocksFrozenHoldOnlyTheRestsGradientsAndState) {
 }
 
 TEST(Freeze, RealRunKeepsFrozenWeightsBitwiseAndStillLearns) {
-  const GPT2Config cfg = resolve_model("gpt2-tiny");
+  const GPT2Config cfg = resolve_gpt2("gpt2-tiny");
   Device dev(DeviceKind::cpu);
   GPT2 model(cfg, dev);
   model.init_weights(5);

@@ -22,7 +22,7 @@ struct Outcome {
 
 Outcome run(int64_t B, int64_t accum, const std::vector<int32_t>& inputs,
             const std::vector<int32_t>& targets, int64_t T, int steps) {
-  GPT2Config cfg = resolve_model("gpt2-tiny");
+  GPT2Config cfg = resolve_gpt2("gpt2-tiny");
   cfg.n_layer = 2;
   Device dev(DeviceKind::cpu);
   GPT2 model(cfg, dev);

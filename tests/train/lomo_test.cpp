@@ -29,7 +29,7 @@ int64_t at(const ByCategory& b, Category c) {
 
 MemoryStats meta_run(const std::string& optim, double max_grad_norm) {
   Device dev(DeviceKind::meta);
-  GPT2 model(resolve_model("gpt2-124m"), dev);
+  GPT2 model(resolve_gpt2("gpt2-124m"), dev);
   TrainingArguments a;
   a.model = "gpt2-124m";
   a.device = "meta";
@@ -46,7 +46,7 @@ MemoryStats meta_run(const std::string& optim, double max_grad_norm) {
 }
 
 TEST(Lomo, Gpt2_124mGradientsPeakAtTheEmbeddingsNotFourP) {
-  const GPT2Config cfg = resolve_model("gpt2-124m");
+  const GPT2Config cfg = resolve_gpt2("gpt2-124m");
   const int64_t C = cfg.n_embd, V = cfg.vocab_size, Tp = cfg.n_positions;
   const int64_t P = cfg.num_params();
   // The largest block's gradients: wte (V, C) + wpe (n_positions, C), live together at the end
@@ -79,7 +79,7 @@ TEST(Lomo, Gpt2_124mGradientsPeakAtTheEmbeddingsNotFourP) {
 // One model, initialized and fed the same batch every time.
 struct Tiny {
   Device dev{DeviceKind::cpu};
-  GPT2 model{resolve_model("gpt2-tiny"), dev};
+  GPT2 model{resolve_gpt2("gpt2-tiny"), dev};
   std::vector<int32_t> x, y;
   static constexpr int64_t B = 2, T = 32;
   Tiny() {
@@ -135,7 +135,7 @@ TEST(Lomo, FusedUpdateEqualsBackwardThenStepBitForBit) {
 }
 
 TEST(Lomo, TinyRealRunGradientsPeakAtOneLayerAndLossFalls) {
-  const GPT2Config cfg = resolve_model("gpt2-tiny");
+  const GPT2Config cfg = resolve_gpt2("gpt2-tiny");
   const int64_t C = cfg.n_embd;
   Device dev(DeviceKind::cpu);
   GPT2 model(cfg, dev);
@@ -165,7 +165,7 @@ TEST(Lomo, TinyRealRunGradientsPeakAtOneLayerAndLossFalls) {
 TEST(Lomo, WithClippingFollowsSgdWithClipGradNorm) {
   // LOMO is SGD applied inside backward; its two-pass clipping gives clip_grad_norm_'s update.
   auto run = [](const std::string& optim) {
-    const GPT2Config cfg = resolve_model("gpt2-tiny");
+    const GPT2Config cfg = resolve_gpt2("gpt2-tiny");
     Device dev(DeviceKind::cpu);
     GPT2 model(cfg, dev);
     model.init_weights(42);
@@ -192,7 +192,7 @@ TEST(Lomo, WithClippingFollowsSgdWithClipGradNorm) {
 
 TEST(Lomo, GradientAccumulationAndFp16AreRefused) {
   Device dev(DeviceKind::meta);
-  GPT2 model(resolve_model("gpt2-tiny"), dev);
+  GPT2 model(resolve_gpt2("gpt2-tiny"), dev);
   TrainingArguments a;
   a.device = "meta";
   a.max_steps = 1;

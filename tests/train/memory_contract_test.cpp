@@ -38,7 +38,7 @@ RunOutcome train_on(DeviceKind kind, const GPT2Config& cfg, TrainingArguments ar
 }
 
 GPT2Config tiny() {
-  return resolve_model("gpt2-tiny");
+  return resolve_gpt2("gpt2-tiny");
 }
 
 using test::odd_config;

@@ -1,0 +1,31 @@
+// A model's configuration, whatever the family (models/registry.h resolves one): the shape that
+// every layer above models/ reads, the exact parameter count, and the resolved Hugging Face
+// config.json from which the family builds the model. The json is the source of truth, as in
+// transformers: shape overrides edit it and the family re-validates it.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "models/causal_lm.h"
+
+namespace snug {
+
+struct ModelConfig {
+  ModelSummary shape;      // name, model_type and the dimensions reports show
+  int64_t num_params = 0;  // parameters of the model as built, without adapters (tied: once)
+  nlohmann::json hf;       // config.json keys as resolved (a preset's are what HF would write)
+};
+
+// Shape overrides on top of a preset or config.json (--n-layer, --n-embd, --n-head,
+// --vocab-size, --n-positions), so that any shape of a family can be planned from flags alone,
+// e.g. gpt2-124m with n_layer 32, n_embd 4096, n_head 32, n_positions 2048 is a 6.7B "7B" shape.
+// Each family maps them onto its own config.json keys (models/registry.h).
+struct ModelShapeOverrides {
+  std::optional<int64_t> vocab_size, n_positions, n_embd, n_layer, n_head;
+  bool any() const { return vocab_size || n_positions || n_embd || n_layer || n_head; }
+};
+
+}  // namespace snug

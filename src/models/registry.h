@@ -1,0 +1,85 @@
+// The registry of model families, keyed by Hugging Face `model_type`: a config.json (or a preset
+// name) picks the family, and the family builds its CausalLM. Adding a family is one entry in
+// registry.cpp's list plus the family's own folder (docs/design.md, "Adding a model family").
+// Nothing outside src/models/ names a family.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "models/causal_lm.h"
+#include "models/model_config.h"
+#include "quant/weight_quant.h"
+
+namespace snug {
+
+// Forward FLOPs per token of a training sequence of T tokens, split as the planner needs them.
+struct FlopsPerToken {
+  double layer_gemm = 0;  // the blocks' weight GEMMs (recomputed by gradient checkpointing)
+  double attention = 0;   // scores and weighted values, causal (about (T+1)/2 keys per token)
+  double head = 0;        // the LM head
+  double forward() const { return layer_gemm + attention + head; }
+};
+
+struct Architecture {
+  const char* model_type;  // Hugging Face model_type, "gpt2"
+  // Preset names (with an alias each; "" for none), in the order --help lists them.
+  std::vector<std::pair<std::string, std::string>> presets;
+  // The resolved config.json of a preset (one of `presets`, by name).
+  nlohmann::json (*preset_config)(const std::string& name);
+  // A config.json object of this family, validated; every problem names `spec` and the key.
+  // `name` becomes shape.name.
+  ModelConfig (*parse)(const nlohmann::json& config, const std::string& spec,
+                       const std::string& name);
+  // The config.json key each shape override sets.
+  const char* key_n_layer;
+  const char* key_n_embd;
+  const char* key_n_head;
+  const char* key_vocab_size;
+  const char* key_n_positions;
+  // A model on `dev` (parameters allocated, uninitialized; see CausalLM::init_weights).
+  std::unique_ptr<CausalLM> (*create)(const ModelConfig& cfg, Device& dev, DType param_dtype,
+                                      const std::optional<WeightQuantConfig>& quant);
+  // Weights as a Hugging Face-named safetensors file: strict load, atomic save with the model's
+  // weights_metadata() plus `extra`.
+  void (*load_weights)(CausalLM& model, const std::string& path);
+  void (*save_weights)(const CausalLM& model, const std::string& path,
+                       const std::map<std::string, std::string>& extra);
+  FlopsPerToken (*flops_per_token)(const ModelConfig& cfg, int64_t T);
+  // Bytes one block keeps for backward at (s, b), e bytes per stored activation element (4 fp32,
+  // 2 mixed precision), with or without the (b, heads, s, s) attention scores (Korthikanti et
+  // al. 2022's per-layer count, for the closed-form estimate).
+  int64_t (*layer_activation_bytes)(const ModelConfig& cfg, int64_t s, int64_t b, int64_t e,
+                                    bool keep_scores);
+};
+
+// Every registered family, in registry order.
+const std::vector<const Architecture*>& architectures();
+// The family of `model_type`; throws naming `where` and the supported types.
+const Architecture& architecture(const std::string& model_type, const std::string& where = "");
+
+// Every preset name of every family.
+std::vector<std::string> model_preset_names();
+// A preset name or alias, or a path to a Hugging Face config.json (its model_type picks the
+// family; a config without one is read as gpt2, as older GPT-2 configs are), with `o` applied.
+ModelConfig resolve_model(const std::string& name_or_path, const ModelShapeOverrides& o = {});
+// The text of a config.json named `spec`, validated by its family.
+ModelConfig parse_model_config(std::string_view text, const std::string& spec);
+
+// The family's model for `cfg` (see Architecture::create).
+std::unique_ptr<CausalLM> create_model(
+    const ModelConfig& cfg, Device& dev, DType param_dtype = DType::f32,
+    const std::optional<WeightQuantConfig>& quant = std::nullopt);
+void load_model_weights(CausalLM& model, const std::string& path);
+void save_model_weights(const CausalLM& model, const std::string& path,
+                        const std::map<std::string, std::string>& extra = {});
+
+}  // namespace snug
