@@ -18,6 +18,8 @@
 
 #include <cstdint>
 
+#include "kernels/attention_dims.h"
+
 namespace snug {
 
 // Declares each SNUG_OP entry as a function of the enclosing namespace.

@@ -15,6 +15,8 @@
 
 #include <cstdint>
 
+#include "kernels/attention_dims.h"
+
 namespace snug {
 
 // Declares each SNUG_OP entry of the op lists as a function of the enclosing namespace.
