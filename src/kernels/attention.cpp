@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "kernels/fast_math.h"
+#include "kernels/flash_attention.h"
 #include "kernels/kernels.h"
 
 namespace snug::kernels {
@@ -147,17 +148,6 @@ void attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout, 
   }
 }
 
-void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t NH) {
-  SNUG_CHECK(NH > 0 && C % NH == 0, "attention: C=", C, " is not a multiple of NH=", NH);
-  attention_forward_gqa(out, att, qkv, qkv + C, qkv + 2 * C, fused_qkv_dims(B, T, C, NH));
-}
-
-void attention_backward(float* dqkv, const float* dout, const float* qkv, float* att, int64_t B,
-                        int64_t T, int64_t C, int64_t NH) {
-  SNUG_CHECK(NH > 0 && C % NH == 0, "attention: C=", C, " is not a multiple of NH=", NH);
-  attention_backward_gqa(dqkv, dqkv + C, dqkv + 2 * C, dout, qkv, qkv + C, qkv + 2 * C, att,
-                         fused_qkv_dims(B, T, C, NH));
-}
+#include "kernels/fused_attention.inc"
 
 }  // namespace snug::kernels

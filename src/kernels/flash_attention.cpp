@@ -211,17 +211,6 @@ void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* 
   }
 }
 
-void flash_attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                             int64_t C, int64_t NH) {
-  SNUG_CHECK(NH > 0 && C % NH == 0, "flash_attention: C=", C, " is not a multiple of NH=", NH);
-  flash_attention_forward_gqa(out, lse, qkv, qkv + C, qkv + 2 * C, fused_qkv_dims(B, T, C, NH));
-}
-
-void flash_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                              const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH) {
-  SNUG_CHECK(NH > 0 && C % NH == 0, "flash_attention: C=", C, " is not a multiple of NH=", NH);
-  flash_attention_backward_gqa(dqkv, dqkv + C, dqkv + 2 * C, dout, qkv, qkv + C, qkv + 2 * C, out,
-                               lse, fused_qkv_dims(B, T, C, NH));
-}
+// The fused-qkv entry points are in attention.cpp (kernels/fused_attention.inc).
 
 }  // namespace snug::kernels

@@ -4,7 +4,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/flash_attention.h"
 #include "kernels/kernels.h"
+#include "kernels/ref_attention_grads.h"
 
 namespace snug::ref {
 
@@ -54,9 +56,7 @@ void attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout, 
   check_attention_dims(d, "attention");
   const int64_t B = d.B, T = d.T, NH = d.NH, NKV = d.NKV, hs = d.hs, rep = NH / NKV;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
-  // Dense double accumulators: gq (B,T,NH,hs), gk and gv (B,T,NKV,hs).
-  std::vector<double> gq(static_cast<size_t>(B * T * NH * hs), 0.0);
-  std::vector<double> gk(static_cast<size_t>(B * T * NKV * hs), 0.0), gv(gk.size(), 0.0);
+  detail::AttentionGrads g(d);
   std::vector<double> datt(static_cast<size_t>(T));
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < NH; ++h) {
@@ -68,7 +68,7 @@ void attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout, 
         // out[t] = sum_t2 a[t,t2] v[t2]  ->  datt[t2] = d . v[t2], dv[t2] += a[t,t2] d.
         for (int64_t t2 = 0; t2 < n; ++t2) {
           const float* vr = v + (b * T + t2) * d.ldv + kh * hs;
-          double* gvr = gv.data() + ((b * T + t2) * NKV + kh) * hs;
+          double* gvr = g.v(b * T + t2, kh);
           double dot = 0.0;
           for (int64_t i = 0; i < hs; ++i) {
             dot += static_cast<double>(dd[i]) * vr[i];
@@ -80,11 +80,11 @@ void attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout, 
         double s = 0.0;
         for (int64_t t2 = 0; t2 < n; ++t2) s += a[t * T + t2] * datt[t2];
         const float* qr = q + (b * T + t) * d.ldq + h * hs;
-        double* gqr = gq.data() + ((b * T + t) * NH + h) * hs;
+        double* gqr = g.q(b * T + t, h);
         for (int64_t t2 = 0; t2 < n; ++t2) {
           const double dpre = a[t * T + t2] * (datt[t2] - s) * scale;
           const float* kr = k + (b * T + t2) * d.ldk + kh * hs;
-          double* gkr = gk.data() + ((b * T + t2) * NKV + kh) * hs;
+          double* gkr = g.k(b * T + t2, kh);
           for (int64_t i = 0; i < hs; ++i) {
             gqr[i] += dpre * kr[i];
             gkr[i] += dpre * qr[i];
@@ -93,27 +93,9 @@ void attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout, 
       }
     }
   }
-  for (int64_t bt = 0; bt < B * T; ++bt) {
-    for (int64_t i = 0; i < NH * hs; ++i)
-      dq[bt * d.ldq + i] = static_cast<float>(gq[static_cast<size_t>(bt * NH * hs + i)]);
-    for (int64_t i = 0; i < NKV * hs; ++i) {
-      dk[bt * d.ldk + i] = static_cast<float>(gk[static_cast<size_t>(bt * NKV * hs + i)]);
-      dv[bt * d.ldv + i] = static_cast<float>(gv[static_cast<size_t>(bt * NKV * hs + i)]);
-    }
-  }
+  g.store(dq, dk, dv);
 }
 
-void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t NH) {
-  SNUG_CHECK(NH > 0 && C % NH == 0, "attention: C=", C, " is not a multiple of NH=", NH);
-  attention_forward_gqa(out, att, qkv, qkv + C, qkv + 2 * C, fused_qkv_dims(B, T, C, NH));
-}
-
-void attention_backward(float* dqkv, const float* dout, const float* qkv, float* att, int64_t B,
-                        int64_t T, int64_t C, int64_t NH) {
-  SNUG_CHECK(NH > 0 && C % NH == 0, "attention: C=", C, " is not a multiple of NH=", NH);
-  attention_backward_gqa(dqkv, dqkv + C, dqkv + 2 * C, dout, qkv, qkv + C, qkv + 2 * C, att,
-                         fused_qkv_dims(B, T, C, NH));
-}
+#include "kernels/fused_attention.inc"
 
 }  // namespace snug::ref

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/flash_attention.h"
+#include "kernels/ref_attention_grads.h"
 
 namespace snug::ref {
 
@@ -52,8 +53,7 @@ void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* 
   check_attention_dims(d, "flash_attention");
   const int64_t B = d.B, T = d.T, NH = d.NH, NKV = d.NKV, hs = d.hs, rep = NH / NKV;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
-  std::vector<double> gq(static_cast<size_t>(B * T * NH * hs), 0.0);
-  std::vector<double> gk(static_cast<size_t>(B * T * NKV * hs), 0.0), gv(gk.size(), 0.0);
+  detail::AttentionGrads g(d);
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < NH; ++h) {
       const int64_t kh = h / rep;
@@ -66,12 +66,12 @@ void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* 
         // D = sum_t2 p[t2] (d . v[t2]) = d . out[t].
         double D = 0.0;
         for (int64_t i = 0; i < hs; ++i) D += static_cast<double>(dd[i]) * o[i];
-        double* gqr = gq.data() + ((b * T + t) * NH + h) * hs;
+        double* gqr = g.q(b * T + t, h);
         for (int64_t t2 = 0; t2 < n; ++t2) {
           const float* kr = k + (b * T + t2) * d.ldk + kh * hs;
           const float* vr = v + (b * T + t2) * d.ldv + kh * hs;
-          double* gkr = gk.data() + ((b * T + t2) * NKV + kh) * hs;
-          double* gvr = gv.data() + ((b * T + t2) * NKV + kh) * hs;
+          double* gkr = g.k(b * T + t2, kh);
+          double* gvr = g.v(b * T + t2, kh);
           double s = 0.0, dp = 0.0;
           for (int64_t i = 0; i < hs; ++i) {
             s += static_cast<double>(qr[i]) * kr[i];
@@ -88,27 +88,9 @@ void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* 
       }
     }
   }
-  for (int64_t bt = 0; bt < B * T; ++bt) {
-    for (int64_t i = 0; i < NH * hs; ++i)
-      dq[bt * d.ldq + i] = static_cast<float>(gq[static_cast<size_t>(bt * NH * hs + i)]);
-    for (int64_t i = 0; i < NKV * hs; ++i) {
-      dk[bt * d.ldk + i] = static_cast<float>(gk[static_cast<size_t>(bt * NKV * hs + i)]);
-      dv[bt * d.ldv + i] = static_cast<float>(gv[static_cast<size_t>(bt * NKV * hs + i)]);
-    }
-  }
+  g.store(dq, dk, dv);
 }
 
-void flash_attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                             int64_t C, int64_t NH) {
-  SNUG_CHECK(NH > 0 && C % NH == 0, "flash_attention: C=", C, " is not a multiple of NH=", NH);
-  flash_attention_forward_gqa(out, lse, qkv, qkv + C, qkv + 2 * C, fused_qkv_dims(B, T, C, NH));
-}
-
-void flash_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                              const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH) {
-  SNUG_CHECK(NH > 0 && C % NH == 0, "flash_attention: C=", C, " is not a multiple of NH=", NH);
-  flash_attention_backward_gqa(dqkv, dqkv + C, dqkv + 2 * C, dout, qkv, qkv + C, qkv + 2 * C, out,
-                               lse, fused_qkv_dims(B, T, C, NH));
-}
+// The fused-qkv entry points are in ref_attention.cpp (kernels/fused_attention.inc).
 
 }  // namespace snug::ref
