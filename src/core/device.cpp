@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "kernels/op_table.h"
 
 namespace snug {
 
@@ -16,6 +17,14 @@ constexpr std::pair<const char*, int64_t> kPresets[] = {
     {"h100-80gb", 80 * kGiB},    {"h200-141gb", 141 * kGiB},
 };
 }  // namespace
+
+Device::Device(DeviceKind kind, const OpTable* ops)
+    : kind_(kind),
+      pool_(kind != DeviceKind::meta),
+      ops_(ops ? ops : (kind == DeviceKind::meta ? &meta_op_table() : &fast_op_table())) {
+  SNUG_CHECK(kind != DeviceKind::meta || ops_ == &meta_op_table(),
+             "a meta device runs the meta op table, not '", ops_->impl, "'");
+}
 
 DeviceKind parse_device_kind(const std::string& name) {
   if (name == "cpu") return DeviceKind::cpu;

@@ -1,6 +1,10 @@
 // A Device is where tensors live: `cpu` (real bytes, real kernels) or `meta` (shapes only: the
-// pool accounts every allocation but nothing is allocated and kernels are skipped). The seam for
-// a future CUDA backend is here: a new DeviceKind with its own pool backing and kernel table.
+// pool accounts every allocation but nothing is allocated and kernels are skipped). Each device
+// carries its kernel table (kernels/op_table.h): cpu runs the fast kernels (or, for tests, the
+// plain references), meta runs no-ops, so code that calls `dev.ops().x(...)` needs no device
+// branch. The seam for a future CUDA backend is here: a new DeviceKind with its own pool backing
+// and its own table. (The table is the one place core/ points up to kernels/: a device is its
+// memory plus its kernels.)
 #pragma once
 
 #include <memory>
@@ -14,18 +18,25 @@ namespace snug {
 
 enum class DeviceKind { cpu, meta };
 
+struct OpTable;  // kernels/op_table.h
+
 class Device {
  public:
-  explicit Device(DeviceKind kind) : kind_(kind), pool_(kind != DeviceKind::meta) {}
+  // ops: the kernel table; nullptr picks the kind's own (cpu: fast, meta: meta). A cpu device may
+  // take ref_op_table() (tests); a meta device only the meta table (throws otherwise).
+  explicit Device(DeviceKind kind, const OpTable* ops = nullptr);
   DeviceKind kind() const { return kind_; }
   bool is_meta() const { return kind_ == DeviceKind::meta; }
   const char* name() const { return kind_ == DeviceKind::meta ? "meta" : "cpu"; }
   MemoryPool& pool() { return pool_; }
   const MemoryPool& pool() const { return pool_; }
+  // The kernels of this device.
+  const OpTable& ops() const { return *ops_; }
 
  private:
   DeviceKind kind_;
   MemoryPool pool_;
+  const OpTable* ops_;
 };
 
 DeviceKind parse_device_kind(const std::string& name);

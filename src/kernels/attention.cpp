@@ -1,9 +1,13 @@
-// Causal multi-head self-attention on the fused qkv(B,T,3C) projection.
+// Multi-head self-attention on strided q, k, v (the fused qkv(B,T,3C) projection being one case:
+// three column slices with row stride 3C).
 //
-// Every head's q, k, v are strided views into qkv (row stride 3C), so the matrix products go
-// straight to gemm_f32 with no packing. The causal structure is exploited by blocks of kBlock
-// query rows: rows [t0, t1) only ever see keys [0, t1), so the products are computed on that
-// rectangle only (the waste is the upper triangle of one diagonal block, not half the matrix).
+// Every head's q, k, v are strided views, so the matrix products go straight to gemm_f32 with no
+// packing. GQA: query head h reads kv head h / (NH/NKV) in place, nothing is expanded; the
+// backward runs one job per (batch, kv head) and sums the gradients of its NH/NKV query heads into
+// dk and dv (the first overwrites, the rest accumulate). The causal structure is exploited by
+// blocks of kBlock query rows: rows [t0, t1) only ever see keys [0, t1), so the products are
+// computed on that rectangle only (the waste is the upper triangle of one diagonal block, not
+// half the matrix); bidirectional attention computes the full rows.
 // gemm_f32 is called from inside the OpenMP loop over (batch, head[, row block]) jobs, where
 // oneDNN runs single-threaded per call.
 //
@@ -16,6 +20,7 @@
 
 #include "core/error.h"
 #include "kernels/fast_math.h"
+#include "kernels/flash_attention.h"
 #include "kernels/kernels.h"
 
 namespace snug::kernels {
@@ -25,7 +30,7 @@ namespace {
 constexpr int64_t kBlock = 32;
 
 // row[0..n) <- softmax(row[0..n)); row[n..T) <- 0.
-void causal_softmax_row(float* row, int64_t n, int64_t T) {
+void masked_softmax_row(float* row, int64_t n, int64_t T) {
   float maxv = -INFINITY;
 #pragma omp simd reduction(max : maxv)
   for (int64_t j = 0; j < n; ++j) maxv = row[j] > maxv ? row[j] : maxv;
@@ -44,11 +49,10 @@ void causal_softmax_row(float* row, int64_t n, int64_t T) {
 
 }  // namespace
 
-void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t NH) {
-  SNUG_CHECK(NH > 0 && C % NH == 0, "attention: C=", C, " is not a multiple of NH=", NH);
-  const int64_t hs = C / NH;
-  const int64_t C3 = 3 * C;
+void attention_forward_gqa(float* out, float* att, const float* q, const float* k, const float* v,
+                           const AttentionDims& d) {
+  check_attention_dims(d, "attention");
+  const int64_t B = d.B, T = d.T, NH = d.NH, hs = d.hs, rep = d.NH / d.NKV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const int64_t nblk = (T + kBlock - 1) / kBlock;
   const int64_t jobs = B * NH * nblk;
@@ -59,76 +63,91 @@ void attention_forward(float* out, float* att, const float* qkv, int64_t B, int6
     const int64_t bh = job / nblk;
     const int64_t b = bh / NH;
     const int64_t h = bh % NH;
+    const int64_t kh = h / rep;
     const int64_t t0 = blk * kBlock;
     const int64_t t1 = std::min(T, t0 + kBlock);
-    const float* q = qkv + (b * T + t0) * C3 + h * hs;
-    const float* k = qkv + b * T * C3 + C + h * hs;
-    const float* v = qkv + b * T * C3 + 2 * C + h * hs;
+    const int64_t kend = d.causal ? t1 : T;  // keys [0, kend) are visible to rows [t0, t1)
+    const float* qp = q + (b * T + t0) * d.ldq + h * hs;
+    const float* kp = k + b * T * d.ldk + kh * hs;
+    const float* vp = v + b * T * d.ldv + kh * hs;
     float* a = att + bh * T * T + t0 * T;
-    // Scores a[t0:t1, 0:t1] = scale * q[t0:t1] k[0:t1]^T.
-    gemm_f32(false, true, t1 - t0, t1, hs, scale, q, C3, k, C3, 0.0f, a, T);
-    for (int64_t t = t0; t < t1; ++t) causal_softmax_row(a + (t - t0) * T, t + 1, T);
-    // out[t0:t1, head h] = a[t0:t1, 0:t1] v[0:t1].
-    gemm_f32(false, false, t1 - t0, hs, t1, 1.0f, a, T, v, C3, 0.0f,
-             out + (b * T + t0) * C + h * hs, C);
+    // Scores a[t0:t1, 0:kend] = scale * q[t0:t1] k[0:kend]^T.
+    gemm_f32(false, true, t1 - t0, kend, hs, scale, qp, d.ldq, kp, d.ldk, 0.0f, a, T);
+    for (int64_t t = t0; t < t1; ++t) masked_softmax_row(a + (t - t0) * T, d.causal ? t + 1 : T, T);
+    // out[t0:t1, head h] = a[t0:t1, 0:kend] v[0:kend].
+    gemm_f32(false, false, t1 - t0, hs, kend, 1.0f, a, T, vp, d.ldv, 0.0f,
+             out + (b * T + t0) * d.ldo + h * hs, d.ldo);
   }
 }
 
-void attention_backward(float* dqkv, const float* dout, const float* qkv, float* att, int64_t B,
-                        int64_t T, int64_t C, int64_t NH) {
-  SNUG_CHECK(NH > 0 && C % NH == 0, "attention: C=", C, " is not a multiple of NH=", NH);
-  const int64_t hs = C / NH;
-  const int64_t C3 = 3 * C;
+void attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                            const float* k, const float* v, float* att, const AttentionDims& d) {
+  check_attention_dims(d, "attention");
+  const int64_t B = d.B, T = d.T, NH = d.NH, NKV = d.NKV, hs = d.hs, rep = NH / NKV;
+  const int64_t ldq = d.ldq, ldk = d.ldk, ldv = d.ldv, ldo = d.ldo;
+  const bool causal = d.causal;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  // dk and dv of a head sum over all query rows, so a job is a whole (batch, head) pair.
+  // dk and dv of a kv head sum over all query rows of its query heads, so a job is a whole
+  // (batch, kv head) pair.
 #pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t bh = 0; bh < B * NH; ++bh) {
+  for (int64_t bkv = 0; bkv < B * NKV; ++bkv) {
     thread_local std::vector<float> scratch;
     if (scratch.size() < static_cast<size_t>(kBlock * T)) scratch.resize(kBlock * T);
     float* datt = scratch.data();
 
-    const int64_t b = bh / NH;
-    const int64_t h = bh % NH;
-    const float* q = qkv + b * T * C3 + h * hs;
-    const float* k = q + C;
-    const float* v = q + 2 * C;
-    float* dq = dqkv + b * T * C3 + h * hs;
-    float* dk = dq + C;
-    float* dv = dq + 2 * C;
-    const float* d = dout + b * T * C + h * hs;
-    float* a = att + bh * T * T;
+    const int64_t b = bkv / NKV;
+    const int64_t kh = bkv % NKV;
+    const float* kp = k + b * T * ldk + kh * hs;
+    const float* vp = v + b * T * ldv + kh * hs;
+    float* dkp = dk + b * T * ldk + kh * hs;
+    float* dvp = dv + b * T * ldv + kh * hs;
+    for (int64_t r = 0; r < rep; ++r) {
+      const int64_t h = kh * rep + r;
+      const float* qp = q + b * T * ldq + h * hs;
+      float* dqp = dq + b * T * ldq + h * hs;
+      const float* dd = dout + b * T * ldo + h * hs;
+      float* a = att + (b * NH + h) * T * T;
+      const float beta_kv = r == 0 ? 0.0f : 1.0f;  // the first query head overwrites dk, dv
 
-    // dv = a^T d. Keys [s0, s1) receive from queries [s0, T) only.
-    for (int64_t s0 = 0; s0 < T; s0 += kBlock) {
-      const int64_t s1 = std::min(T, s0 + kBlock);
-      gemm_f32(true, false, s1 - s0, hs, T - s0, 1.0f, a + s0 * T + s0, T, d + s0 * C, C, 0.0f,
-               dv + s0 * C3, C3);
-    }
-    // Per block of query rows: datt = d v^T, then the softmax backward in place in a
-    // (a becomes dpreatt, with the 1/sqrt(hs) scale folded in), then dq = dpreatt k.
-    for (int64_t t0 = 0; t0 < T; t0 += kBlock) {
-      const int64_t t1 = std::min(T, t0 + kBlock);
-      gemm_f32(false, true, t1 - t0, t1, hs, 1.0f, d + t0 * C, C, v, C3, 0.0f, datt, t1);
-      for (int64_t t = t0; t < t1; ++t) {
-        float* arow = a + t * T;
-        const float* drow = datt + (t - t0) * t1;
-        const int64_t n = t + 1;
-        float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-        for (int64_t j = 0; j < n; ++j) dot += arow[j] * drow[j];
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) arow[j] = scale * arow[j] * (drow[j] - dot);
-        std::fill(arow + n, arow + T, 0.0f);
+      // dv = a^T d. Keys [s0, s1) receive from queries [s0, T) only (causal) or from all.
+      for (int64_t s0 = 0; s0 < T; s0 += kBlock) {
+        const int64_t s1 = std::min(T, s0 + kBlock);
+        const int64_t r0 = causal ? s0 : 0;
+        gemm_f32(true, false, s1 - s0, hs, T - r0, 1.0f, a + r0 * T + s0, T, dd + r0 * ldo, ldo,
+                 beta_kv, dvp + s0 * ldv, ldv);
       }
-      gemm_f32(false, false, t1 - t0, hs, t1, 1.0f, a + t0 * T, T, k, C3, 0.0f, dq + t0 * C3, C3);
-    }
-    // dk = dpreatt^T q, again skipping the zeros above the diagonal.
-    for (int64_t s0 = 0; s0 < T; s0 += kBlock) {
-      const int64_t s1 = std::min(T, s0 + kBlock);
-      gemm_f32(true, false, s1 - s0, hs, T - s0, 1.0f, a + s0 * T + s0, T, q + s0 * C3, C3, 0.0f,
-               dk + s0 * C3, C3);
+      // Per block of query rows: datt = d v^T, then the softmax backward in place in a
+      // (a becomes dpreatt, with the 1/sqrt(hs) scale folded in), then dq = dpreatt k.
+      for (int64_t t0 = 0; t0 < T; t0 += kBlock) {
+        const int64_t t1 = std::min(T, t0 + kBlock);
+        const int64_t kend = causal ? t1 : T;
+        gemm_f32(false, true, t1 - t0, kend, hs, 1.0f, dd + t0 * ldo, ldo, vp, ldv, 0.0f, datt,
+                 kend);
+        for (int64_t t = t0; t < t1; ++t) {
+          float* arow = a + t * T;
+          const float* drow = datt + (t - t0) * kend;
+          const int64_t n = causal ? t + 1 : T;
+          float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+          for (int64_t j = 0; j < n; ++j) dot += arow[j] * drow[j];
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) arow[j] = scale * arow[j] * (drow[j] - dot);
+          std::fill(arow + n, arow + T, 0.0f);
+        }
+        gemm_f32(false, false, t1 - t0, hs, kend, 1.0f, a + t0 * T, T, kp, ldk, 0.0f,
+                 dqp + t0 * ldq, ldq);
+      }
+      // dk = dpreatt^T q, again skipping the zeros above the diagonal.
+      for (int64_t s0 = 0; s0 < T; s0 += kBlock) {
+        const int64_t s1 = std::min(T, s0 + kBlock);
+        const int64_t r0 = causal ? s0 : 0;
+        gemm_f32(true, false, s1 - s0, hs, T - r0, 1.0f, a + r0 * T + s0, T, qp + r0 * ldq, ldq,
+                 beta_kv, dkp + s0 * ldk, ldk);
+      }
     }
   }
 }
+
+#include "kernels/fused_attention.inc"
 
 }  // namespace snug::kernels

@@ -10,6 +10,16 @@ namespace {
 constexpr int64_t kGrain = 8192;
 }  // namespace
 
+int64_t count_valid_targets(const int32_t* targets, int64_t n) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += targets[i] >= 0 ? 1 : 0;
+  return count;
+}
+
+void copy_i32(int32_t* dst, const int32_t* src, int64_t n) {
+  std::copy_n(src, n, dst);
+}
+
 void add(float* out, const float* a, const float* b, int64_t n) {
 #pragma omp parallel for schedule(static)
   for (int64_t i0 = 0; i0 < n; i0 += kGrain) {

@@ -7,6 +7,12 @@ namespace snug::kernels {
 
 void embedding_forward(float* out, const int32_t* idx, const float* wte, const float* wpe,
                        int64_t B, int64_t T, int64_t C) {
+  if (!wpe) {  // token embedding only (rotary models)
+#pragma omp parallel for schedule(static)
+    for (int64_t bt = 0; bt < B * T; ++bt)
+      std::copy_n(wte + static_cast<int64_t>(idx[bt]) * C, C, out + bt * C);
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (int64_t bt = 0; bt < B * T; ++bt) {
     const int64_t t = bt % T;

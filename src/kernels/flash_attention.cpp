@@ -1,4 +1,6 @@
-// Memory-efficient causal attention: tiled, online softmax (FlashAttention-2 style, on the CPU).
+// Memory-efficient attention: tiled, online softmax (FlashAttention-2 style, on the CPU), on
+// strided q, k, v (the fused qkv being one case), with NH query heads over NKV kv heads (GQA: query
+// head h reads kv head h / (NH/NKV), nothing expanded) and a causal or bidirectional mask.
 //
 // Forward, one job per (batch, head, query tile of kBr rows), largest tiles first: for each key
 // tile of kBc keys up to the diagonal, S = scale * Q K^T (gemm_f32 on strided views into qkv),
@@ -7,7 +9,8 @@
 // beta = 1). At the end out /= l and lse = m + log(l). Masked entries (above the diagonal, only in
 // the diagonal tile) are never exponentiated; they are set to 0 before P V.
 //
-// Backward, one job per (batch, head), so that the thread owns the head's dq, dk and dv: for each
+// Backward, one job per (batch, kv head), so that the thread owns dk and dv of that kv head and
+// dq of its NH/NKV query heads, which it runs one after the other; per query head, for each
 // query tile (lse_i loaded, D_i = rowsum(dO_i * O_i)), for each key tile up to the diagonal:
 //   S = scale Q_i K_j^T;  P = exp(S - lse_i) (masked to 0);  dV_j += P^T dO_i;
 //   dP = dO_i V_j^T;  dS = scale * P * (dP - D_i);  dQ_i += dS K_j;  dK_j += dS^T Q_i.
@@ -42,11 +45,12 @@ float* thread_scratch(size_t n) {
 
 }  // namespace
 
-void flash_attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                             int64_t C, int64_t NH) {
-  SNUG_CHECK(NH > 0 && C % NH == 0, "flash_attention: C=", C, " is not a multiple of NH=", NH);
-  const int64_t hs = C / NH;
-  const int64_t C3 = 3 * C;
+void flash_attention_forward_gqa(float* out, float* lse, const float* q, const float* k,
+                                 const float* v, const AttentionDims& d) {
+  check_attention_dims(d, "flash_attention");
+  const int64_t B = d.B, T = d.T, NH = d.NH, hs = d.hs, rep = d.NH / d.NKV;
+  const int64_t ldq = d.ldq, ldk = d.ldk, ldv = d.ldv, ldo = d.ldo;
+  const bool causal = d.causal;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const int64_t ntiles = (T + kBr - 1) / kBr;
   const int64_t jobs = B * NH * ntiles;
@@ -61,24 +65,27 @@ void flash_attention_forward(float* out, float* lse, const float* qkv, int64_t B
     const int64_t bh = job / ntiles;
     const int64_t b = bh / NH;
     const int64_t h = bh % NH;
+    const int64_t kh = h / rep;
     const int64_t t0 = qt * kBr;
     const int64_t t1 = std::min(T, t0 + kBr);
     const int64_t nr = t1 - t0;
-    const float* q = qkv + (b * T + t0) * C3 + h * hs;
-    const float* k = qkv + b * T * C3 + C + h * hs;
-    const float* v = k + C;
-    float* o = out + (b * T + t0) * C + h * hs;
+    const int64_t kend = causal ? t1 : T;  // keys [0, kend) are visible to the tile's rows
+    const float* qp = q + (b * T + t0) * ldq + h * hs;
+    const float* kp = k + b * T * ldk + kh * hs;
+    const float* vp = v + b * T * ldv + kh * hs;
+    float* o = out + (b * T + t0) * ldo + h * hs;
 
-    for (int64_t s0 = 0; s0 < t1; s0 += kBc) {
-      const int64_t s1 = std::min(t1, s0 + kBc);
+    for (int64_t s0 = 0; s0 < kend; s0 += kBc) {
+      const int64_t s1 = std::min(kend, s0 + kBc);
       const int64_t nc = s1 - s0;
       const bool first = s0 == 0;
-      gemm_f32(false, true, nr, nc, hs, scale, q, C3, k + s0 * C3, C3, 0.0f, S, kBc);
+      gemm_f32(false, true, nr, nc, hs, scale, qp, ldq, kp + s0 * ldk, ldk, 0.0f, S, kBc);
       for (int64_t r = 0; r < nr; ++r) {
         float* row = S + r * kBc;
-        // Keys s0 .. t0 + r are visible to row t0 + r; the first key tile always holds key 0,
-        // so every row has at least one visible key there and m, l start finite.
-        const int64_t n = std::clamp<int64_t>(t0 + r + 1 - s0, 0, nc);
+        // Keys s0 .. t0 + r are visible to row t0 + r (all keys when bidirectional); the first
+        // key tile always holds key 0, so every row has at least one visible key there and m, l
+        // start finite.
+        const int64_t n = causal ? std::clamp<int64_t>(t0 + r + 1 - s0, 0, nc) : nc;
         float mx = first ? -INFINITY : m[r];
 #pragma omp simd reduction(max : mx)
         for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
@@ -95,7 +102,7 @@ void flash_attention_forward(float* out, float* lse, const float* qkv, int64_t B
         } else if (mx != m[r]) {
           const float alpha = detail::fast_exp(m[r] - mx);
           l[r] = l[r] * alpha + sum;
-          float* orow = o + r * C;
+          float* orow = o + r * ldo;
 #pragma omp simd
           for (int64_t i = 0; i < hs; ++i) orow[i] *= alpha;
         } else {
@@ -103,12 +110,13 @@ void flash_attention_forward(float* out, float* lse, const float* qkv, int64_t B
         }
         m[r] = mx;
       }
-      gemm_f32(false, false, nr, hs, nc, 1.0f, S, kBc, v + s0 * C3, C3, first ? 0.0f : 1.0f, o, C);
+      gemm_f32(false, false, nr, hs, nc, 1.0f, S, kBc, vp + s0 * ldv, ldv, first ? 0.0f : 1.0f, o,
+               ldo);
     }
     float* lrow = lse + bh * T + t0;
     for (int64_t r = 0; r < nr; ++r) {
       const float inv = 1.0f / l[r];
-      float* orow = o + r * C;
+      float* orow = o + r * ldo;
 #pragma omp simd
       for (int64_t i = 0; i < hs; ++i) orow[i] *= inv;
       lrow[r] = m[r] + std::log(l[r]);
@@ -116,80 +124,93 @@ void flash_attention_forward(float* out, float* lse, const float* qkv, int64_t B
   }
 }
 
-void flash_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                              const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH) {
-  SNUG_CHECK(NH > 0 && C % NH == 0, "flash_attention: C=", C, " is not a multiple of NH=", NH);
-  const int64_t hs = C / NH;
-  const int64_t C3 = 3 * C;
+void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout,
+                                  const float* q, const float* k, const float* v, const float* out,
+                                  const float* lse, const AttentionDims& d) {
+  check_attention_dims(d, "flash_attention");
+  const int64_t B = d.B, T = d.T, NH = d.NH, NKV = d.NKV, hs = d.hs, rep = NH / NKV;
+  const int64_t ldq = d.ldq, ldk = d.ldk, ldv = d.ldv, ldo = d.ldo;
+  const bool causal = d.causal;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  // dk and dv of a head sum over all query tiles, so a job is a whole (batch, head) pair.
+  // dk and dv of a kv head sum over all query tiles of its query heads, so a job is a whole
+  // (batch, kv head) pair.
 #pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t bh = 0; bh < B * NH; ++bh) {
+  for (int64_t bkv = 0; bkv < B * NKV; ++bkv) {
     float* P = thread_scratch(static_cast<size_t>(2 * kBr * kBc + 2 * kBr));
     float* dS = P + kBr * kBc;  // dP, then dS in place
     float* li = dS + kBr * kBc;
     float* Di = li + kBr;
 
-    const int64_t b = bh / NH;
-    const int64_t h = bh % NH;
-    const float* q = qkv + b * T * C3 + h * hs;
-    const float* k = q + C;
-    const float* v = q + 2 * C;
-    float* dq = dqkv + b * T * C3 + h * hs;
-    float* dk = dq + C;
-    float* dv = dq + 2 * C;
-    const float* d = dout + b * T * C + h * hs;
-    const float* o = out + b * T * C + h * hs;
-    const float* lh = lse + bh * T;
-
+    const int64_t b = bkv / NKV;
+    const int64_t kh = bkv % NKV;
+    const float* kp = k + b * T * ldk + kh * hs;
+    const float* vp = v + b * T * ldv + kh * hs;
+    float* dkp = dk + b * T * ldk + kh * hs;
+    float* dvp = dv + b * T * ldv + kh * hs;
     for (int64_t t = 0; t < T; ++t) {
-      std::memset(dk + t * C3, 0, static_cast<size_t>(hs) * sizeof(float));
-      std::memset(dv + t * C3, 0, static_cast<size_t>(hs) * sizeof(float));
+      std::memset(dkp + t * ldk, 0, static_cast<size_t>(hs) * sizeof(float));
+      std::memset(dvp + t * ldv, 0, static_cast<size_t>(hs) * sizeof(float));
     }
 
-    for (int64_t t0 = 0; t0 < T; t0 += kBr) {
-      const int64_t t1 = std::min(T, t0 + kBr);
-      const int64_t nr = t1 - t0;
-      for (int64_t r = 0; r < nr; ++r) {
-        const float* drow = d + (t0 + r) * C;
-        const float* orow = o + (t0 + r) * C;
-        float dot = 0.0f;
+    for (int64_t qh = 0; qh < rep; ++qh) {
+      const int64_t h = kh * rep + qh;
+      const float* qp = q + b * T * ldq + h * hs;
+      float* dqp = dq + b * T * ldq + h * hs;
+      const float* dd = dout + b * T * ldo + h * hs;
+      const float* o = out + b * T * ldo + h * hs;
+      const float* lh = lse + (b * NH + h) * T;
+
+      for (int64_t t0 = 0; t0 < T; t0 += kBr) {
+        const int64_t t1 = std::min(T, t0 + kBr);
+        const int64_t nr = t1 - t0;
+        const int64_t kend = causal ? t1 : T;
+        for (int64_t r = 0; r < nr; ++r) {
+          const float* drow = dd + (t0 + r) * ldo;
+          const float* orow = o + (t0 + r) * ldo;
+          float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-        for (int64_t i = 0; i < hs; ++i) dot += drow[i] * orow[i];
-        Di[r] = dot;
-        li[r] = lh[t0 + r];
-      }
-      for (int64_t s0 = 0; s0 < t1; s0 += kBc) {
-        const int64_t s1 = std::min(t1, s0 + kBc);
-        const int64_t nc = s1 - s0;
-        // P = exp(scale Q_i K_j^T - lse_i), 0 above the diagonal.
-        gemm_f32(false, true, nr, nc, hs, scale, q + t0 * C3, C3, k + s0 * C3, C3, 0.0f, P, kBc);
-        for (int64_t r = 0; r < nr; ++r) {
-          float* row = P + r * kBc;
-          const int64_t n = std::clamp<int64_t>(t0 + r + 1 - s0, 0, nc);
-          const float lr = li[r];
-#pragma omp simd
-          for (int64_t j = 0; j < n; ++j) row[j] = detail::fast_exp(row[j] - lr);
-          std::fill(row + n, row + nc, 0.0f);
+          for (int64_t i = 0; i < hs; ++i) dot += drow[i] * orow[i];
+          Di[r] = dot;
+          li[r] = lh[t0 + r];
         }
-        // dV_j += P^T dO_i.
-        gemm_f32(true, false, nc, hs, nr, 1.0f, P, kBc, d + t0 * C, C, 1.0f, dv + s0 * C3, C3);
-        // dP = dO_i V_j^T; dS = scale * P * (dP - D_i).
-        gemm_f32(false, true, nr, nc, hs, 1.0f, d + t0 * C, C, v + s0 * C3, C3, 0.0f, dS, kBc);
-        for (int64_t r = 0; r < nr; ++r) {
-          const float* prow = P + r * kBc;
-          float* srow = dS + r * kBc;
-          const float Dr = Di[r];
+        for (int64_t s0 = 0; s0 < kend; s0 += kBc) {
+          const int64_t s1 = std::min(kend, s0 + kBc);
+          const int64_t nc = s1 - s0;
+          // P = exp(scale Q_i K_j^T - lse_i), 0 where masked.
+          gemm_f32(false, true, nr, nc, hs, scale, qp + t0 * ldq, ldq, kp + s0 * ldk, ldk, 0.0f, P,
+                   kBc);
+          for (int64_t r = 0; r < nr; ++r) {
+            float* row = P + r * kBc;
+            const int64_t n = causal ? std::clamp<int64_t>(t0 + r + 1 - s0, 0, nc) : nc;
+            const float lr = li[r];
 #pragma omp simd
-          for (int64_t j = 0; j < nc; ++j) srow[j] = scale * prow[j] * (srow[j] - Dr);
+            for (int64_t j = 0; j < n; ++j) row[j] = detail::fast_exp(row[j] - lr);
+            std::fill(row + n, row + nc, 0.0f);
+          }
+          // dV_j += P^T dO_i.
+          gemm_f32(true, false, nc, hs, nr, 1.0f, P, kBc, dd + t0 * ldo, ldo, 1.0f, dvp + s0 * ldv,
+                   ldv);
+          // dP = dO_i V_j^T; dS = scale * P * (dP - D_i).
+          gemm_f32(false, true, nr, nc, hs, 1.0f, dd + t0 * ldo, ldo, vp + s0 * ldv, ldv, 0.0f, dS,
+                   kBc);
+          for (int64_t r = 0; r < nr; ++r) {
+            const float* prow = P + r * kBc;
+            float* srow = dS + r * kBc;
+            const float Dr = Di[r];
+#pragma omp simd
+            for (int64_t j = 0; j < nc; ++j) srow[j] = scale * prow[j] * (srow[j] - Dr);
+          }
+          // dQ_i += dS K_j (the first key tile overwrites); dK_j += dS^T Q_i.
+          gemm_f32(false, false, nr, hs, nc, 1.0f, dS, kBc, kp + s0 * ldk, ldk,
+                   s0 == 0 ? 0.0f : 1.0f, dqp + t0 * ldq, ldq);
+          gemm_f32(true, false, nc, hs, nr, 1.0f, dS, kBc, qp + t0 * ldq, ldq, 1.0f, dkp + s0 * ldk,
+                   ldk);
         }
-        // dQ_i += dS K_j (the first key tile overwrites); dK_j += dS^T Q_i.
-        gemm_f32(false, false, nr, hs, nc, 1.0f, dS, kBc, k + s0 * C3, C3, s0 == 0 ? 0.0f : 1.0f,
-                 dq + t0 * C3, C3);
-        gemm_f32(true, false, nc, hs, nr, 1.0f, dS, kBc, q + t0 * C3, C3, 1.0f, dk + s0 * C3, C3);
       }
     }
   }
 }
+
+// The fused-qkv entry points are in attention.cpp (kernels/fused_attention.inc).
 
 }  // namespace snug::kernels

@@ -18,7 +18,12 @@
 
 #include <cstdint>
 
+#include "kernels/attention_dims.h"
+
 namespace snug {
+
+// Declares each SNUG_OP entry as a function of the enclosing namespace.
+#define SNUG_OP(ret, name, params) ret name params;
 
 namespace kernels {
 // Tile edge of the fast kernels: query tiles of kFlashTile rows against key tiles of
@@ -30,5 +35,7 @@ inline constexpr int64_t kFlashTile = 64;
 namespace ref {
 #include "kernels/flash_ops.inc"
 }  // namespace ref
+
+#undef SNUG_OP
 
 }  // namespace snug

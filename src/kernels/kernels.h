@@ -15,7 +15,12 @@
 
 #include <cstdint>
 
+#include "kernels/attention_dims.h"
+
 namespace snug {
+
+// Declares each SNUG_OP entry of the op lists as a function of the enclosing namespace.
+#define SNUG_OP(ret, name, params) ret name params;
 
 namespace kernels {
 #include "kernels/ops.inc"
@@ -28,5 +33,7 @@ void scale_c_for_empty_k(int64_t M, int64_t N, float beta, float* C, int64_t ldc
 namespace ref {
 #include "kernels/ops.inc"
 }  // namespace ref
+
+#undef SNUG_OP
 
 }  // namespace snug

@@ -23,49 +23,16 @@
 
 namespace snug {
 
+// Declares each SNUG_OP entry as a function of the enclosing namespace.
+#define SNUG_OP(ret, name, params) ret name params;
 namespace kernels {
-
-// Chunked LM head + cross-entropy, optionally with its backward in the same pass.
-//   losses(N) = -log softmax(lnf_i @ wte^T)[target_i], 0 for rows with target < 0; losses may be
-//   null (then only the sum is returned). Returns the sum of losses over valid rows in double,
-//   summed serially in row order.
-// Backward (runs when dlnf or dwte is non-null; each null one is skipped):
-//   dlogits = (softmax - onehot(target)) * scale for valid rows, 0 for ignored rows
-//   dlnf(N,C)  = dlogits @ wte          OVERWRITE (ignored rows get 0);
-//   dwte(V,C) += dlogits^T @ lnf        ACCUMULATE.
-//   scale is per token, e.g. loss_scale / number of valid targets.
-// Forward only (dlnf and dwte null) with chunk < N: when the same scratch holds all N rows for a
-// vocabulary slice of Vb = chunk*V/N >= 256 columns, the vocabulary is sliced instead of the rows
-// (GEMMs of N x Vb x C, log-sum-exp accumulated online; per-row state in thread-local buffers of
-// 16*N bytes): same results, fewer re-reads of wte. The backward always goes by row chunks.
-// scratch must hold lm_head_scratch_floats(N, V, chunk) = min(N, chunk) * V floats; its contents
-// on entry do not matter and are garbage afterwards. chunk >= 1 (values > N are clamped to N).
-// Throws snug::Error for a target >= V or chunk < 1.
-double lm_head_xent(float* losses, float* dlnf, float* dwte, const float* lnf, const float* wte,
-                    const int32_t* targets, int64_t N, int64_t C, int64_t V, float scale,
-                    float* scratch, int64_t chunk);
-// lm_head_xent with bf16 lnf and wte (bit patterns), fp32 logits and accumulation through
-// gemm_bf16; the dlogits are rounded to bf16 (nearest even) before the two backward products,
-// as a bf16 GEMM's input (torch.autocast does the same). A chunk's bf16 dlogits are packed
-// densely over the front half of its own fp32 scratch: no extra memory. dlnf must not alias lnf.
-double lm_head_xent_bf16(float* losses, float* dlnf, float* dwte, const uint16_t* lnf,
-                         const uint16_t* wte, const int32_t* targets, int64_t N, int64_t C,
-                         int64_t V, float scale, float* scratch, int64_t chunk);
-
+#include "kernels/lm_head_ops.inc"
 }  // namespace kernels
 
 namespace ref {
-
-// Same contract as kernels::lm_head_xent, with plain loops and double accumulation.
-double lm_head_xent(float* losses, float* dlnf, float* dwte, const float* lnf, const float* wte,
-                    const int32_t* targets, int64_t N, int64_t C, int64_t V, float scale,
-                    float* scratch, int64_t chunk);
-// Same contract as kernels::lm_head_xent_bf16 (plain loops, double sums of exact products).
-double lm_head_xent_bf16(float* losses, float* dlnf, float* dwte, const uint16_t* lnf,
-                         const uint16_t* wte, const int32_t* targets, int64_t N, int64_t C,
-                         int64_t V, float scale, float* scratch, int64_t chunk);
-
+#include "kernels/lm_head_ops.inc"
 }  // namespace ref
+#undef SNUG_OP
 
 namespace kernels {
 

@@ -5,6 +5,17 @@
 
 namespace snug::ref {
 
+int64_t count_valid_targets(const int32_t* targets, int64_t n) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (targets[i] >= 0) ++count;
+  return count;
+}
+
+void copy_i32(int32_t* dst, const int32_t* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
 void add(float* out, const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }

@@ -9,8 +9,7 @@ void embedding_forward(float* out, const int32_t* idx, const float* wte, const f
     for (int64_t t = 0; t < T; ++t) {
       float* o = out + (b * T + t) * C;
       const float* te = wte + static_cast<int64_t>(idx[b * T + t]) * C;
-      const float* pe = wpe + t * C;
-      for (int64_t c = 0; c < C; ++c) o[c] = te[c] + pe[c];
+      for (int64_t c = 0; c < C; ++c) o[c] = wpe ? te[c] + wpe[t * C + c] : te[c];
     }
   }
 }

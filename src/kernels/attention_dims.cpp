@@ -1,0 +1,18 @@
+#include "kernels/attention_dims.h"
+
+#include "core/error.h"
+
+namespace snug {
+
+void check_attention_dims(const AttentionDims& d, const char* what) {
+  SNUG_CHECK(d.B >= 0 && d.T >= 0 && d.hs > 0, what, ": batch ", d.B, ", length ", d.T,
+             " must not be negative and head size ", d.hs, " must be positive");
+  SNUG_CHECK(d.NH > 0 && d.NKV > 0 && d.NH % d.NKV == 0, what, ": ", d.NH,
+             " query heads are not a multiple of ", d.NKV, " key/value heads");
+  SNUG_CHECK(d.ldq >= d.NH * d.hs && d.ldo >= d.NH * d.hs && d.ldk >= d.NKV * d.hs &&
+                 d.ldv >= d.NKV * d.hs,
+             what, ": row strides (q ", d.ldq, ", k ", d.ldk, ", v ", d.ldv, ", out ", d.ldo,
+             ") do not hold ", d.NH, " query and ", d.NKV, " key/value heads of ", d.hs);
+}
+
+}  // namespace snug

@@ -1,0 +1,38 @@
+// Shape of one general attention call (attention_forward_gqa and flash_attention_forward_gqa):
+// which heads, how the operands are laid out, which mask.
+#pragma once
+
+#include <cstdint>
+
+namespace snug {
+
+struct AttentionDims {
+  int64_t B = 0, T = 0;  // batch, sequence length (queries = keys = T: no KV cache yet)
+  int64_t NH = 0;        // query heads
+  int64_t NKV = 0;       // key/value heads; NH % NKV == 0 (NKV == NH: multi-head, 1: MQA)
+  int64_t hs = 0;        // head size
+  // Row strides in floats: row (b,t) of q starts at q + (b*T + t)*ldq, head h at + h*hs.
+  int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;
+  bool causal = true;  // key s visible to query t iff s <= t; else every key is visible
+};
+
+// Throws snug::Error naming `what` unless d describes a valid call (positive sizes, NH a multiple
+// of NKV, strides that hold every head).
+void check_attention_dims(const AttentionDims& d, const char* what);
+
+// The fused projection qkv(B,T,3C) laid out [q|k|v], NH heads of C/NH each, causal: q = qkv,
+// k = qkv + C, v = qkv + 2C, all at row stride 3C; out (B,T,C). (C % NH == 0: the caller checks.)
+inline AttentionDims fused_qkv_dims(int64_t B, int64_t T, int64_t C, int64_t NH) {
+  AttentionDims d;
+  d.B = B;
+  d.T = T;
+  d.NH = NH;
+  d.NKV = NH;
+  d.hs = C / NH;
+  d.ldq = d.ldk = d.ldv = 3 * C;
+  d.ldo = C;
+  d.causal = true;
+  return d;
+}
+
+}  // namespace snug

@@ -1,0 +1,84 @@
+// Attention block: projections, optional rotary embedding, the attention kernel, output projection.
+//   q = x Wq (+bq), k = x Wk (+bk), v = x Wv (+bv)   separate projections (Llama layout), or
+//   [q|k|v] = x Wqkv (+b)                            one fused projection (GPT-2's c_attn);
+//   q, k rotated in place (rotary_dim > 0: HF rotate_half on the first rotary_dim dims of a head);
+//   y = softmax(q k^T / sqrt(hs) [causal mask]) v    NH query heads over NKV kv heads (GQA/MQA);
+//   out = y Wo (+bo).
+//
+// GQA without copies: the kernels index kv head h / (NH/NKV) in place (kernels/ops.inc,
+// attention_forward_gqa), so k and v are kept at their own NKV-head size and the backward sums
+// the query heads' contributions into dk, dv directly: the memory report shows GQA's real
+// saving, with no expanded (B,T,NH*hs) k/v temporaries.
+//
+// Saved, for B batch, T length, Q = NH*hs, KV = NKV*hs:
+//   x    (B,T,C)      the projections' input (in the Linear Saveds, one shared tensor)
+//   q    (B,T,Q)      rotated queries      } or qkv (B,T,Q+2KV) for a fused projection
+//   k, v (B,T,KV)     rotated keys, values }
+//   y    (B,T,Q)      attention output (o_proj's input; flash's backward reads it too)
+//   lse  (B,NH,T)     flash: per-row log-sum-exp     | att (B,NH,T,T) naive: probabilities
+//
+// Later steps (docs/design.md): padding and per-document masks with position_ids, a KV cache
+// with an incremental forward, attention dropout, GPT-NeoX's per-head interleaved fused layout.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/tensor.h"
+#include "kernels/attention_dims.h"
+#include "nn/linear.h"
+#include "nn/parameter_store.h"
+
+namespace snug::nn {
+
+enum class AttentionKernel { flash, naive };
+
+struct AttentionConfig {
+  int64_t hidden = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;  // 0: = num_heads
+  int64_t head_dim = 0;      // 0: hidden / num_heads
+  bool causal = true;
+  bool qkv_bias = false;
+  bool o_bias = false;
+  int64_t rotary_dim = 0;  // 0: no rotary embedding; else even and <= head_dim
+  float rope_theta = 10000.0f;
+  AttentionKernel kernel = AttentionKernel::flash;
+  LinearLayout layout = LinearLayout::linear;
+  // Module names under the block's prefix. A non-empty fused_qkv_name makes one projection
+  // laid out [q|k|v] (and q/k/v names unused).
+  std::string q_name = "q_proj", k_name = "k_proj", v_name = "v_proj", o_name = "o_proj";
+  std::string fused_qkv_name;
+};
+
+class Attention {
+ public:
+  struct Saved {
+    Linear::Saved q_lin, k_lin, v_lin, o_lin;  // q_lin only for a fused projection
+    Tensor q, k, v;                            // fused: q holds [q|k|v], k and v undefined
+    Tensor y, lse, att;
+  };
+
+  // Checks the configuration (heads divide, rotary dims fit) naming `prefix`.
+  Attention(ParameterStore& ps, const std::string& prefix, const AttentionConfig& cfg);
+
+  // out (B,T,C) from x (B,T,C); out is the caller's.
+  void forward(const Tensor& x, const Tensor& out, Saved& s) const;
+  // dx (B,T,C) = d/dx (overwrite); parameter gradients accumulate. Releases s.
+  void backward(const Tensor& dout, Saved& s, const Tensor& dx) const;
+
+  const AttentionConfig& config() const { return cfg_; }
+
+ private:
+  AttentionDims dims(int64_t B, int64_t T) const;
+
+  Device* dev_;
+  AttentionConfig cfg_;
+  int64_t hs_, q_width_, kv_width_;
+  // Registered in this order (HF's q, k, v, o); fused: q_ is the [q|k|v] projection, no k_, v_.
+  std::optional<Linear> q_, k_, v_, o_;
+  bool fused_;
+};
+
+}  // namespace snug::nn
