@@ -78,7 +78,7 @@ void Attention::forward(const Tensor& x, const Tensor& out, Saved& s) const {
     ops.rope_forward(k, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta);
   }
   s.y = activation(*dev_, {B, T, q_width_});
-  if (cfg_.kernel == AttentionKernel::flash) {
+  if (cfg_.kernel == AttentionImpl::flash) {
     s.lse = activation(*dev_, {B, d.NH, T});
     ops.flash_attention_forward_gqa(f32(s.y), f32(s.lse), q, k, v, d);
   } else {
@@ -112,7 +112,7 @@ void Attention::backward(const Tensor& dout, Saved& s, const Tensor& dx) const {
     dkp = f32(dk);
     dvp = f32(dv);
   }
-  if (cfg_.kernel == AttentionKernel::flash)
+  if (cfg_.kernel == AttentionImpl::flash)
     ops.flash_attention_backward_gqa(dqp, dkp, dvp, f32(dy), q, k, v, f32(s.y), f32(s.lse), d);
   else
     ops.attention_backward_gqa(dqp, dkp, dvp, f32(dy), q, k, v, f32(s.att), d);

@@ -29,10 +29,9 @@
 #include "kernels/attention_dims.h"
 #include "nn/linear.h"
 #include "nn/parameter_store.h"
+#include "nn/run_options.h"
 
 namespace snug::nn {
-
-enum class AttentionKernel { flash, naive };
 
 struct AttentionConfig {
   int64_t hidden = 0;
@@ -44,7 +43,7 @@ struct AttentionConfig {
   bool o_bias = false;
   int64_t rotary_dim = 0;  // 0: no rotary embedding; else even and <= head_dim
   float rope_theta = 10000.0f;
-  AttentionKernel kernel = AttentionKernel::flash;
+  AttentionImpl kernel = AttentionImpl::flash;
   LinearLayout layout = LinearLayout::linear;
   // Module names under the block's prefix. A non-empty fused_qkv_name makes one projection
   // laid out [q|k|v] (and q/k/v names unused).

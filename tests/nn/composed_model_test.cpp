@@ -48,7 +48,7 @@ BlockLMConfig neox_like() {
   c.norm_eps = 1e-5f;
   c.norm = nn::NormKind::layer;
   c.act = nn::Activation::gelu_erf;
-  c.kernel = nn::AttentionKernel::naive;
+  c.kernel = AttentionImpl::naive;
   c.parallel_residual = true;
   c.tie_word_embeddings = true;
   return c;

@@ -17,7 +17,7 @@
 namespace snug {
 namespace {
 
-test::BlockLMSpec gpt2_style(const GPT2Config& c, nn::AttentionKernel kernel) {
+test::BlockLMSpec gpt2_style(const GPT2Config& c, AttentionImpl kernel) {
   test::BlockLMSpec s;
   s.vocab = c.vocab_size;
   s.hidden = c.n_embd;
@@ -60,12 +60,11 @@ TEST(Gpt2FromBlocks, SameLossAndGradientsBitForBit) {
     tokens.push_back(static_cast<int32_t>((37 * i + 5) % cfg.vocab_size));
     targets.push_back(i % 11 == 3 ? -100 : static_cast<int32_t>((53 * i + 2) % cfg.vocab_size));
   }
-  for (nn::AttentionKernel kernel : {nn::AttentionKernel::flash, nn::AttentionKernel::naive}) {
+  for (AttentionImpl kernel : {AttentionImpl::flash, AttentionImpl::naive}) {
     Device dev(DeviceKind::cpu);
     GPT2 gpt2(cfg, dev);
     gpt2.init_weights(7);
-    gpt2.set_attention(kernel == nn::AttentionKernel::flash ? AttentionImpl::flash
-                                                            : AttentionImpl::naive);
+    gpt2.set_attention(kernel);
     test::BlockLM blocks(gpt2_style(cfg, kernel), dev);
     const ParameterList& want = gpt2.parameters();
     const ParameterList& got = blocks.params().list();

@@ -26,7 +26,7 @@ struct BlockLMConfig {
   float norm_eps = 1e-6f;
   nn::NormKind norm = nn::NormKind::rms;
   nn::Activation act = nn::Activation::silu_gated;
-  nn::AttentionKernel kernel = nn::AttentionKernel::flash;
+  AttentionImpl kernel = AttentionImpl::flash;
   bool parallel_residual = false;
   bool tie_word_embeddings = false;
 };
