@@ -11,7 +11,7 @@
 #include "core/parallel.h"
 #include "data/dataset.h"
 #include "models/registry.h"
-#include "optim/optimizer.h"
+#include "optim/registry.h"
 #include "train/trainer.h"
 #include "train/what_if.h"
 
@@ -32,8 +32,7 @@ double mib(int64_t bytes) {
 }
 
 bool has_optimizer(const std::string& name) {
-  const auto names = optimizer_names();
-  return std::find(names.begin(), names.end(), name) != names.end();
+  return find_optimizer(name) != nullptr;
 }
 
 nlohmann::json by_category_json(const ByCategory& b) {

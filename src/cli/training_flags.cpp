@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "core/device.h"
 #include "optim/optimizer.h"
+#include "optim/registry.h"
 #include "train/training_args.h"
 
 namespace snug::cli {
@@ -106,7 +107,8 @@ void add_training_flags(CLI::App* sub, TrainingArguments& a, std::string& device
   sub->add_flag("--bf16-full", a.bf16_full,
                 "bf16 weights, gradients and optimizer state (2+2+4 bytes per parameter with "
                 "AdamW; no fp32 master), stochastic rounding of the updates; computes as --bf16. "
-                "--optim adamw_torch, adamw or sgd");
+                "--optim " +
+                    bf16_optimizer_names());
   sub->add_option("--gemm-path", a.gemm_path,
                   "GEMM for the bf16 products of --bf16/--bf16-full/bf16-compute quantized bases: "
                   "auto (oneDNN's bf16 matmul where the CPU has AVX512-BF16 or AMX, else "

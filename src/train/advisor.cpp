@@ -9,6 +9,7 @@
 #include "models/registry.h"
 #include "nn/run_options.h"
 #include "optim/optimizer.h"
+#include "optim/registry.h"
 #include "train/what_if.h"
 
 namespace snug {
@@ -67,15 +68,15 @@ std::vector<SwitchDimension> advisor_dimensions(const TrainingArguments& base,
   dims.push_back(std::move(ckpt));
 
   SwitchDimension optim{"optimizer", {}};
-  const std::vector<std::string> known = optimizer_names();
-  // In order of preference (the closest to AdamW's results first), the run's own first.
-  std::vector<std::string> optims = {"adamw_torch", "adamw_bnb_8bit", "adafactor", "lion", "sgd"};
-  const std::string own = base.optim == "adamw" ? "adamw_torch" : base.optim;
-  optims.erase(std::remove(optims.begin(), optims.end(), own), optims.end());
-  optims.insert(optims.begin(), own);
+  // The run's own optimizer first, then the registry's advisor_rank order (the closest to
+  // AdamW's results first; optim/registry.h).
+  const OptimizerEntry* own = find_optimizer(base.optim);
+  std::vector<std::string> optims;
+  if (own) optims.emplace_back(own->name);
+  for (const OptimizerEntry* e : advisor_optimizers())
+    if (e != own) optims.emplace_back(e->name);
   for (const std::string& o : optims)
-    if (std::find(known.begin(), known.end(), o) != known.end())
-      optim.choices.push_back({"--optim " + o, [o](TrainingArguments& a) { a.optim = o; }});
+    optim.choices.push_back({"--optim " + o, [o](TrainingArguments& a) { a.optim = o; }});
   dims.push_back(std::move(optim));
 
   // Precision: fp32; bf16 mixed precision (fp32 masters, 16-bit activations); bf16 weights,

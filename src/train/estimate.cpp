@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "models/registry.h"
 #include "optim/optimizer.h"
+#include "optim/registry.h"
 #include "quant/weight_quant.h"
 #include "train/freeze.h"
 #include "train/model_setup.h"
@@ -119,7 +120,7 @@ MemoryEstimate estimate_memory(const TrainingArguments& args) {
     set(Category::weights, per * dense + copies + q.codes, how);
   }
 
-  if (args.optim == "lomo" || args.optim == "adalomo") {
+  if (optimizer_entry(args.optim).updates_in_backward) {
     // Updated inside backward: at most the largest parameter's gradient is live.
     int64_t largest = 0;
     for (const Parameter* p : model.parameters())

@@ -6,6 +6,7 @@
 #include "models/registry.h"
 #include "nn/run_options.h"
 #include "optim/optimizer.h"
+#include "optim/registry.h"
 #include "train/schedule.h"
 
 namespace snug {
@@ -72,14 +73,13 @@ void TrainingArguments::validate() const {
   parse_compute_dtype(fp16, bf16);
   kernels::resolve_gemm_path(gemm_path);  // known, and available on this CPU
   parse_device_kind(device);
-  bool known_optim = false;
-  for (const auto& n : optimizer_names()) known_optim = known_optim || n == optim;
-  if (!known_optim) make_optimizer(optim, {}, {});  // throws the message listing known names
+  optimizer_entry(optim);  // throws the message listing the known names
   SNUG_CHECK(!(bf16_full && fp16),
              "--fp16 and --bf16-full are exclusive: --bf16-full stores and computes in bf16");
   SNUG_CHECK(!bf16_full || supports_bf16_params(optim), "--bf16-full: --optim ", optim,
              " cannot update bf16 parameters (it keeps fp32 state or updates inside backward); "
-             "use --optim adamw_torch, adamw or sgd, or drop --bf16-full");
+             "use --optim ",
+             bf16_optimizer_names(), ", or drop --bf16-full");
 }
 
 void TrainingArguments::apply_qlora_recipe() {

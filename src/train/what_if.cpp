@@ -7,6 +7,7 @@
 #include "core/device.h"
 #include "models/registry.h"
 #include "optim/optimizer.h"
+#include "optim/registry.h"
 #include "train/trainer.h"
 
 namespace snug {
@@ -76,11 +77,11 @@ std::vector<WhatIf> what_if(const TrainingArguments& args) {
           a.bnb_4bit_quant_type = "nf4";
           a.bnb_4bit_use_double_quant = true;
         });
-  const auto names = optimizer_names();
-  for (const char* opt : {"adafactor", "adamw_bnb_8bit", "lion", "sgd"})
-    if (args.optim != opt && std::find(names.begin(), names.end(), opt) != names.end() &&
-        (!args.bf16_full || supports_bf16_params(opt)))
-      add(std::string("--optim ") + opt, [&](TrainingArguments& a) { a.optim = opt; });
+  // The registry's memory-saving alternatives (what_if_rank, optim/registry.h).
+  const OptimizerEntry* own = find_optimizer(args.optim);
+  for (const OptimizerEntry* e : what_if_optimizers())
+    if (e != own && (!args.bf16_full || e->bf16_params))
+      add(std::string("--optim ") + e->name, [e](TrainingArguments& a) { a.optim = e->name; });
 
   std::vector<WhatIf> rows;
   for (const auto& [flags, a] : variants) {
