@@ -10,6 +10,7 @@
 #include "nn/run_options.h"
 #include "optim/optimizer.h"
 #include "optim/registry.h"
+#include "train/flag_table.h"
 #include "train/what_if.h"
 
 namespace snug {
@@ -20,19 +21,6 @@ std::string join_flags(const std::string& a, const std::string& b) {
   if (a.empty()) return b;
   if (b.empty()) return a;
   return a + " " + b;
-}
-
-std::string shell_word(const std::string& s) {
-  if (!s.empty() && s.find_first_of(" \t'\"$\\*?[]") == std::string::npos) return s;
-  std::string out = "'";
-  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
-}
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
 }
 
 }  // namespace
@@ -197,51 +185,14 @@ AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o) {
 }
 
 std::string train_command_line(const TrainingArguments& a, const std::string& device_memory) {
-  const TrainingArguments d;
-  std::string s = "snug train --model " + shell_word(a.model);
-  auto shape = [&](const char* flag, const std::optional<int64_t>& v) {
-    if (v) s += std::string(" ") + flag + " " + std::to_string(*v);
-  };
-  shape("--n-layer", a.model_shape.n_layer);
-  shape("--n-embd", a.model_shape.n_embd);
-  shape("--n-head", a.model_shape.n_head);
-  shape("--vocab-size", a.model_shape.vocab_size);
-  shape("--n-positions", a.model_shape.n_positions);
-  if (a.data != d.data) s += " --data " + shell_word(a.data);
-  s += " --seq-len " + std::to_string(a.seq_len);
-  s += " --per-device-train-batch-size " + std::to_string(a.per_device_train_batch_size);
-  if (a.gradient_accumulation_steps != 1)
-    s += " --gradient-accumulation-steps " + std::to_string(a.gradient_accumulation_steps);
-  if (a.optim != d.optim) s += " --optim " + a.optim;
-  if (a.momentum != d.momentum) s += " --momentum " + num(a.momentum);
-  if (a.gradient_checkpointing) {
-    s += " --gradient-checkpointing";
-    if (a.checkpoint_policy != "every-layer") s += " --checkpoint-policy " + a.checkpoint_policy;
+  std::string s = "snug train";
+  for (const TrainingFlag& f : training_flags()) {
+    if (f.shown == Shown::never || (f.when && !f.when(a))) continue;
+    if (f.shown == Shown::changed && f.is_default(a)) continue;
+    const std::string words = f.render(a);
+    if (!words.empty()) s += " " + words;
   }
-  if (a.attention != d.attention) s += " --attention " + a.attention;
-  if (a.logits != d.logits) s += " --logits " + a.logits;
-  if (a.fp16) s += " --fp16";
-  if (a.bf16) s += " --bf16";
-  if (a.bf16_full) s += " --bf16-full";
-  for (const std::string& f : a.freeze) s += " --freeze " + shell_word(f);
-  if (a.lora_r > 0) {
-    s += " --lora-r " + std::to_string(a.lora_r);
-    if (a.lora_alpha != d.lora_alpha) s += " --lora-alpha " + num(a.lora_alpha);
-    if (a.lora_dropout != d.lora_dropout) s += " --lora-dropout " + num(a.lora_dropout);
-    if (a.target_modules != d.target_modules)
-      s += " --target-modules " + shell_word(a.target_modules);
-    if (a.use_rslora) s += " --use-rslora";
-  }
-  if (a.load_in_8bit) s += " --load-in-8bit";
-  if (a.load_in_4bit) {
-    s += " --load-in-4bit --bnb-4bit-quant-type " + a.bnb_4bit_quant_type;
-    if (a.bnb_4bit_use_double_quant) s += " --bnb-4bit-use-double-quant";
-  }
-  if (a.bnb_4bit_compute_dtype != d.bnb_4bit_compute_dtype)
-    s += " --bnb-4bit-compute-dtype " + a.bnb_4bit_compute_dtype;
-  if (a.neftune_noise_alpha > 0) s += " --neftune-noise-alpha " + num(a.neftune_noise_alpha);
-  if (a.max_steps > 0) s += " --max-steps " + std::to_string(a.max_steps);
-  if (a.learning_rate != d.learning_rate) s += " --learning-rate " + num(a.learning_rate);
+  // As the user gave it (a GPU preset reads better than its bytes).
   if (!device_memory.empty()) s += " --device-memory " + shell_word(device_memory);
   return s;
 }

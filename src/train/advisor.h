@@ -76,8 +76,9 @@ struct AdvisorResult {
 
 AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o);
 
-// `snug train ...` for `a`: the model and shape flags, the flags that differ from the defaults
-// among those that change memory or the run, and --device-memory.
+// `snug train ...` for `a`: the flags whose entry in train/flag_table.h shows them (the model,
+// the shape, and those that change memory or the run where they differ from the default), in
+// table order, then --device-memory as the user gave it.
 std::string train_command_line(const TrainingArguments& a, const std::string& device_memory);
 
 std::string advice_table(const AdvisorResult& r, int64_t capacity, int64_t overhead, size_t top);

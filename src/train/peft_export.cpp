@@ -14,6 +14,7 @@
 #include "io/output_file.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"
+#include "train/flag_table.h"
 #include "train/quantized_base_file.h"
 
 namespace snug {
@@ -45,34 +46,25 @@ void check_run_config(const nlohmann::json& saved, const TrainingArguments& args
              parse_target_modules(b.get<std::string>());
     return a != b;
   };
+  // `key` of the config (in `s` and `m`), named by its flag (train/flag_table.h).
   auto check = [&](const nlohmann::json& s, const nlohmann::json& m, const std::string& key,
-                   const char* flag) {
+                   const std::string& config_key) {
     if (!s.contains(key) || !m.contains(key) || !differs(s[key], m[key], key)) return;
+    const std::string flag = flag_for_key(config_key).name();
     SNUG_CHECK(false, state_path, ": the run was trained with ", flag, " ", s[key].dump(),
                " but this export has ", flag, " ", m[key].dump(),
                "; pass `snug export` the flags of the run");
   };
-  const std::pair<const char*, const char*> keys[] = {{"model", "--model"},
-                                                      {"lora_r", "--lora-r"},
-                                                      {"lora_alpha", "--lora-alpha"},
-                                                      {"use_rslora", "--use-rslora"},
-                                                      {"target_modules", "--target-modules"},
-                                                      {"load_in_8bit", "--load-in-8bit"},
-                                                      {"load_in_4bit", "--load-in-4bit"}};
-  for (const auto& [key, flag] : keys) check(saved, mine, key, flag);
-  if (args.load_in_4bit) {
-    check(saved, mine, "bnb_4bit_quant_type", "--bnb-4bit-quant-type");
-    check(saved, mine, "bnb_4bit_use_double_quant", "--bnb-4bit-use-double-quant");
-  }
-  if (saved.contains("model_shape") && mine.contains("model_shape")) {
-    const std::pair<const char*, const char*> shape_keys[] = {{"n_layer", "--n-layer"},
-                                                              {"n_embd", "--n-embd"},
-                                                              {"n_head", "--n-head"},
-                                                              {"vocab_size", "--vocab-size"},
-                                                              {"n_positions", "--n-positions"}};
-    for (const auto& [key, flag] : shape_keys)
-      check(saved["model_shape"], mine["model_shape"], key, flag);
-  }
+  for (const char* key : {"model", "lora_r", "lora_alpha", "use_rslora", "target_modules",
+                          "load_in_8bit", "load_in_4bit"})
+    check(saved, mine, key, key);
+  if (args.load_in_4bit)
+    for (const char* key : {"bnb_4bit_quant_type", "bnb_4bit_use_double_quant"})
+      check(saved, mine, key, key);
+  if (saved.contains("model_shape") && mine.contains("model_shape"))
+    for (const TrainingFlag& f : training_flags())  // every shape flag
+      if (f.key.rfind("model_shape.", 0) == 0)
+        check(saved["model_shape"], mine["model_shape"], f.key.substr(12), f.key);
 }
 
 // PEFT writes lora_alpha as the int it was given (8), a float only when it is one (3.5).

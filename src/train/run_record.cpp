@@ -14,7 +14,10 @@ struct Field {
   const char* flag;
 };
 
-// The record's fields in the order they are checked, each with the flag that sets it.
+// The record's fields in the order they are checked, each with the flag that sets it. This file
+// reads only JSON (the trainer_state fuzz target links it without the engine), so it names the
+// flags itself rather than through train/flag_table.h; tests/train/flag_table_test.cpp holds
+// the optimizer's fields here and in kNotConfigChanges to the table's optimizer_record entries.
 constexpr Field kFields[] = {
     {"model.name", "--model"},
     {"model.n_layer", "--n-layer"},

@@ -5,6 +5,7 @@
 
 #include "core/dtype.h"
 #include "io/fnv1a.h"
+#include "train/flag_table.h"
 #include "train/run_record.h"
 
 namespace snug {
@@ -30,17 +31,9 @@ nlohmann::json make_run_record(const TrainingArguments& args) {
   r["data"] = {{"source", file ? "file" : args.data},
                {"fnv1a64", file ? nlohmann::json(hex64(fnv1a64_file(args.data))) : nullptr}};
   r["seq_len"] = args.seq_len;
-  r["optimizer"] = {{"name", args.optim},
-                    {"adam_beta1", args.adam_beta1},
-                    {"adam_beta2", args.adam_beta2},
-                    {"adam_epsilon", args.adam_epsilon},
-                    {"weight_decay", args.weight_decay},
-                    {"momentum", args.momentum},
-                    {"optim_8bit_embeddings", args.optim_8bit_embeddings},
-                    {"adafactor_relative_step", args.adafactor_relative_step},
-                    {"galore_rank", args.galore_rank},
-                    {"galore_update_proj_gap", args.galore_update_proj_gap},
-                    {"galore_scale", args.galore_scale}};
+  r["optimizer"] = {{"name", args.optim}};
+  for (const TrainingFlag& f : training_flags())  // the optimizer's settings
+    if (f.optimizer_record) r["optimizer"][f.key] = f.value(args);
   const auto wq = args.weight_quant();
   r["quantized_base"] = wq ? nlohmann::json(wq->resolved().describe()) : nullptr;
   r["seed"] = args.seed;

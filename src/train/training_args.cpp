@@ -7,6 +7,7 @@
 #include "nn/run_options.h"
 #include "optim/optimizer.h"
 #include "optim/registry.h"
+#include "train/flag_table.h"
 #include "train/schedule.h"
 
 namespace snug {
@@ -136,72 +137,17 @@ OptimizerOptions TrainingArguments::optimizer_options() const {
   return o;
 }
 
+// Every flag's value under its key (train/flag_table.h).
 nlohmann::json TrainingArguments::to_json() const {
-  nlohmann::json j;
-  j["model"] = model;
-  auto opt = [](const std::optional<int64_t>& v) {
-    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-  };
-  j["model_shape"] = {{"n_layer", opt(model_shape.n_layer)},
-                      {"n_embd", opt(model_shape.n_embd)},
-                      {"n_head", opt(model_shape.n_head)},
-                      {"vocab_size", opt(model_shape.vocab_size)},
-                      {"n_positions", opt(model_shape.n_positions)}};
-  j["data"] = data;
-  j["seq_len"] = seq_len;
-  j["per_device_train_batch_size"] = per_device_train_batch_size;
-  j["gradient_accumulation_steps"] = gradient_accumulation_steps;
-  j["max_steps"] = max_steps;
-  j["num_train_epochs"] = num_train_epochs;
-  j["learning_rate"] = learning_rate;
-  j["warmup_steps"] = warmup_steps;
-  j["lr_scheduler_type"] = lr_scheduler_type;
-  j["max_grad_norm"] = max_grad_norm;
-  j["weight_decay"] = weight_decay;
-  j["adam_beta1"] = adam_beta1;
-  j["adam_beta2"] = adam_beta2;
-  j["adam_epsilon"] = adam_epsilon;
-  j["seed"] = seed;
-  j["optim"] = optim;
-  j["momentum"] = momentum;
-  j["optim_8bit_embeddings"] = optim_8bit_embeddings;
-  j["adafactor_relative_step"] = adafactor_relative_step;
-  j["galore_rank"] = galore_rank;
-  j["galore_update_proj_gap"] = galore_update_proj_gap;
-  j["galore_scale"] = galore_scale;
-  j["dataloader_num_workers"] = dataloader_num_workers;
-  j["dataloader_pin_memory"] = dataloader_pin_memory;
-  j["attention"] = attention;
-  j["logits"] = logits;
-  j["fp16"] = fp16;
-  j["bf16"] = bf16;
-  j["bf16_full"] = bf16_full;
-  j["gemm_path"] = gemm_path;
-  j["gradient_checkpointing"] = gradient_checkpointing;
-  j["checkpoint_policy"] = checkpoint_policy;
-  j["device"] = device;
-  j["device_memory"] = device_memory ? nlohmann::json(*device_memory) : nlohmann::json(nullptr);
-  j["threads"] = threads;
-  j["logging_steps"] = logging_steps;
-  j["save_steps"] = save_steps;
-  j["output_dir"] = output_dir;
-  j["overwrite_output_dir"] = overwrite_output_dir;
-  j["save_total_limit"] = save_total_limit;
-  j["resume_from"] = resume_from;
-  j["init_from"] = init_from;
-  j["freeze"] = freeze;
-  j["lora_r"] = lora_r;
-  j["lora_alpha"] = lora_alpha;
-  j["lora_dropout"] = lora_dropout;
-  j["target_modules"] = target_modules;
-  j["use_rslora"] = use_rslora;
-  j["load_in_8bit"] = load_in_8bit;
-  j["load_in_4bit"] = load_in_4bit;
-  j["bnb_4bit_quant_type"] = bnb_4bit_quant_type;
-  j["bnb_4bit_use_double_quant"] = bnb_4bit_use_double_quant;
-  j["bnb_4bit_compute_dtype"] = bnb_4bit_compute_dtype;
-  j["qlora"] = qlora;
-  j["neftune_noise_alpha"] = neftune_noise_alpha;
+  nlohmann::json j = nlohmann::json::object();
+  for (const TrainingFlag& f : training_flags())
+    if (!f.key.empty()) {
+      nlohmann::json* at = &j;  // a dotted key ("model_shape.n_layer") nests
+      std::string key = f.key;
+      for (size_t dot; (dot = key.find('.')) != std::string::npos; key = key.substr(dot + 1))
+        at = &(*at)[key.substr(0, dot)];
+      (*at)[key] = f.value(*this);
+    }
   return j;
 }
 

@@ -1,6 +1,7 @@
 // The knobs of a training run, named as Hugging Face TrainingArguments names them (snake_case in
 // the report's "config", kebab-case on the command line) so that a Trainer user finds them where
-// they expect. Defaults are the Trainer's, with three documented exceptions:
+// they expect. Flags, help and config keys come from one table, train/flag_table.h. Defaults are
+// the Trainer's, with three documented exceptions:
 //   - learning_rate 6e-4 (Trainer: 5e-5). snug's default job trains a small model from scratch,
 //     where 5e-5 barely moves the loss in 200 steps; 6e-4 is the GPT-3 paper's rate for its
 //     125M model and what nanoGPT/llm.c use for GPT-2 small. Fine-tuning runs pass their own.
@@ -122,6 +123,7 @@ struct TrainingArguments {
   ModelConfig model_config() const;
   // The parameters' storage dtype: bf16 under --bf16-full, else f32 (create_model's argument).
   DType param_dtype() const { return bf16_full ? DType::bf16 : DType::f32; }
+  // The report's "config": every flag of train/flag_table.h under its key.
   nlohmann::json to_json() const;
   // The optimizer's hyperparameters from these flags (Trainer and estimate share them).
   OptimizerOptions optimizer_options() const;

@@ -1,0 +1,462 @@
+#include "train/flag_table.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "optim/optimizer.h"
+#include "optim/registry.h"
+
+namespace snug {
+
+namespace {
+
+using TA = TrainingArguments;
+using F = FlagForm;
+using S = Shown;
+
+bool lora(const TA& a) {
+  return a.lora_r > 0;
+}
+bool four_bit(const TA& a) {
+  return a.load_in_4bit;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+std::vector<TrainingFlag> make_table() {
+  return {
+      {.names = "--model",
+       .key = "model",
+       .help =
+           "Model preset (gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b) or a Hugging Face "
+           "config.json",
+       .target = &TA::model,
+       .shown = S::always},
+      // Shape overrides on top of --model: any GPT-2-shaped model from flags (7B: --n-layer 32
+      // --n-embd 4096 --n-head 32 --n-positions 2048).
+      {.names = "--n-layer",
+       .key = "model_shape.n_layer",
+       .help = "Transformer layers (overrides --model's)",
+       .target = &ModelShapeOverrides::n_layer,
+       .shown = S::changed},
+      {.names = "--n-embd",
+       .key = "model_shape.n_embd",
+       .help = "Hidden width (overrides --model's)",
+       .target = &ModelShapeOverrides::n_embd,
+       .shown = S::changed},
+      {.names = "--n-head",
+       .key = "model_shape.n_head",
+       .help = "Attention heads (overrides --model's)",
+       .target = &ModelShapeOverrides::n_head,
+       .shown = S::changed},
+      {.names = "--vocab-size",
+       .key = "model_shape.vocab_size",
+       .help = "Vocabulary size (overrides --model's)",
+       .target = &ModelShapeOverrides::vocab_size,
+       .shown = S::changed},
+      {.names = "--n-positions",
+       .key = "model_shape.n_positions",
+       .help = "Maximum context (positions) (overrides --model's)",
+       .target = &ModelShapeOverrides::n_positions,
+       .shown = S::changed},
+      {.names = "--data",
+       .key = "data",
+       .help =
+           "builtin (generated corpus), dummy (random tokens) or a PATH to a text or token file",
+       .target = &TA::data,
+       .shown = S::changed},
+      {.names = "--seq-len",
+       .key = "seq_len",
+       .help = "Tokens per sequence",
+       .target = &TA::seq_len,
+       .shown = S::always},
+      {.names = "--per-device-train-batch-size",
+       .key = "per_device_train_batch_size",
+       .help = "Sequences per micro-batch",
+       .target = &TA::per_device_train_batch_size,
+       .shown = S::always},
+      {.names = "--gradient-accumulation-steps",
+       .key = "gradient_accumulation_steps",
+       .help = "Micro-batches per optimizer step",
+       .target = &TA::gradient_accumulation_steps,
+       .shown = S::changed},
+      {.names = "--max-steps",
+       .key = "max_steps",
+       .help =
+           "Optimizer steps; 0 or -1: train --num-train-epochs epochs (the Trainer's rule: only a "
+           "positive value overrides the epochs)",
+       .target = &TA::max_steps,
+       .shown = S::always,
+       .when = [](const TA& a) { return a.max_steps > 0; }},
+      {.names = "--num-train-epochs",
+       .key = "num_train_epochs",
+       .help = "Epochs when --max-steps is not positive (at most 1e6)",
+       .target = &TA::num_train_epochs},
+      {.names = "--learning-rate",
+       .key = "learning_rate",
+       .help = "Peak learning rate (Trainer's default is 5e-5; snug's 6e-4 suits training from "
+               "scratch)",
+       .target = &TA::learning_rate,
+       .shown = S::changed},
+      {.names = "--warmup-steps",
+       .key = "warmup_steps",
+       .help = "Linear warm-up steps",
+       .target = &TA::warmup_steps},
+      {.names = "--lr-scheduler-type",
+       .key = "lr_scheduler_type",
+       .help = "linear, cosine, constant or constant_with_warmup",
+       .target = &TA::lr_scheduler_type},
+      {.names = "--max-grad-norm",
+       .key = "max_grad_norm",
+       .help = "Gradient clipping norm (0: off)",
+       .target = &TA::max_grad_norm},
+      {.names = "--weight-decay",
+       .key = "weight_decay",
+       .help = "AdamW weight decay (not applied to biases and LayerNorm weights)",
+       .target = &TA::weight_decay,
+       .optimizer_record = true},
+      {.names = "--adam-beta1",
+       .key = "adam_beta1",
+       .help = "AdamW beta1",
+       .target = &TA::adam_beta1,
+       .optimizer_record = true},
+      {.names = "--adam-beta2",
+       .key = "adam_beta2",
+       .help = "AdamW beta2",
+       .target = &TA::adam_beta2,
+       .optimizer_record = true},
+      {.names = "--adam-epsilon",
+       .key = "adam_epsilon",
+       .help = "AdamW epsilon",
+       .target = &TA::adam_epsilon,
+       .optimizer_record = true},
+      {.names = "--optim",
+       .key = "optim",
+       .help = "Optimizer: " + joined(optimizer_names()) + " (docs/optimizers.md)",
+       .target = &TA::optim,
+       .shown = S::changed},
+      {.names = "--momentum",
+       .key = "momentum",
+       .help = "SGD momentum (0: no momentum buffer)",
+       .target = &TA::momentum,
+       .shown = S::changed,
+       .optimizer_record = true},
+      {.names = "--optim-8bit-embeddings",
+       .key = "optim_8bit_embeddings",
+       .help =
+           "adamw_bnb_8bit, lion_8bit: 8-bit states for the embeddings too (default: fp32, as HF)",
+       .target = &TA::optim_8bit_embeddings,
+       .form = F::presence,
+       .optimizer_record = true},
+      {.names = "--adafactor-relative-step",
+       .key = "adafactor_relative_step",
+       .help = "adafactor: the paper's relative step size instead of --learning-rate",
+       .target = &TA::adafactor_relative_step,
+       .form = F::presence,
+       .optimizer_record = true},
+      {.names = "--galore-rank",
+       .key = "galore_rank",
+       .help = "galore_adamw: rank of the gradient projection of attention/MLP matrices",
+       .target = &TA::galore_rank,
+       .optimizer_record = true},
+      {.names = "--galore-update-proj-gap",
+       .key = "galore_update_proj_gap",
+       .help = "galore_adamw: optimizer steps between recomputing the projection (SVD)",
+       .target = &TA::galore_update_proj_gap,
+       .optimizer_record = true},
+      {.names = "--galore-scale",
+       .key = "galore_scale",
+       .help = "galore_adamw: scale of the projected-back update",
+       .target = &TA::galore_scale,
+       .optimizer_record = true},
+      {.names = "--dataloader-num-workers",
+       .key = "dataloader_num_workers",
+       .help = "Prepare batches ahead on a background thread (queue of 2 per worker)",
+       .target = &TA::dataloader_num_workers},
+      {.names = "--dataloader-pin-memory",
+       .key = "dataloader_pin_memory",
+       .help = "Accepted for compatibility; pinned host memory matters for CUDA only",
+       .target = &TA::dataloader_pin_memory},
+      {.names = "--attention",
+       .key = "attention",
+       .help =
+           "flash (tiled, online softmax: memory linear in sequence length) or naive (materializes "
+           "the T x T probabilities)",
+       .target = &TA::attention,
+       .shown = S::changed},
+      {.names = "--logits",
+       .key = "logits",
+       .help = "chunked (LM head + cross-entropy a chunk of rows at a time, no B x T x V tensor) "
+               "or full "
+               "(materialize the logits)",
+       .target = &TA::logits,
+       .shown = S::changed},
+      {.names = "--fp16",
+       .key = "fp16",
+       .help = "Mixed precision with fp16 compute copies and activations, fp32 master weights and "
+               "gradients, dynamic loss scaling (GradScaler's defaults)",
+       .target = &TA::fp16,
+       .form = F::presence,
+       .shown = S::changed},
+      {.names = "--bf16",
+       .key = "bf16",
+       .help = "Mixed precision with bf16 compute copies and activations, fp32 master weights and "
+               "gradients (no loss scaling needed)",
+       .target = &TA::bf16,
+       .form = F::presence,
+       .shown = S::changed},
+      {.names = "--bf16-full",
+       .key = "bf16_full",
+       .help =
+           "bf16 weights, gradients and optimizer state (2+2+4 bytes per parameter with AdamW; no "
+           "fp32 master), stochastic rounding of the updates; computes as --bf16. --optim " +
+           bf16_optimizer_names(),
+       .target = &TA::bf16_full,
+       .form = F::presence,
+       .shown = S::changed},
+      {.names = "--gemm-path",
+       .key = "gemm_path",
+       .help =
+           "GEMM for the bf16 products of --bf16/--bf16-full/bf16-compute quantized bases: auto "
+           "(oneDNN's bf16 matmul where the CPU has AVX512-BF16 or AMX, else widen), widen (bf16 "
+           "widened to fp32, dnnl_sgemm) or onednn-bf16",
+       .target = &TA::gemm_path},
+      {.names = "--gradient-checkpointing",
+       .key = "gradient_checkpointing",
+       .help = "Recompute activations in backward instead of keeping them",
+       .target = &TA::gradient_checkpointing,
+       .form = F::presence,
+       .shown = S::changed},
+      {.names = "--checkpoint-policy",
+       .key = "checkpoint_policy",
+       .help =
+           "With --gradient-checkpointing: every-layer (as Hugging Face), every-k:K, sqrt (about "
+           "sqrt(L) checkpoints) or selective (recompute norms, softmax, GELU)",
+       .target = &TA::checkpoint_policy,
+       .shown = S::changed,
+       .when = [](const TA& a) { return a.gradient_checkpointing; }},
+      {.names = "--seed",
+       .key = "seed",
+       .help = "Seed for initialization and data order",
+       .target = &TA::seed},
+      {.names = "--device",
+       .key = "device",
+       .help = "cpu (real run) or meta (shapes only, exact memory)",
+       .target = &TA::device},
+      // Shown by train_command_line as the user gave it (a preset name), not in bytes.
+      {.names = "--device-memory",
+       .key = "device_memory",
+       .help = "Modelled device capacity: bytes (16GiB, 24GB, 1e9) or a GPU preset (" +
+               device_memory_presets_help() + "); default: unlimited",
+       .target = &TA::device_memory,
+       .form = F::external},
+      {.names = "--threads",
+       .key = "threads",
+       .help = "CPU threads (0: OMP_NUM_THREADS or all cores)",
+       .target = &TA::threads},
+      {.names = "--log-every,--logging-steps",
+       .key = "logging_steps",
+       .help = "Log a line every N steps",
+       .target = &TA::logging_steps},
+      {.names = "--save-steps",
+       .key = "save_steps",
+       .help = "Save a checkpoint every N optimizer steps into --output-dir (0: never)",
+       .target = &TA::save_steps},
+      {.names = "--output-dir",
+       .key = "output_dir",
+       .help = "Where checkpoint-<step> folders are written",
+       .target = &TA::output_dir},
+      {.names = "--overwrite-output-dir",
+       .key = "overwrite_output_dir",
+       .help =
+           "Remove the checkpoints another run left in --output-dir before step 1 (without it such "
+           "a run stops: exit 2)",
+       .target = &TA::overwrite_output_dir,
+       .form = F::presence},
+      {.names = "--save-total-limit",
+       .key = "save_total_limit",
+       .help = "Keep only the newest N checkpoints in --output-dir (0: keep all)",
+       .target = &TA::save_total_limit},
+      {.names = "--resume-from",
+       .key = "resume_from",
+       .help = "Resume from a checkpoint folder, or the latest complete one of an output dir",
+       .target = &TA::resume_from},
+      {.names = "--init-from",
+       .key = "init_from",
+       .help = "Start from these weights (safetensors, Hugging Face GPT-2 names, e.g. from `snug "
+               "export-init`) instead of the seeded initialization",
+       .target = &TA::init_from},
+      {.names = "--freeze",
+       .key = "freeze",
+       .help =
+           "Freeze the parameters matching PATTERN (repeatable): no gradient, no optimizer state. "
+           "Hugging Face names; a glob (transformer.h.*, transformer.h.[0-5].*) matches the whole "
+           "name, otherwise a substring (transformer.wte)",
+       .target = &TA::freeze,
+       .shown = S::changed},
+      // PEFT / bitsandbytes (issue 6). --qlora first: CLI11 runs callbacks in definition order,
+      // so the flags below it override the recipe's values.
+      {.names = "--qlora",
+       .key = "qlora",
+       .help = "QLoRA recipe: --load-in-4bit --bnb-4bit-quant-type nf4 --bnb-4bit-use-double-quant "
+               "--bnb-4bit-compute-dtype bf16 and LoRA (rank 8 unless --lora-r)",
+       .target = &TA::qlora,
+       .form = F::recipe,
+       .apply = [](TA& a) { a.apply_qlora_recipe(); }},
+      {.names = "--lora-r",
+       .key = "lora_r",
+       .help = "LoRA rank (0: no LoRA); the base is frozen",
+       .target = &TA::lora_r,
+       .shown = S::changed},
+      {.names = "--lora-alpha",
+       .key = "lora_alpha",
+       .help = "LoRA alpha (scaling alpha/r)",
+       .target = &TA::lora_alpha,
+       .shown = S::changed,
+       .when = lora},
+      {.names = "--lora-dropout",
+       .key = "lora_dropout",
+       .help = "Dropout on the LoRA input while training",
+       .target = &TA::lora_dropout,
+       .shown = S::changed,
+       .when = lora},
+      {.names = "--target-modules",
+       .key = "target_modules",
+       .help = "Modules that get adapters, comma-separated, PEFT's suffix match "
+               "(c_attn,c_proj,c_fc,mlp.c_proj) or all-linear",
+       .target = &TA::target_modules,
+       .shown = S::changed,
+       .when = lora},
+      {.names = "--use-rslora",
+       .key = "use_rslora",
+       .help = "rsLoRA scaling alpha/sqrt(r)",
+       .target = &TA::use_rslora,
+       .form = F::presence,
+       .shown = S::changed,
+       .when = lora},
+      {.names = "--load-in-8bit",
+       .key = "load_in_8bit",
+       .help = "Store the blocks' Linear weights int8 (blockwise absmax), frozen",
+       .target = &TA::load_in_8bit,
+       .form = F::presence,
+       .shown = S::changed},
+      {.names = "--load-in-4bit",
+       .key = "load_in_4bit",
+       .help = "Store the blocks' Linear weights 4-bit (blocks of 64), "
+               "frozen",
+       .target = &TA::load_in_4bit,
+       .form = F::presence,
+       .shown = S::changed},
+      {.names = "--bnb-4bit-quant-type",
+       .key = "bnb_4bit_quant_type",
+       .help = "nf4 or fp4",
+       .target = &TA::bnb_4bit_quant_type,
+       .shown = S::always,
+       .when = four_bit},
+      {.names = "--bnb-4bit-use-double-quant",
+       .key = "bnb_4bit_use_double_quant",
+       .help = "Quantize the 4-bit absmax values again (8-bit, blocks of 256)",
+       .target = &TA::bnb_4bit_use_double_quant,
+       .form = F::presence,
+       .shown = S::changed,
+       .when = four_bit},
+      {.names = "--bnb-4bit-compute-dtype",
+       .key = "bnb_4bit_compute_dtype",
+       .help = "fp32 or bf16: the precision dequantized weights are used in",
+       .target = &TA::bnb_4bit_compute_dtype,
+       .shown = S::changed},
+      {.names = "--neftune-noise-alpha",
+       .key = "neftune_noise_alpha",
+       .help = "NEFTune: uniform noise alpha/sqrt(L*d) on the embeddings while training",
+       .target = &TA::neftune_noise_alpha,
+       .shown = S::changed},
+      // Where the command writes its report; not part of the run's config.
+      {.names = "--report-json",
+       .key = "",
+       .help = "Write the run report as JSON to this path",
+       .target = &TA::report_json},
+  };
+}
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+}  // namespace
+
+std::string TrainingFlag::name() const {
+  return names.substr(0, names.find(','));
+}
+
+nlohmann::json TrainingFlag::value(const TrainingArguments& a) const {
+  auto optional = [](const std::optional<int64_t>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
+  return std::visit(
+      Overloaded{[&](std::optional<int64_t> ModelShapeOverrides::*m) {
+                   return optional(a.model_shape.*m);
+                 },
+                 [&](std::optional<int64_t> TrainingArguments::*m) { return optional(a.*m); },
+                 [&](auto m) { return nlohmann::json(a.*m); }},
+      target);
+}
+
+bool TrainingFlag::is_default(const TrainingArguments& a) const {
+  static const TrainingArguments defaults;
+  return value(a) == value(defaults);
+}
+
+std::string TrainingFlag::render(const TrainingArguments& a) const {
+  const std::string flag = name();
+  const nlohmann::json v = value(a);
+  if (form == FlagForm::presence || form == FlagForm::recipe) return v.get<bool>() ? flag : "";
+  auto word = [](const nlohmann::json& x) -> std::string {
+    if (x.is_string()) return shell_word(x.get<std::string>());
+    if (x.is_boolean()) return x.get<bool>() ? "true" : "false";
+    if (x.is_number_float()) return format_number(x.get<double>());
+    return x.dump();  // integers
+  };
+  if (v.is_null()) return "";
+  if (!v.is_array()) return flag + " " + word(v);
+  std::string s;
+  for (const nlohmann::json& x : v) s += (s.empty() ? "" : " ") + flag + " " + word(x);
+  return s;
+}
+
+const std::vector<TrainingFlag>& training_flags() {
+  static const std::vector<TrainingFlag> table = make_table();
+  return table;
+}
+
+const TrainingFlag& flag_for_key(const std::string& key) {
+  for (const TrainingFlag& f : training_flags())
+    if (f.key == key) return f;
+  throw Error(detail::concat("no training flag has the config key '", key, "'"));
+}
+
+std::string shell_word(const std::string& s) {
+  if (!s.empty() && s.find_first_of(" \t'\"$\\*?[]") == std::string::npos) return s;
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  if (std::strtod(buf, nullptr) == v || !std::isfinite(v)) return buf;
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+}  // namespace snug
