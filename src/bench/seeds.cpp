@@ -211,7 +211,7 @@ std::vector<BenchRow> run_seed_matrix(const SeedsOptions& opts, const BenchObser
     row.args = seed_row_args(base, spec);
     const bool precision_ok = precision_available(spec.precision);
     // Rows that differ from another row by precision alone say so instead of repeating it.
-    const bool precision_only = spec.optim == "adamw_torch";
+    const bool precision_only = spec.optim == base.optim;  // the base run's optimizer
     if (!has_optimizer(spec.optim)) {
       row.note = "not available (optimizer " + spec.optim + " not built in)";
     } else if (!precision_ok && precision_only) {

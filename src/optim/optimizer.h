@@ -12,7 +12,8 @@
 //   adalomo         as adafactor (factored second moment, applied inside backward)
 //   galore_adamw    low-rank moments and projector for attention/MLP matrices, 8 bytes for the
 //                   rest (optim/galore.h)
-// state_bytes_formula() gives that number to the byte for a parameter list.
+// state_bytes_formula() gives that number to the byte for a parameter list. Which optimizers
+// exist and what each one is (aliases, bytes, bf16 support, ...): optim/registry.h.
 //
 // Parameters whose `grad` is undefined at step time (frozen, or untouched by backward) are
 // skipped, like PyTorch does for `p.grad is None`. On the meta device the state is allocated
