@@ -54,6 +54,12 @@ class Fields {
     SNUG_CHECK(j_.at(k).is_boolean(), what_, ": ", at(k), ": expected true or false");
     return j_.at(k).get<bool>();
   }
+  // A field tokenizers also requires: snug does not guess a default for what it would refuse.
+  bool required_bool(const char* k) const {
+    const json& v = get(k);
+    SNUG_CHECK(v.is_boolean(), what_, ": ", at(k), ": expected true or false");
+    return v.get<bool>();
+  }
   std::string string(const char* k) const {
     const json& v = get(k);
     SNUG_CHECK(v.is_string(), what_, ": ", at(k), ": expected a string");
@@ -133,10 +139,10 @@ void JsonTokenizer::Impl::parse_pre_tokenizer(const json& j, const std::string& 
       parse_pre_tokenizer(list[i], detail::concat(f.at("pretokenizers"), "[", i, "]"), false);
   } else if (type == "ByteLevel") {
     f.only({"type", "add_prefix_space", "trim_offsets", "use_regex"});
-    (void)f.boolean("trim_offsets", true);  // offsets only; snug gives no offsets
+    (void)f.required_bool("trim_offsets");  // offsets only; snug gives no offsets
     PreTokenizer p;
     p.byte_level = true;
-    p.add_prefix_space = f.boolean("add_prefix_space", true);
+    p.add_prefix_space = f.required_bool("add_prefix_space");
     p.use_regex = f.boolean("use_regex", true);
     pre.push_back(std::move(p));
   } else if (type == "Split") {
@@ -153,7 +159,7 @@ void JsonTokenizer::Impl::parse_pre_tokenizer(const json& j, const std::string& 
                                                       what + ": " + pat.at("String"));
     }
     p.behavior = parse_behavior(f);
-    p.invert = f.boolean("invert", false);
+    p.invert = f.required_bool("invert");
     pre.push_back(std::move(p));
   } else {
     f.refuse("type", "pre-tokenizer '" + type +
@@ -298,13 +304,13 @@ JsonTokenizer JsonTokenizer::parse(std::string_view text, const std::string& wha
       const Fields a(list[i], detail::concat("added_tokens[", i, "]"), what);
       a.only({"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"});
       for (const char* k : {"single_word", "lstrip", "rstrip"})
-        if (a.boolean(k, false)) a.refuse(k, "not supported by snug (must be false)");
+        if (a.required_bool(k)) a.refuse(k, "not supported by snug (must be false)");
       const std::string content = a.string("content");
       SNUG_CHECK(!content.empty(), what, ": ", a.at("content"), ": empty");
       const json& idj = a.get("id");
       SNUG_CHECK(idj.is_number_integer(), what, ": ", a.at("id"), ": expected an integer");
-      const bool special = a.boolean("special", false);
-      const bool normalized = a.boolean("normalized", !special);
+      const bool special = a.required_bool("special");
+      const bool normalized = a.required_bool("normalized");
       const auto in_vocab = impl->model->id_of(content);
       const int64_t n = impl->model->size();
       const int64_t expected = in_vocab ? *in_vocab : (max_added >= n ? max_added + 1 : n);
@@ -342,15 +348,19 @@ JsonTokenizer JsonTokenizer::parse(std::string_view text, const std::string& wha
     if (t != "ByteLevel")
       f.refuse("type", "post-processor '" + t + "' not supported by snug (ByteLevel or null)");
     f.only({"type", "add_prefix_space", "trim_offsets", "use_regex"});
-    for (const char* k : {"add_prefix_space", "trim_offsets", "use_regex"})
-      (void)f.boolean(k, true);
+    (void)f.required_bool("add_prefix_space");
+    (void)f.required_bool("trim_offsets");
+    (void)f.boolean("use_regex", true);
   }
   if (top.is_null("decoder")) top.refuse("decoder", "missing: snug decodes byte-level BPE");
   const Fields d(top.get("decoder"), "decoder", what);
   const std::string dt = d.string("type");
   if (dt != "ByteLevel") d.refuse("type", "decoder '" + dt + "' not supported by snug (ByteLevel)");
   d.only({"type", "add_prefix_space", "trim_offsets", "use_regex"});
-  for (const char* k : {"add_prefix_space", "trim_offsets", "use_regex"}) (void)d.boolean(k, true);
+  // The ByteLevel decoder's fields change offsets only; checked, as tokenizers requires them.
+  (void)d.required_bool("add_prefix_space");
+  (void)d.required_bool("trim_offsets");
+  (void)d.boolean("use_regex", true);
   return JsonTokenizer(std::move(impl));
 }
 

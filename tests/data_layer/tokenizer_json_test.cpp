@@ -161,6 +161,16 @@ TEST(JsonTokenizer, RefusesWhatItDoesNotImplementByName) {
   d = gpt2;
   d["added_tokens"][0]["lstrip"] = true;
   EXPECT_TRUE(HasSubstr(refusal(d), "added_tokens[0].lstrip"));
+  // Fields tokenizers requires are required here too (no guessed default).
+  d = gpt2;
+  d["pre_tokenizer"].erase("add_prefix_space");
+  EXPECT_TRUE(HasSubstr(refusal(d), "pre_tokenizer.add_prefix_space: missing"));
+  d = llama;
+  d["pre_tokenizer"]["pretokenizers"][0].erase("invert");
+  EXPECT_TRUE(HasSubstr(refusal(d), "pre_tokenizer.pretokenizers[0].invert: missing"));
+  d = gpt2;
+  d["added_tokens"][2].erase("special");
+  EXPECT_TRUE(HasSubstr(refusal(d), "added_tokens[2].special: missing"));
   d = gpt2;
   d["added_tokens"][1]["id"] = 7;
   EXPECT_TRUE(HasSubstr(refusal(d), "added_tokens[1].id"));
