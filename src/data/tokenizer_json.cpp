@@ -37,7 +37,8 @@ class Fields {
   }
   // Refuses any key not in `known`: a field snug does not implement is never ignored.
   void only(std::initializer_list<const char*> known) const {
-    for (const auto& [k, v] : j_.items()) {
+    for (const auto& item : j_.items()) {
+      const std::string& k = item.key();  // (clang 14 cannot capture a structured binding)
       const bool ok =
           std::any_of(known.begin(), known.end(), [&](const char* n) { return k == n; });
       SNUG_CHECK(ok, what_, ": ", at(k), ": field not supported by snug (see docs/tokenizers.md)");
