@@ -92,7 +92,7 @@ tok::SplitBehavior parse_behavior(const Fields& f) {
   }};
   for (const auto& [n, v] : names)
     if (b == n) return v;
-  f.refuse("behavior", "unknown split behavior '" + b + "'");
+  f.refuse("behavior", "unknown split behavior '" + tok::shorten(b) + "'");
 }
 
 }  // namespace
@@ -163,7 +163,7 @@ void JsonTokenizer::Impl::parse_pre_tokenizer(const json& j, const std::string& 
     p.invert = f.required_bool("invert");
     pre.push_back(std::move(p));
   } else {
-    f.refuse("type", "pre-tokenizer '" + type +
+    f.refuse("type", "pre-tokenizer '" + tok::shorten(type) +
                          "' not supported by snug (byte-level BPE: ByteLevel, Split, Sequence)");
   }
 }
@@ -224,7 +224,8 @@ JsonTokenizer JsonTokenizer::parse(std::string_view text, const std::string& wha
   if (!top.is_null("normalizer")) {
     const Fields f(top.get("normalizer"), "normalizer", what);
     const std::string type = f.string("type");
-    if (type != "NFC") f.refuse("type", "normalizer '" + type + "' not supported by snug (NFC)");
+    if (type != "NFC")
+      f.refuse("type", "normalizer '" + tok::shorten(type) + "' not supported by snug (NFC)");
     f.only({"type"});
     impl->nfc = true;
   }
@@ -242,7 +243,7 @@ JsonTokenizer JsonTokenizer::parse(std::string_view text, const std::string& wha
   const Fields m(top.get("model"), "model", what);
   const std::string type = m.string("type");
   if (type != "BPE")
-    m.refuse("type", "model '" + type + "' not supported by snug (byte-level BPE)");
+    m.refuse("type", "model '" + tok::shorten(type) + "' not supported by snug (byte-level BPE)");
   m.only({"type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix",
           "fuse_unk", "byte_fallback", "ignore_merges", "vocab", "merges"});
   if (!m.is_null("dropout")) m.refuse("dropout", "BPE dropout (training only) not supported");
@@ -258,7 +259,7 @@ JsonTokenizer JsonTokenizer::parse(std::string_view text, const std::string& wha
   for (const auto& [token, id] : vocab_json.items()) {
     SNUG_CHECK(
         id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < int64_t{1} << 30,
-        what, ": model.vocab['", token, "']: expected an id in [0, 2^30)");
+        what, ": model.vocab['", tok::shorten(token), "']: expected an id in [0, 2^30)");
     vocab.emplace(token, static_cast<int32_t>(id.get<int64_t>()));
   }
   const json& merges_json = m.get("merges");
@@ -289,7 +290,8 @@ JsonTokenizer JsonTokenizer::parse(std::string_view text, const std::string& wha
   const size_t vocab_n = vocab.size();
   const auto unk_it = unk ? vocab.find(*unk) : vocab.end();
   if (unk) {
-    SNUG_CHECK(unk_it != vocab.end(), what, ": model.unk_token '", *unk, "' is not in model.vocab");
+    SNUG_CHECK(unk_it != vocab.end(), what, ": model.unk_token '", tok::shorten(*unk),
+               "' is not in model.vocab");
     options.unk_id = unk_it->second;
   }
   impl->model = std::make_unique<tok::BpeModel>(std::move(vocab), merges, options, what);
@@ -316,11 +318,11 @@ JsonTokenizer JsonTokenizer::parse(std::string_view text, const std::string& wha
       const int64_t n = impl->model->size();
       const int64_t expected = in_vocab ? *in_vocab : (max_added >= n ? max_added + 1 : n);
       SNUG_CHECK(idj.get<int64_t>() == expected, what, ": ", a.at("id"), ": ", idj.get<int64_t>(),
-                 " for '", content, "', but tokenizers gives it id ", expected);
+                 " for '", tok::shorten(content), "', but tokenizers gives it id ", expected);
       for (const auto* set : {&impl->raw_added, &impl->normalized_added})
         for (const Impl::Added& other : *set)
-          SNUG_CHECK(other.id != expected, what, ": ", a.at("content"), ": '", content,
-                     "' is listed twice");
+          SNUG_CHECK(other.id != expected, what, ": ", a.at("content"), ": '",
+                     tok::shorten(content), "' is listed twice");
       max_added = std::max(max_added, expected);
       if (!in_vocab) {
         impl->added_tokens.push_back(content);
@@ -347,7 +349,8 @@ JsonTokenizer JsonTokenizer::parse(std::string_view text, const std::string& wha
     const Fields f(top.get("post_processor"), "post_processor", what);
     const std::string t = f.string("type");
     if (t != "ByteLevel")
-      f.refuse("type", "post-processor '" + t + "' not supported by snug (ByteLevel or null)");
+      f.refuse("type", "post-processor '" + tok::shorten(t) +
+                           "' not supported by snug (ByteLevel or null)");
     f.only({"type", "add_prefix_space", "trim_offsets", "use_regex"});
     (void)f.required_bool("add_prefix_space");
     (void)f.required_bool("trim_offsets");
@@ -356,7 +359,8 @@ JsonTokenizer JsonTokenizer::parse(std::string_view text, const std::string& wha
   if (top.is_null("decoder")) top.refuse("decoder", "missing: snug decodes byte-level BPE");
   const Fields d(top.get("decoder"), "decoder", what);
   const std::string dt = d.string("type");
-  if (dt != "ByteLevel") d.refuse("type", "decoder '" + dt + "' not supported by snug (ByteLevel)");
+  if (dt != "ByteLevel")
+    d.refuse("type", "decoder '" + tok::shorten(dt) + "' not supported by snug (ByteLevel)");
   d.only({"type", "add_prefix_space", "trim_offsets", "use_regex"});
   // The ByteLevel decoder's fields change offsets only; checked, as tokenizers requires them.
   (void)d.required_bool("add_prefix_space");

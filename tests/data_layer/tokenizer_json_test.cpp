@@ -182,6 +182,11 @@ TEST(JsonTokenizer, RefusesMergesAndVocabularyThatDoNotHoldTogether) {
   d["model"]["merges"][5] = "zzz\u00e2 \u0120";
   EXPECT_TRUE(HasSubstr(refusal(d), "model.merges[5]"));
   d = gpt2;
+  d["model"]["merges"][6] = std::string(100000, 'q') + " a";  // quoted short, not whole
+  const std::string long_token = refusal(d);
+  EXPECT_TRUE(HasSubstr(long_token, "model.merges[6]"));
+  EXPECT_LT(long_token.size(), 300u);
+  d = gpt2;
   d["model"]["merges"][7] = "a b c";
   EXPECT_TRUE(HasSubstr(refusal(d), "model.merges[7]"));
   d = gpt2;

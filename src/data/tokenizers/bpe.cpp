@@ -1,20 +1,23 @@
 #include "data/tokenizers/bpe.h"
 
+#include <iterator>
 #include <queue>
 
 #include "core/error.h"
+#include "data/tokenizers/unicode.h"
 
 namespace snug::tok {
 
 BpeModel::BpeModel(std::unordered_map<std::string, int32_t> vocab,
                    const std::vector<std::pair<std::string, std::string>>& merges,
                    BpeOptions options, const std::string& what)
-    : vocab_(std::move(vocab)), options_(options) {
+    : vocab_(std::make_move_iterator(vocab.begin()), std::make_move_iterator(vocab.end())),
+      options_(options) {
   tokens_.resize(vocab_.size());
   std::vector<bool> seen(vocab_.size(), false);
   for (const auto& [token, id] : vocab_) {
     SNUG_CHECK(id >= 0 && static_cast<size_t>(id) < vocab_.size(), what, ": model.vocab: id ", id,
-               " of '", token, "' is outside 0..", vocab_.size() - 1,
+               " of '", shorten(token), "' is outside 0..", vocab_.size() - 1,
                " (snug needs the ids 0..n-1, each once)");
     SNUG_CHECK(!seen[static_cast<size_t>(id)], what, ": model.vocab: id ", id,
                " is given to two tokens");
@@ -25,9 +28,9 @@ BpeModel::BpeModel(std::unordered_map<std::string, int32_t> vocab,
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [a, b] = merges[rank];
     const auto ia = id_of(a), ib = id_of(b), inew = id_of(a + b);
-    SNUG_CHECK(ia && ib, what, ": model.merges[", rank, "]: '", ia ? b : a,
+    SNUG_CHECK(ia && ib, what, ": model.merges[", rank, "]: '", shorten(ia ? b : a),
                "' is not in model.vocab");
-    SNUG_CHECK(inew, what, ": model.merges[", rank, "]: the merged token '", a + b,
+    SNUG_CHECK(inew, what, ": model.merges[", rank, "]: the merged token '", shorten(a + b),
                "' is not in model.vocab");
     // A pair listed twice keeps its later rank, as tokenizers' HashMap collect does.
     merges_[key(*ia, *ib)] = Merge{static_cast<uint32_t>(rank), *inew};
@@ -35,7 +38,7 @@ BpeModel::BpeModel(std::unordered_map<std::string, int32_t> vocab,
 }
 
 std::optional<int32_t> BpeModel::id_of(std::string_view token) const {
-  const auto it = vocab_.find(std::string(token));
+  const auto it = vocab_.find(token);
   if (it == vocab_.end()) return std::nullopt;
   return it->second;
 }
@@ -51,10 +54,9 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
     merge_word(word, out);
     return;
   }
-  const std::string w(word);
   {
     const std::lock_guard<std::mutex> lock(cache_mutex_);
-    const auto it = cache_.find(w);
+    const auto it = cache_.find(word);
     if (it != cache_.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;
@@ -64,7 +66,7 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
   merge_word(word, ids);
   out.insert(out.end(), ids.begin(), ids.end());
   const std::lock_guard<std::mutex> lock(cache_mutex_);
-  if (cache_.size() < kCacheEntries) cache_.emplace(w, std::move(ids));
+  if (cache_.size() < kCacheEntries) cache_.emplace(std::string(word), std::move(ids));
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -49,7 +50,15 @@ class BpeModel {
   }
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
 
-  std::unordered_map<std::string, int32_t> vocab_;
+  // Looked up by string_view without building a std::string (C++20 heterogeneous lookup).
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  template <typename V>
+  using StringMap = std::unordered_map<std::string, V, Hash, std::equal_to<>>;
+
+  StringMap<int32_t> vocab_;
   std::vector<std::string> tokens_;  // id -> token
   std::unordered_map<uint64_t, Merge> merges_;
   BpeOptions options_;
@@ -57,7 +66,7 @@ class BpeModel {
   // Words shorter than kCacheMaxBytes, at most kCacheEntries of them (then no more are added).
   static constexpr size_t kCacheMaxBytes = 256, kCacheEntries = 10000;
   mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
+  mutable StringMap<std::vector<int32_t>> cache_;
 };
 
 }  // namespace snug::tok

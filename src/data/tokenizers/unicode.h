@@ -18,4 +18,8 @@ std::string nfc(std::string_view text);
 // of Rust's String::from_utf8_lossy that tokenizers' ByteLevel decoder ends with.
 std::string utf8_lossy(std::string_view bytes);
 
+// `s` for an error message: at most about 60 bytes, cut on a character boundary, "..." after a
+// cut (a hostile file's token can be arbitrarily long).
+std::string shorten(std::string_view s);
+
 }  // namespace snug::tok
