@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Parity fixtures for snug's tokenizer.json reader (src/data/tokenizer_json.h).
 
-Trains two small byte-level BPE tokenizers with the `tokenizers` package (the oracle; CI needs no
+Trains three small byte-level BPE tokenizers with the `tokenizers` package (the oracle; CI needs no
 Python) and writes, into tests/data/tokenizers/:
   gpt2_style.json    ByteLevel pre-tokenizer (GPT-2 regex), merges as legacy "a b" strings
+  prefix_style.json  ByteLevel(add_prefix_space=true): every piece, also after a special token,
+                     gets a leading space
   llama3_style.json  NFC + Split (Llama 3 regex) + ByteLevel(use_regex=false), merges as [a, b]
                      pairs, ignore_merges, a normalized added token
   expected_ids.json  for every text (seed document slices, a code file, a multilingual corpus):
-                     the text and the ids `tokenizers` gives with each tokenizer file as saved.
+                     the text and the ids `tokenizers` gives with each tokenizer file as saved,
+                     and what it decodes them to where that differs from the text.
 The seeds are read from --seeds (default /work/shared/seeds); the texts are copied into
 expected_ids.json so the C++ test depends on nothing outside the repo. Re-running it rewrites
 the files byte for byte (single-threaded training; checked by running it twice).
@@ -104,6 +107,7 @@ def main():
     corpus = seeds_full + [code] + MULTILINGUAL
 
     gpt2 = train(corpus, pre_tokenizers.ByteLevel(add_prefix_space=False), None, 1200)
+    prefix = train(corpus, pre_tokenizers.ByteLevel(add_prefix_space=True), None, 1000)
     llama3 = train(
         corpus,
         pre_tokenizers.Sequence(
@@ -122,6 +126,7 @@ def main():
     d = json.loads(gpt2.to_str())
     d["model"]["merges"] = [f"{a} {b}" for a, b in d["model"]["merges"]]
     files = {"gpt2_style": json.dumps(d, ensure_ascii=False, indent=1)}
+    files["prefix_style"] = json.dumps(json.loads(prefix.to_str()), ensure_ascii=False, indent=1)
     d = json.loads(llama3.to_str())
     d["model"]["ignore_merges"] = True
     files["llama3_style"] = json.dumps(d, ensure_ascii=False, indent=1)
@@ -134,7 +139,14 @@ def main():
         loaded[name] = Tokenizer.from_str(text)
     for name, text in cases:
         ids = {k: t.encode(text, add_special_tokens=False).ids for k, t in loaded.items()}
-        expected["cases"].append({"name": name, "text": text, "ids": ids})
+        case = {"name": name, "text": text, "ids": ids}
+        # What tokenizers decodes the ids to, where that is not the text itself (NFC, and the
+        # prefix spaces of prefix_style).
+        decoded = {k: t.decode(ids[k], skip_special_tokens=False) for k, t in loaded.items()}
+        decoded = {k: v for k, v in decoded.items() if v != text}
+        if decoded:
+            case["decoded"] = decoded
+        expected["cases"].append(case)
     with open(OUT / "expected_ids.json", "w", encoding="utf-8") as f:
         f.write('{"tokenizers": ' + json.dumps(expected["tokenizers"]) + ',\n "cases": [\n')
         f.write(",\n".join(json.dumps(c, ensure_ascii=False) for c in expected["cases"]))
