@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/error.h"
 #include "data/dataset.h"
+#include "data/tokenizer_json.h"
 #include "io/json_input.h"
 #include "io/safetensors.h"
 #include "models/registry.h"
@@ -115,6 +117,33 @@ void trainer_state(const uint8_t* data, size_t size) {
   if (!j.is_object()) return;
   j["state_fnv1a64"] = trainer_state_checksum(j);
   resume_checks(j.dump());
+}
+
+void tokenizer_json(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  std::optional<JsonTokenizer> tok;
+  try {
+    tok.emplace(JsonTokenizer::parse(text, "tokenizer 'fuzz/tokenizer.json'"));
+  } catch (const Error&) {
+    return;
+  }
+  // An accepted file encodes and decodes text of every kind, and the bytes of the input itself
+  // (refused when not UTF-8); every id it gives decodes.
+  static const char* const kTexts[] = {
+      "Hello  world\n\n  x's 12345 ,.<|endoftext|>",
+      "\xec\x95\x88\xeb\x85\x95 \xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9 e\xcc\x81\r\n\t  ",
+      ""};
+  const auto round_trip = [&](std::string_view t) {
+    try {
+      const std::vector<int32_t> ids = tok->encode(t);
+      (void)tok->decode(ids);
+      (void)tok->decode(ids, /*skip_special=*/true);
+      for (const int32_t id : ids) (void)tok->token(id);
+    } catch (const Error&) {
+    }
+  };
+  for (const char* t : kTexts) round_trip(t);
+  round_trip(text.substr(0, 4096));
 }
 
 }  // namespace snug::fuzz

@@ -24,4 +24,8 @@ void token_file(const uint8_t* data, size_t size);
 // document's checksum recomputed, so that mutations reach the checks behind it.
 void trainer_state(const uint8_t* data, size_t size);
 
+// JsonTokenizer::parse (data/tokenizer_json.h) on `data` as a tokenizer.json; when accepted,
+// encodes and decodes a few fixed texts and the input's own bytes.
+void tokenizer_json(const uint8_t* data, size_t size);
+
 }  // namespace snug::fuzz

@@ -30,5 +30,6 @@ Command add_plot_memory_command(CLI::App& app);  // `snug plot-memory`
 Command add_estimate_command(CLI::App& app);     // `snug estimate`
 Command add_peft_export_command(CLI::App& app);  // `snug export` (--adapter, --merge)
 Command add_info_command(CLI::App& app);         // `snug info`
+Command add_tokenize_command(CLI::App& app);     // `snug tokenize`
 
 }  // namespace snug::cli

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   snug::cli::Command estimate = snug::cli::add_estimate_command(app);
   snug::cli::Command peft_export = snug::cli::add_peft_export_command(app);
   snug::cli::Command info = snug::cli::add_info_command(app);
+  snug::cli::Command tokenize = snug::cli::add_tokenize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
     if (estimate.sub->parsed()) return estimate.run();
     if (peft_export.sub->parsed()) return peft_export.run();
     if (info.sub->parsed()) return info.run();
+    if (tokenize.sub->parsed()) return tokenize.run();
   } catch (const snug::OutOfMemoryError& e) {
     std::fprintf(stderr, "snug: %s\n", e.what());
     return 3;

@@ -46,5 +46,9 @@ TEST(FuzzCorpus, TrainerStateInputsAreAcceptedOrRefused) {
   EXPECT_GE(replay("trainer_state", fuzz::trainer_state), 5u);
 }
 
+TEST(FuzzCorpus, TokenizerJsonInputsAreAcceptedOrRefused) {
+  EXPECT_GE(replay("tokenizer_json", fuzz::tokenizer_json), 5u);
+}
+
 }  // namespace
 }  // namespace snug

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Parity fixtures for snug's tokenizer.json reader (src/data/tokenizer_json.h).
+
+Trains three small byte-level BPE tokenizers with the `tokenizers` package (the oracle; CI needs no
+Python) and writes, into tests/data/tokenizers/:
+  gpt2_style.json    ByteLevel pre-tokenizer (GPT-2 regex), merges as legacy "a b" strings
+  prefix_style.json  ByteLevel(add_prefix_space=true): every piece, also after a special token,
+                     gets a leading space
+  llama3_style.json  NFC + Split (Llama 3 regex) + ByteLevel(use_regex=false), merges as [a, b]
+                     pairs, ignore_merges, a normalized added token
+  expected_ids.json  for every text (seed document slices, a code file, a multilingual corpus):
+                     the text and the ids `tokenizers` gives with each tokenizer file as saved,
+                     and what it decodes them to where that differs from the text.
+The seeds are read from --seeds (default /work/shared/seeds); the texts are copied into
+expected_ids.json so the C++ test depends on nothing outside the repo. Re-running it rewrites
+the files byte for byte (single-threaded training; checked by running it twice).
+
+  python3 -m venv /work/venv-tok && /work/venv-tok/bin/pip install tokenizers
+  /work/venv-tok/bin/python tests/golden/gen_tokenizer_golden.py
+"""
+import argparse
+import json
+import os
+import pathlib
+
+os.environ["RAYON_NUM_THREADS"] = "1"
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers  # noqa: E402
+from tokenizers import pre_tokenizers, trainers  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+OUT = REPO / "tests" / "data" / "tokenizers"
+CODE_FILE = "src/data/tokenizer.cpp"  # the code text is copied into expected_ids.json
+LLAMA3_REGEX = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+MULTILINGUAL = [
+    "Hello  world\n\n  x's 12345 ,.",
+    "Hello  world\n\n  x'S 12345 ,.\n",
+    "안녕하세요, 세계! 한국어 토크나이저 시험입니다.\r\n두 번째 줄.",
+    "日本語のテキスト：東京は晴れです。カタカナ、ひらがな、漢字。",
+    "中文文本：我们正在测试分词器，包括标点符号。",
+    "النص العربي: مرحبا بالعالم، هذا اختبار.",
+    "Emoji: 👍🏽 👨‍👩‍👧‍👦 🏳️‍🌈 ❤️ 🇰🇷 🧑🏿‍💻 done",
+    "Combining: e\u0301 a\u0308 n\u0303 \u1100\u1161\u11a8 (decomposed Hangul) Å vs A\u030a",
+    "Tabs\tand\t\ttabs;\r\nCRLF\r\nlines\r\n\r\n",
+    "Digits 1234567890123456789 and 3.14159 and 00000000",
+    "Whitespace runs:      five spaces,\u00a0nbsp,\u3000ideographic, trailing   ",
+    "   leading spaces and\n\n\n\nnewlines",
+    "Specials<|endoftext|>in<|im_start|>the middle<|im_end|> and [[code]] added.",
+    "<|im_start|>user\n질문입니다<|im_end|>\n<|im_start|>assistant\n답변<|im_end|>",
+    "Mixed: snug은 CPU에서 LLM을 fine-tune합니다 (LoRA, QLoRA) — 100% offline!",
+    "Quotes 'single' \"double\" `back` «guillemets» „low“ and I'M, YOU'LL, we'd",
+    "",
+    " ",
+    "a",
+]
+
+
+def seed_slices(seeds_dir):
+    """Slices of at most ~3 KB (cut on a character boundary) of each seed document."""
+    out = []
+    for path in sorted(pathlib.Path(seeds_dir).glob("*.txt")):
+        if path.name.endswith(".repaired.txt"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        n = len(text)
+        starts = [0] if n <= 1200 else [0, n // 2]
+        for s in starts:
+            out.append((f"seed:{path.stem}@{s}", text[s : s + 1000]))
+    return out
+
+
+def train(texts, pre_tokenizer, normalizer, vocab_size):
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre_tokenizer
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=SPECIALS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer)
+    return tok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", default="/work/shared/seeds")
+    args = ap.parse_args()
+
+    code = (REPO / CODE_FILE).read_text(encoding="utf-8")
+    cases = seed_slices(args.seeds) + [(f"code:{CODE_FILE}", code)]
+    cases += [(f"multilingual:{i}", t) for i, t in enumerate(MULTILINGUAL)]
+    seeds_full = [
+        p.read_text(encoding="utf-8")
+        for p in sorted(pathlib.Path(args.seeds).glob("*.txt"))
+        if not p.name.endswith(".repaired.txt")
+    ]
+    corpus = seeds_full + [code] + MULTILINGUAL
+
+    gpt2 = train(corpus, pre_tokenizers.ByteLevel(add_prefix_space=False), None, 1200)
+    prefix = train(corpus, pre_tokenizers.ByteLevel(add_prefix_space=True), None, 1000)
+    llama3 = train(
+        corpus,
+        pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(LLAMA3_REGEX), behavior="isolated", invert=False),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        ),
+        normalizers.NFC(),
+        1600,
+    )
+    llama3.add_tokens([AddedToken("[[code]]", normalized=True, special=False)])
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    # GPT-2 style: legacy "a b" merges (no byte-level token contains a space).
+    d = json.loads(gpt2.to_str())
+    d["model"]["merges"] = [f"{a} {b}" for a, b in d["model"]["merges"]]
+    files = {"gpt2_style": json.dumps(d, ensure_ascii=False, indent=1)}
+    files["prefix_style"] = json.dumps(json.loads(prefix.to_str()), ensure_ascii=False, indent=1)
+    d = json.loads(llama3.to_str())
+    d["model"]["ignore_merges"] = True
+    files["llama3_style"] = json.dumps(d, ensure_ascii=False, indent=1)
+
+    expected = {"tokenizers": {}, "cases": []}
+    loaded = {}
+    for name, text in files.items():
+        (OUT / f"{name}.json").write_text(text + "\n", encoding="utf-8")
+        expected["tokenizers"][name] = f"{name}.json"
+        loaded[name] = Tokenizer.from_str(text)
+    for name, text in cases:
+        ids = {k: t.encode(text, add_special_tokens=False).ids for k, t in loaded.items()}
+        case = {"name": name, "text": text, "ids": ids}
+        # What tokenizers decodes the ids to, where that is not the text itself (NFC, and the
+        # prefix spaces of prefix_style).
+        decoded = {k: t.decode(ids[k], skip_special_tokens=False) for k, t in loaded.items()}
+        decoded = {k: v for k, v in decoded.items() if v != text}
+        if decoded:
+            case["decoded"] = decoded
+        expected["cases"].append(case)
+    with open(OUT / "expected_ids.json", "w", encoding="utf-8") as f:
+        f.write('{"tokenizers": ' + json.dumps(expected["tokenizers"]) + ',\n "cases": [\n')
+        f.write(",\n".join(json.dumps(c, ensure_ascii=False) for c in expected["cases"]))
+        f.write("\n]}\n")
+
+
+if __name__ == "__main__":
+    main()
