@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "models/gpt2.h"
+#include "support/fnv1a_oracle.h"
 #include "support/run_cli.h"
 #include "train/trainer.h"
 
@@ -55,16 +56,7 @@ std::string save_run(const std::string& out) {
   return (fs::path(out) / "checkpoint-2" / "trainer_state.json").string();
 }
 
-std::string hex_fnv1a64(const std::string& bytes) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (const char c : bytes) {
-    h ^= static_cast<uint8_t>(c);
-    h *= 0x100000001b3ULL;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
+using test::hex_fnv1a64;
 
 // Edits the document and writes it back with a checksum that matches the edit.
 void rewrite_consistently(const std::string& path, const std::function<void(nlohmann::json&)>& f) {

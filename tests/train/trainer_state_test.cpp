@@ -12,22 +12,14 @@
 #include <string>
 
 #include "core/error.h"
+#include "support/fnv1a_oracle.h"
 
 namespace snug {
 namespace {
 
 constexpr const char* kPath = "out/checkpoint-3/trainer_state.json";
 
-std::string hex_fnv1a64(const std::string& bytes) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (const char c : bytes) {
-    h ^= static_cast<uint8_t>(c);
-    h *= 0x100000001b3ULL;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
+using test::hex_fnv1a64;
 
 nlohmann::json valid_state() {
   nlohmann::json j;
