@@ -52,7 +52,7 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
   const std::optional<int64_t> capacity = args.device_memory;
 
   auto model = create_model(cfg, dev, args.param_dtype(), args.weight_quant());
-  model->init_weights(args.seed);
+  if (!dev.is_meta()) model->init_weights(args.seed);  // a dry run has no values to fill
   if (!args.init_from.empty()) load_model_weights(*model, args.init_from);
   const auto data = open_dataset(args.data, cfg.shape.vocab_size, args.seed);
   std::unique_ptr<Trainer> made;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -361,6 +362,32 @@ void save_safetensors(const std::string& path,
     if (t->nbytes() > 0) out.write(t->raw(), static_cast<size_t>(t->nbytes()));
   }
   out.commit();
+}
+
+// Refuses a non-finite value in weights just read: it would only surface steps later as a NaN
+// loss, blamed on the learning rate.
+void check_finite(const Tensor& t, const std::string& path, const std::string& name) {
+  if (t.is_meta() || t.numel() == 0) return;
+  auto fail = [&](int64_t i, float v) {
+    throw Error(detail::concat(path, ": tensor '", name, "' holds ", std::isnan(v) ? "nan" : "inf",
+                               " at element ", i, "; initial weights must be finite"));
+  };
+  const auto n = t.numel();
+  if (t.dtype() == DType::f32) {
+    const float* p = t.data<float>();
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(p[i])) fail(i, p[i]);
+    return;
+  }
+  if (t.dtype() != DType::bf16 && t.dtype() != DType::f16) return;
+  // 16-bit floats: all exponent bits set is inf or nan.
+  const uint16_t exp_mask = t.dtype() == DType::bf16 ? 0x7f80 : 0x7c00;
+  const uint16_t mant_mask = t.dtype() == DType::bf16 ? 0x007f : 0x03ff;
+  const auto* p = static_cast<const uint16_t*>(t.raw());
+  for (int64_t i = 0; i < n; ++i)
+    if ((p[i] & exp_mask) == exp_mask)
+      fail(i, (p[i] & mant_mask) != 0 ? std::numeric_limits<float>::quiet_NaN()
+                                      : std::numeric_limits<float>::infinity());
 }
 
 }  // namespace snug

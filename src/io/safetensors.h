@@ -73,4 +73,9 @@ void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
+// Refuses a non-finite value in weights just read (naming `path`, the tensor `name` and the
+// element): it would only surface steps later as a NaN loss, blamed on the learning rate.
+// Nothing to check on meta (no values).
+void check_finite(const Tensor& t, const std::string& path, const std::string& name);
+
 }  // namespace snug

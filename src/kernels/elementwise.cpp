@@ -1,6 +1,7 @@
 // Elementwise ops: chunks of kGrain elements in parallel, vectorizable inner loops.
 #include <algorithm>
 
+#include "core/random.h"
 #include "kernels/kernels.h"
 #include "kernels/partial_sum.h"
 
@@ -18,6 +19,16 @@ int64_t count_valid_targets(const int32_t* targets, int64_t n) {
 
 void copy_i32(int32_t* dst, const int32_t* src, int64_t n) {
   std::copy_n(src, n, dst);
+}
+
+void copy_f32(float* dst, const float* src, int64_t n) {
+  std::copy_n(src, n, dst);
+}
+
+void add_uniform_noise(float* x, int64_t n, uint64_t seed, double m) {
+  // Sequential: draw i belongs to element i whatever the thread count.
+  SplitMix64 rng(seed);
+  for (int64_t i = 0; i < n; ++i) x[i] += static_cast<float>((2.0 * rng.uniform() - 1.0) * m);
 }
 
 void add(float* out, const float* a, const float* b, int64_t n) {

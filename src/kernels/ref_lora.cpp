@@ -1,4 +1,5 @@
 // Plain reference of the LoRA bypass kernels: the formulas of ops.inc as loops, double sums.
+#include "kernels/dropout_mask.h"
 #include "kernels/kernels.h"
 
 namespace snug::ref {
@@ -48,6 +49,18 @@ void lora_backward(float* dh, float* dA, float* dB, float* du, const float* dout
       for (int64_t k = 0; k < r; ++k) acc += static_cast<double>(du[n * r + k]) * A[k * IC + i];
       dh[n * IC + i] = static_cast<float>((accumulate_dh ? dh[n * IC + i] : 0.0) + acc);
     }
+}
+
+void lora_dropout(uint64_t key, double p, const float* src, float* dst, int64_t n,
+                  bool accumulate) {
+  for (int64_t i = 0; i < n; ++i) {
+    float kept = 0.0f;
+    if (kernels::lora_keep(key, i, p)) kept = src[i] * static_cast<float>(1.0 / (1.0 - p));
+    if (accumulate)
+      dst[i] += kept;
+    else
+      dst[i] = kept;
+  }
 }
 
 }  // namespace snug::ref

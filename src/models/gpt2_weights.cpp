@@ -50,8 +50,7 @@ std::map<std::string, std::string> gpt2_weights_metadata(const GPT2Config& cfg) 
 
 void save_gpt2_weights(const GPT2& model, const std::string& path,
                        const std::map<std::string, std::string>& extra) {
-  SNUG_CHECK(!model.device().is_meta(), "cannot write weights to '", path,
-             "' from a model on the meta device (it has no values)");
+  // (A meta model has no values: save_safetensors refuses its tensors, naming them.)
   std::vector<std::pair<std::string, const Tensor*>> tensors;
   // Quantized weights are written dequantized (fp32), staged outside the model's pool.
   Device staging(DeviceKind::cpu);
@@ -70,36 +69,6 @@ void save_gpt2_weights(const GPT2& model, const std::string& path,
   for (const auto& [k, v] : extra) meta[k] = v;
   save_safetensors(path, tensors, meta);
 }
-
-namespace {
-
-// Refuses a non-finite value in weights just read: it would only surface steps later as a NaN
-// loss, blamed on the learning rate.
-void check_finite(const Tensor& t, const std::string& path, const std::string& name) {
-  if (t.is_meta() || t.numel() == 0) return;
-  auto fail = [&](int64_t i, float v) {
-    throw Error(detail::concat(path, ": tensor '", name, "' holds ", std::isnan(v) ? "nan" : "inf",
-                               " at element ", i, "; initial weights must be finite"));
-  };
-  const auto n = t.numel();
-  if (t.dtype() == DType::f32) {
-    const float* p = t.data<float>();
-    for (int64_t i = 0; i < n; ++i)
-      if (!std::isfinite(p[i])) fail(i, p[i]);
-    return;
-  }
-  if (t.dtype() != DType::bf16 && t.dtype() != DType::f16) return;
-  // 16-bit floats: all exponent bits set is inf or nan.
-  const uint16_t exp_mask = t.dtype() == DType::bf16 ? 0x7f80 : 0x7c00;
-  const uint16_t mant_mask = t.dtype() == DType::bf16 ? 0x007f : 0x03ff;
-  const auto* p = static_cast<const uint16_t*>(t.raw());
-  for (int64_t i = 0; i < n; ++i)
-    if ((p[i] & exp_mask) == exp_mask)
-      fail(i, (p[i] & mant_mask) != 0 ? std::numeric_limits<float>::quiet_NaN()
-                                      : std::numeric_limits<float>::infinity());
-}
-
-}  // namespace
 
 void load_gpt2_weights(GPT2& model, const std::string& path) {
   const SafetensorsFile f(path);
@@ -142,9 +111,9 @@ void load_gpt2_weights(GPT2& model, const std::string& path) {
     if (!p->quantized()) {
       f.read_into(name, p->value);
       check_finite(p->value, path, name);
-    } else if (!model.device().is_meta()) {
+    } else {
       // --load-in-8bit/4bit: read into host staging and quantize (the fp32 tensor never
-      // occupies the device, as a bitsandbytes load).
+      // occupies the device, as a bitsandbytes load; a meta weight keeps no codes).
       Device staging(DeviceKind::cpu);
       Tensor host = Tensor::empty(p->shape(), DType::f32, Category::weights, staging);
       f.read_into(name, host);

@@ -14,7 +14,7 @@
 //   x    (B,T,C)      the projections' input (in the Linear Saveds, one shared tensor)
 //   q    (B,T,Q)      rotated queries      } or qkv (B,T,Q+2KV) for a fused projection
 //   k, v (B,T,KV)     rotated keys, values }
-//   y    (B,T,Q)      attention output (o_proj's input; flash's backward reads it too)
+//   y    (B,T,Q)      attention output (o_proj's input, in o_lin; flash's backward reads it)
 //   lse  (B,NH,T)     flash: per-row log-sum-exp     | att (B,NH,T,T) naive: probabilities
 //
 // Later steps (docs/design.md): padding and per-document masks with position_ids, a KV cache
@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "kernels/attention_dims.h"
@@ -54,9 +55,9 @@ struct AttentionConfig {
 class Attention {
  public:
   struct Saved {
-    Linear::Saved q_lin, k_lin, v_lin, o_lin;  // q_lin only for a fused projection
+    Linear::Saved q_lin, k_lin, v_lin, o_lin;  // q_lin only for a fused projection; o_lin.in = y
     Tensor q, k, v;                            // fused: q holds [q|k|v], k and v undefined
-    Tensor y, lse, att;
+    Tensor lse, att;
   };
 
   // Checks the configuration (heads divide, rotary dims fit) naming `prefix`.
@@ -64,15 +65,32 @@ class Attention {
 
   // out (B,T,C) from x (B,T,C); out is the caller's.
   void forward(const Tensor& x, const Tensor& out, Saved& s) const;
-  // dx (B,T,C) = d/dx (overwrite); parameter gradients accumulate. Releases s.
-  void backward(const Tensor& dout, Saved& s, const Tensor& dx) const;
+  // Returns dx (B,T,C) = d/dx (temporary); parameter gradients accumulate. Releases s. Under
+  // mixed precision dout is the residual stream's fp32 gradient (rounded here for o's GEMM) and
+  // dx comes back rounded.
+  Tensor backward(const Tensor& dout, Saved& s) const;
+
+  // Mixed precision (nn/run_context.h): the 16-bit saved tensors to and from fp32.
+  void compact(Saved& s) const;
+  void widen(Saved& s) const;
+  // Selective checkpointing: drop what recompute() rebuilds cheaply (naive attention's
+  // probabilities), and rebuild it from the kept q, k, v (after widen()).
+  void drop_selective(Saved& s) const { s.att.reset(); }
+  // The block's input (the projections' saved input): dropped and set again when the layer
+  // recomputes it (selective checkpointing of the norm before the block).
+  void drop_input(Saved& s) const { s.q_lin.in = s.k_lin.in = s.v_lin.in = Tensor(); }
+  void set_input(Saved& s, const Tensor& x) const;
+  void recompute(Saved& s) const;
+  // The block's Linears in registration order (LoRA targets).
+  std::vector<Linear*> linears();
 
   const AttentionConfig& config() const { return cfg_; }
+  void set_kernel(AttentionImpl k) { cfg_.kernel = k; }
 
  private:
   AttentionDims dims(int64_t B, int64_t T) const;
 
-  Device* dev_;
+  RunContext* ctx_;
   AttentionConfig cfg_;
   int64_t hs_, q_width_, kv_width_;
   // Registered in this order (HF's q, k, v, o); fused: q_ is the [q|k|v] projection, no k_, v_.

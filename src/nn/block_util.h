@@ -1,6 +1,7 @@
 // Small helpers every block uses: where its tensors come from and how kernel arguments are formed.
 // Nothing here asks which device runs: on meta, data pointers are null and the meta op table
-// ignores them; the allocations are what a meta run measures.
+// ignores them; the allocations are what a meta run measures. Parameter values and gradients go
+// through the RunContext (nn/run_context.h), which knows their storage dtype.
 #pragma once
 
 #include <cstdint>
@@ -26,12 +27,7 @@ inline float* f32(const Tensor& t) {
 inline float* offset(float* p, int64_t n) {
   return p ? p + n : nullptr;
 }
-// The parameter's gradient buffer, allocated (zeroed) on first use; nullptr when it is frozen,
-// absent, or on meta.
-inline float* grad_of(Parameter* p) {
-  return p && p->requires_grad ? p->grad_for_accumulation() : nullptr;
-}
-// The parameter's fp32 value, nullptr for an absent parameter (e.g. no bias) or on meta.
+// The fp32 value of an fp32 parameter, nullptr for an absent one (e.g. no bias) or on meta.
 inline const float* value_of(const Parameter* p) {
   return p ? p->value.data<float>() : nullptr;
 }

@@ -4,18 +4,20 @@
 //
 // Saved, for N = B*T rows and C hidden:
 //   n1, n2       NormSaved: the norms' inputs (x; h or x) and statistics
-//   n1/n2 outputs (N,C) live in the Attention/MLP Saveds as their projections' input
+//   n1/n2 outputs (N,C) live in the Attention/MLP Saveds as their projections' input (16-bit
+//                under mixed precision, like every tensor a 16-bit op produces)
 //   attn, mlp    the blocks' own Saveds
 //   h (N,C)      sequential: the residual stream between the blocks (norm2's input, in n2)
 // The layer's output is not kept here: the next layer (or the final norm) keeps it as its input.
 //
 // Backward works on the residual stream's gradient in place (dres: d/d(out) in, d/dx out), as
 // GPT-2 does, so one (B,T,C) temporary serves all layers.
-// Later steps (docs/design.md): hidden dropout, post-norm (BERT), checkpoint policies on layers.
+// Later steps (docs/design.md): hidden dropout, post-norm (BERT).
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "nn/attention.h"
@@ -58,8 +60,22 @@ class DecoderLayer {
   // dres (B,T,C): d/d(out) on entry, d/dx on return. Releases s.
   void backward(const Tensor& dres, Saved& s) const;
 
+  // Mixed precision (nn/run_context.h): after forward the saved 16-bit tensors become 16-bit
+  // activations; before backward, fp32 temporaries again.
+  void compact(Saved& s) const;
+  void widen(Saved& s) const;
+  // Selective checkpointing: forward drops the cheap tensors (the norms' outputs, naive
+  // attention's probabilities, the MLP activation's output) and backward recomputes them from
+  // the kept inputs and statistics (after widen()): the same kernels on the same inputs, so
+  // bitwise the values forward computed.
+  void drop_selective(Saved& s) const;
+  void recompute_selective(Saved& s) const;
+  void set_attention(AttentionImpl k) { attn_->set_kernel(k); }
+  // The layer's Linears in registration order: attention's, then the MLP's (LoRA slots).
+  std::vector<Linear*> linears();
+
  private:
-  Device* dev_;
+  RunContext* ctx_;
   DecoderLayerConfig cfg_;
   std::optional<Norm> norm1_, norm2_;
   std::optional<Attention> attn_;

@@ -8,7 +8,7 @@ namespace snug::nn {
 
 Embedding::Embedding(ParameterStore& ps, const std::string& name, int64_t vocab, int64_t dim,
                      const std::string& positions_name, int64_t max_positions)
-    : dev_(&ps.device()), dim_(dim), max_pos_(max_positions) {
+    : ctx_(&ps.context()), dim_(dim), max_pos_(max_positions) {
   SNUG_CHECK(vocab > 0 && dim > 0, name, ": embedding sizes ", vocab, " x ", dim,
              " must be positive");
   w_ = ps.add(name, {vocab, dim}, true);
@@ -19,15 +19,18 @@ void Embedding::forward(const Tensor& tokens, const Tensor& out, Saved& s) const
   const int64_t B = tokens.dim(0), T = tokens.dim(1);
   SNUG_CHECK(pos_ == nullptr || T <= max_pos_, "sequence length ", T, " exceeds the ", max_pos_,
              " learned positions");
-  dev_->ops().embedding_forward(f32(out), tokens.data<int32_t>(), value_of(w_), value_of(pos_), B,
-                                T, dim_);
+  Tensor w_s, pos_s;  // --bf16-full: the tables widened to fp32 (temporary)
+  const float* w = ctx_->param_f32(w_, w_s);
+  const float* pos = pos_ ? ctx_->param_f32(pos_, pos_s) : nullptr;
+  ctx_->ops().embedding_forward(f32(out), tokens.data<int32_t>(), w, pos, B, T, dim_);
   s.tokens = tokens;
 }
 
 void Embedding::backward(const Tensor& dout, Saved& s) const {
   const int64_t B = s.tokens.dim(0), T = s.tokens.dim(1);
-  dev_->ops().embedding_backward(grad_of(w_), grad_of(pos_), f32(dout), s.tokens.data<int32_t>(), B,
-                                 T, dim_);
+  float* dw = ctx_->grad(w_);
+  float* dpos = ctx_->grad(pos_);
+  ctx_->ops().embedding_backward(dw, dpos, f32(dout), s.tokens.data<int32_t>(), B, T, dim_);
   s.tokens.reset();
 }
 

@@ -33,7 +33,7 @@ class Embedding {
   int64_t max_positions() const { return max_pos_; }
 
  private:
-  Device* dev_;
+  RunContext* ctx_;
   int64_t dim_, max_pos_;
   Parameter* w_;
   Parameter* pos_ = nullptr;

@@ -6,7 +6,7 @@
 namespace snug::nn {
 
 LayerNorm::LayerNorm(ParameterStore& ps, const std::string& prefix, int64_t dim, float eps)
-    : dev_(&ps.device()), dim_(dim), eps_(eps) {
+    : ctx_(&ps.context()), dim_(dim), eps_(eps) {
   w_ = ps.add(prefix + ".weight", {dim}, false);
   b_ = ps.add(prefix + ".bias", {dim}, false);
 }
@@ -14,16 +14,24 @@ LayerNorm::LayerNorm(ParameterStore& ps, const std::string& prefix, int64_t dim,
 void LayerNorm::forward(const Tensor& in, const Tensor& out, NormSaved& s) const {
   const int64_t N = in.numel() / dim_;
   s.in = in;
-  s.mean = activation(*dev_, {N});
-  s.rstd = activation(*dev_, {N});
-  dev_->ops().layernorm_forward(f32(out), f32(s.mean), f32(s.rstd), f32(in), value_of(w_),
-                                value_of(b_), N, dim_, eps_);
+  s.mean = activation(ctx_->device(), {N});
+  s.rstd = activation(ctx_->device(), {N});
+  recompute(s, out);
+}
+
+void LayerNorm::recompute(const NormSaved& s, const Tensor& out) const {
+  const int64_t N = s.in.numel() / dim_;
+  ctx_->ops().layernorm_forward(f32(out), f32(s.mean), f32(s.rstd), f32(s.in),
+                                ctx_->vector_f32(w_).get(), ctx_->vector_f32(b_).get(), N, dim_,
+                                eps_);
 }
 
 void LayerNorm::backward(const Tensor& dout, NormSaved& s, const Tensor& din) const {
   const int64_t N = s.in.numel() / dim_;
-  dev_->ops().layernorm_backward(f32(din), grad_of(w_), grad_of(b_), f32(dout), f32(s.in),
-                                 value_of(w_), f32(s.mean), f32(s.rstd), N, dim_);
+  float* dw = ctx_->grad(w_);
+  float* db = ctx_->grad(b_);
+  ctx_->ops().layernorm_backward(f32(din), dw, db, f32(dout), f32(s.in), ctx_->vector_f32(w_).get(),
+                                 f32(s.mean), f32(s.rstd), N, dim_);
   s = {};
 }
 

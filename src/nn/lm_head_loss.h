@@ -1,13 +1,23 @@
-// Language-model head + mean cross-entropy, chunked (kernels/lm_head.h): logits = x W^T with W
-// (V, C) in nn.Linear layout (its own lm_head.weight, or the token embedding when tied), computed
-// and consumed a chunk of rows at a time, so the (B,T,V) logits never exist. When training, the
-// head's gradient is produced in the same pass as the loss (dx kept for backward, dW accumulated
-// in forward), so no logits are recomputed; GPT-2 runs its head this way.
+// Language-model head + mean cross-entropy: logits = x W^T with W (V, C) in nn.Linear layout (its
+// own lm_head.weight, or the token embedding when tied), in one of two modes (nn/run_options.h):
+//   chunked  computed and consumed a chunk of rows at a time (kernels/lm_head.h), so the (B,T,V)
+//            logits never exist. When training, the head's gradient is produced in the same pass
+//            as the loss (dx kept for backward, dW accumulated in forward), so no logits are
+//            recomputed; with `defer_weight_grad` (a grad-ready hook wants W's gradient to exist
+//            only at the end of backward) forward keeps x instead and weight_backward()
+//            recomputes the logits chunk by chunk for dW.
+//   full     the (B,T,V) logits are kept (category activations) and turned into probabilities
+//            and then dlogits in place; logits-only forwards (no targets) use this mode.
+// The weight is read through the RunContext (16-bit compute copy, bf16 GEMM path); the logits
+// are fp32 from a 16-bit GEMM under mixed precision (Hugging Face upcasts them for the loss).
 //
-// Saved: `dx` (B,T,C) the input gradient produced in forward (category temporary).
-// Scratch during forward: chunk * V floats (temporary, lm_head_scratch_floats).
-// Later steps (docs/design.md): full logits (for generation), a deferred head gradient for the
-// grad-ready hook, the 16-bit path, label smoothing / z-loss if a family needs them.
+// Saved, N = B*T rows:
+//   x        (B,T,C)  the head's input (full mode, or deferred dW)
+//   targets  (B,T)    int32 (input_data)
+//   dx       (B,T,C)  chunked: the input gradient produced in forward (temporary)
+//   probs    (B,T,V)  full: logits -> probabilities -> dlogits
+//   losses   (B,T)    full with targets: per-token losses
+// Scratch during a chunked pass: lm_head_scratch_floats(N, V, chunk) floats (temporary).
 #pragma once
 
 #include <cstdint>
@@ -15,13 +25,17 @@
 
 #include "core/tensor.h"
 #include "nn/parameter_store.h"
+#include "nn/run_options.h"
 
 namespace snug::nn {
 
 class LMHeadLoss {
  public:
   struct Saved {
-    Tensor dx;  // (B,T,C)
+    Tensor x, targets, dx, probs, losses;
+    int64_t valid = 0;  // targets >= 0
+    float loss_scale = 1.0f;
+    bool deferred = false;  // W's gradient waits for weight_backward()
   };
 
   // tied: the (V, C) parameter to reuse (no parameter is registered); else registers
@@ -29,18 +43,26 @@ class LMHeadLoss {
   LMHeadLoss(ParameterStore& ps, const std::string& name, int64_t hidden, int64_t vocab,
              Parameter* tied = nullptr);
 
-  // Mean cross-entropy of softmax(x W^T) against targets (B,T) int32 (rows < 0 ignored) over the
-  // valid targets, in double (0 when none are valid, and on meta). With for_backward, the
-  // gradient of loss_scale * mean loss goes to s.dx and W's gradient.
-  double forward(const Tensor& x, const Tensor& targets, bool for_backward, float loss_scale,
-                 Saved& s) const;
-  // The input gradient forward produced (and s released).
+  // Mean cross-entropy of softmax(x W^T) against `targets` (B,T) int32 (ids < 0 ignored) over
+  // the `valid` targets (the caller counts its host batch), in double (0 when none are valid,
+  // and on meta). Undefined targets: logits only (full mode). With for_backward the gradient is
+  // that of loss_scale * mean loss.
+  double forward(const Tensor& x, const Tensor& targets, int64_t valid, LogitsMode mode,
+                 bool for_backward, float loss_scale, bool defer_weight_grad, Saved& s) const;
+  // The input gradient (B,T,C) (chunked: the one forward produced; full: computed now, with W's
+  // gradient), rounded to the compute dtype. s keeps only what weight_backward() needs.
   Tensor backward(Saved& s) const;
+  // Deferred W's gradient from logits recomputed chunk by chunk (the same kernel and inputs as
+  // forward: the values forward would have added). Releases s.
+  void weight_backward(Saved& s) const;
 
   Parameter* weight() const { return w_; }
 
  private:
-  Device* dev_;
+  // One chunked pass: loss sum, and dx / dW when not null.
+  double chunked(const Tensor& x, const Saved& s, float* dx, float* dw) const;
+
+  RunContext* ctx_;
   int64_t hidden_, vocab_;
   Parameter* w_;
 };

@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "kernels/dropout_mask.h"
+#include "kernels/kernels.h"
 
 namespace snug {
 
@@ -57,18 +59,12 @@ uint64_t lora_dropout_key(uint64_t seed, uint64_t forward_count, int64_t layer, 
 }
 
 bool lora_keep(uint64_t key, int64_t i, double p) {
-  // 53-bit uniform in [0, 1) from the (key, i) hash.
-  const uint64_t h = splitmix64_mix(key + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1));
-  return static_cast<double>(h >> 11) * 0x1.0p-53 >= p;
+  return kernels::lora_keep(key, i, p);
 }
 
 void lora_dropout(uint64_t key, double p, const float* src, float* dst, int64_t n,
                   bool accumulate) {
-  const float inv = static_cast<float>(1.0 / (1.0 - p));
-  for (int64_t i = 0; i < n; ++i) {
-    const float kept = lora_keep(key, i, p) ? src[i] * inv : 0.0f;
-    dst[i] = accumulate ? dst[i] + kept : kept;
-  }
+  kernels::lora_dropout(key, p, src, dst, n, accumulate);
 }
 
 }  // namespace snug

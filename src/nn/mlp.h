@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "nn/linear.h"
@@ -44,13 +45,34 @@ class MLP {
 
   // out (B,T,C) from x (B,T,C); out is the caller's.
   void forward(const Tensor& x, const Tensor& out, Saved& s) const;
-  // dx (B,T,C) = d/dx (overwrite); parameter gradients accumulate. Releases s.
-  void backward(const Tensor& dout, Saved& s, const Tensor& dx) const;
+  // Returns dx (B,T,C) = d/dx (temporary); parameter gradients accumulate. Releases s. Under
+  // mixed precision dout is the residual stream's fp32 gradient (rounded here for down's GEMM)
+  // and dx comes back rounded.
+  Tensor backward(const Tensor& dout, Saved& s) const;
+
+  // Mixed precision (nn/run_context.h): the 16-bit saved tensors to and from fp32.
+  void compact(Saved& s) const;
+  void widen(Saved& s) const;
+  // Selective checkpointing: drop the activation's output (down's input) and rebuild it from
+  // the kept pre-activation (after widen()).
+  void drop_selective(Saved& s) const { s.down_lin.in.reset(); }
+  // The block's input (the up/gate projections' saved input): dropped and set again when the
+  // layer recomputes it (selective checkpointing of the norm before the block).
+  void drop_input(Saved& s) const { s.up_lin.in = s.gate_lin.in = Tensor(); }
+  void set_input(Saved& s, const Tensor& x) const {
+    s.up_lin.in = x;
+    if (gated()) s.gate_lin.in = x;
+  }
+  void recompute(Saved& s) const;
+  // The block's Linears in registration order (LoRA targets).
+  std::vector<Linear*> linears();
 
  private:
   bool gated() const { return cfg_.act == Activation::silu_gated; }
+  // h = act(pre) (or silu(gate) * pre), rounded as a GEMM input.
+  void activate(const Tensor& h, const Saved& s) const;
 
-  Device* dev_;
+  RunContext* ctx_;
   MLPConfig cfg_;
   std::optional<Linear> gate_, up_, down_;
 };

@@ -30,6 +30,13 @@ void Norm::backward(const Tensor& dout, NormSaved& s, const Tensor& din) const {
     rms_->backward(dout, s, din);
 }
 
+void Norm::recompute(const NormSaved& s, const Tensor& out) const {
+  if (layer_)
+    layer_->recompute(s, out);
+  else
+    rms_->recompute(s, out);
+}
+
 Parameter* Norm::weight() const {
   return layer_ ? layer_->weight() : rms_->weight();
 }

@@ -40,6 +40,8 @@ class Norm {
   void forward(const Tensor& in, const Tensor& out, NormSaved& s) const;
   // din += d/d(in); weight (and bias) gradients accumulate. Releases s.
   void backward(const Tensor& dout, NormSaved& s, const Tensor& din) const;
+  // out from s.in again (selective checkpointing), rewriting the statistics with the same values.
+  void recompute(const NormSaved& s, const Tensor& out) const;
   Parameter* weight() const;
 
  private:

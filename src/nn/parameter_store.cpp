@@ -4,15 +4,40 @@
 
 namespace snug {
 
-Parameter* ParameterStore::add(const std::string& name, const Shape& shape, bool decay) {
-  SNUG_CHECK(find(name) == nullptr, "parameter '", name, "' is registered twice");
+void ParameterStore::set_param_dtype(DType d) {
+  SNUG_CHECK(d == DType::f32 || d == DType::bf16, "parameters are f32 or bf16 (--bf16-full), not ",
+             dtype_name(d));
+  dtype_ = d;
+}
+
+Parameter* ParameterStore::push(std::unique_ptr<Parameter> p) {
+  SNUG_CHECK(find(p->name) == nullptr, "parameter '", p->name, "' is registered twice");
+  list_.push_back(p.get());
+  owned_.push_back(std::move(p));
+  return list_.back();
+}
+
+Parameter* ParameterStore::add(const std::string& name, const Shape& shape, bool decay,
+                               bool quantizable) {
+  auto p = std::make_unique<Parameter>();
+  p->name = name;
+  if (quantizable && quant_) {
+    // Frozen and stored quantized from the start.
+    p->quant = std::make_shared<QuantizedWeight>(empty_quantized_weight(shape, *quant_, *dev_));
+    p->requires_grad = false;
+  } else {
+    p->value = Tensor::empty(shape, dtype_, Category::weights, *dev_);
+  }
+  p->decay = decay;
+  return push(std::move(p));
+}
+
+Parameter* ParameterStore::add_f32(const std::string& name, const Shape& shape, bool decay) {
   auto p = std::make_unique<Parameter>();
   p->name = name;
   p->value = Tensor::empty(shape, DType::f32, Category::weights, *dev_);
   p->decay = decay;
-  list_.push_back(p.get());
-  owned_.push_back(std::move(p));
-  return list_.back();
+  return push(std::move(p));
 }
 
 Parameter* ParameterStore::find(const std::string& name) const {

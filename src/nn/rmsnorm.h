@@ -16,10 +16,12 @@ class RMSNorm {
   void forward(const Tensor& in, const Tensor& out, NormSaved& s) const;
   // din += ; dweight += . Releases s.
   void backward(const Tensor& dout, NormSaved& s, const Tensor& din) const;
+  // out from s.in again, rewriting s's statistics with the values forward wrote.
+  void recompute(const NormSaved& s, const Tensor& out) const;
   Parameter* weight() const { return w_; }
 
  private:
-  Device* dev_;
+  RunContext* ctx_;
   int64_t dim_;
   float eps_;
   Parameter* w_;

@@ -69,7 +69,10 @@ double BlockLM::forward(const int32_t* tokens, const int32_t* targets, int64_t B
   const Tensor xf = nn::activation(*dev_, {B, T, spec_.hidden});
   norm_.forward(x, xf, s_.norm);
   x.reset();
-  const double loss = head_.forward(xf, s_.targets, for_backward, 1.0f, s_.head);
+  int64_t valid = 0;
+  for (int64_t i = 0; i < N; ++i) valid += targets[i] >= 0 ? 1 : 0;
+  const double loss =
+      head_.forward(xf, s_.targets, valid, LogitsMode::chunked, for_backward, 1.0f, false, s_.head);
   if (!for_backward) s_ = {};
   return loss;
 }

@@ -1,0 +1,143 @@
+// How a model built from blocks computes in this run: one object per model (its ParameterStore
+// owns it), read by every block, so that mixed precision, bf16 parameters, quantized base
+// weights, LoRA dropout and NEFTune are written once for every family instead of per model.
+//
+// What it holds:
+//   - the run options that change arithmetic: compute dtype (fp32 / fp16 / bf16 autocast), the
+//     bf16 GEMM path (kernels/gemm_path.h), bnb's bf16 compute dtype for quantized weights;
+//   - the 16-bit compute copies of the GEMM weights, cast once per forward (torch.autocast's
+//     cache): category weights, alive from forward to the end of backward;
+//   - --bf16-full's fp32 gradient accumulators (category temporary), rounded into the bf16
+//     gradients by flush_grads() after the block that produced them;
+//   - the training-forward state that keys random draws (LoRA dropout, NEFTune).
+//
+// Mixed precision storage (docs/mixed-precision.md): under fp16/bf16 a block allocates the
+// tensors a 16-bit GEMM, attention or activation would produce with work() (fp32 `temporary`),
+// rounds them with round_half(), and after the layer the model compact()s the saved ones into
+// 16-bit `activations`; backward widen()s them back into fp32 temporaries. In fp32 work() is an
+// activation and every rounding or conversion here is a no-op.
+//
+// Nothing here asks which device runs: conversions go through the device's op table (no-ops on
+// meta) and every tensor is allocated on meta too, so a dry run counts the same bytes.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
+#include "core/device.h"
+#include "core/tensor.h"
+#include "kernels/gemm_path.h"
+#include "kernels/op_table.h"
+#include "nn/lora.h"
+#include "nn/parameter.h"
+#include "nn/run_options.h"
+
+namespace snug::nn {
+
+// fp32 view of a vector parameter (norm weight or bias, Linear bias) for a kernel argument: the
+// value itself when fp32; bf16 values (--bf16-full) widened into a host buffer the view owns.
+// That buffer is not a tracked allocation: like the kernels' internal scratch it is small and
+// bounded (one vector, at most a few C floats). nullptr for a null parameter (and on meta).
+class VectorF32 {
+ public:
+  VectorF32(const Parameter* p, const OpTable& ops);
+  const float* get() const { return ptr_; }
+
+ private:
+  std::vector<float> buf_;
+  const float* ptr_ = nullptr;
+};
+
+class RunContext {
+ public:
+  explicit RunContext(Device& dev) : dev_(&dev) {}
+  RunContext(const RunContext&) = delete;
+  RunContext& operator=(const RunContext&) = delete;
+
+  Device& device() const { return *dev_; }
+  const OpTable& ops() const { return dev_->ops(); }
+
+  // Run options (set by the model's setters).
+  ComputeDType compute = ComputeDType::f32;
+  kernels::GemmPath gemm_path = kernels::GemmPath::widen;
+  bool dequant_bf16 = false;  // quantized weights' values rounded to bf16 (bnb compute dtype)
+  bool has_lora = false;      // some Linear has an adapter (LoRA reads its inputs in fp32)
+
+  // Training-forward state: set by the model at the start of each forward.
+  bool training = false;       // a forward that keeps activations for backward
+  uint64_t forward_count = 0;  // training forwards so far: keys dropout masks and noise
+  LoraConfig lora;             // the adapters' settings (dropout, scaling)
+  uint64_t lora_seed = 0;
+
+  bool low_precision() const { return compute != ComputeDType::f32; }
+  bool fp16() const { return compute == ComputeDType::f16; }
+
+  // --- activations under mixed precision ---
+  // A tensor a 16-bit op would produce: fp32 `activations`, or fp32 `temporary` under mixed
+  // precision (compact() turns the saved ones into 16-bit activations).
+  Tensor work(const Shape& shape) const;
+  // t = its 16-bit value, in place (no-op in fp32).
+  void round_half(const Tensor& t) const;
+  // The input of a Linear GEMM: rounded, unless the bf16 GEMM path reads it (packing rounds it
+  // the same way) and backward keeps it in bf16 (gemm_inputs_stay_bf16).
+  void round_gemm_input(const Tensor& t) const {
+    if (!gemm_inputs_stay_bf16()) round_half(t);
+  }
+  // Under the bf16 GEMM path without LoRA the GEMM inputs are read only by gemm_bf16: backward
+  // keeps them in bf16 (widen leaves them).
+  bool gemm_inputs_stay_bf16() const;
+  // fp32 work tensors -> 16-bit activations, in order (no-op in fp32, for undefined or 16-bit
+  // tensors).
+  void compact(std::initializer_list<Tensor*> ts) const;
+  // 16-bit activations -> fp32 temporaries for backward, in order; GEMM-only inputs stay bf16
+  // when gemm_inputs_stay_bf16(). No-op in fp32.
+  void widen(std::initializer_list<Tensor*> ts, bool gemm_inputs) const;
+  // A bf16 temporary of t's values rounded to nearest even (t itself when already bf16).
+  Tensor to_bf16(const Tensor& t) const;
+  // The gradient a 16-bit GEMM receives for its output: g itself in fp32, else a rounded copy
+  // (bf16 on the bf16 GEMM path when no LoRA bypass reads it in fp32); g stays fp32.
+  Tensor half_grad(const Tensor& g, const Parameter* w, bool lora_reads_it) const;
+
+  // --- weights ---
+  // 16-bit copies of `weights` for this forward (no-op in fp32, with bf16 parameters, and for
+  // quantized weights, which are dequantized per use). free_compute_weights() drops them.
+  void cast_compute_weights(const std::vector<const Parameter*>& weights);
+  void free_compute_weights() { compute_weights_.clear(); }
+  // Whether GEMMs with weight p run on gemm_bf16 (kernels/gemm_path.h).
+  bool bf16_gemm(const Parameter* p) const;
+  // fp32 values of GEMM weight p as the compute precision sees them: p's own values in fp32,
+  // else its compute copy, bf16 values or dequantized values widened into `scratch`
+  // (temporary). nullptr on meta.
+  const float* gemm_weight(const Parameter* p, Tensor& scratch) const;
+  // bf16 values of GEMM weight p for gemm_bf16: its compute copy or bf16 values, or (quantized)
+  // its dequantized values packed into `scratch` (temporary). nullptr on meta.
+  const uint16_t* gemm_weight16(const Parameter* p, Tensor& scratch) const;
+  // fp32 values of any parameter: the value itself when fp32, else (bf16) widened into
+  // `scratch`, an fp32 temporary. nullptr on meta.
+  const float* param_f32(const Parameter* p, Tensor& scratch) const;
+  VectorF32 vector_f32(const Parameter* p) const { return VectorF32(p, ops()); }
+
+  // --- gradients ---
+  // Where backward accumulates p's gradient in fp32, nullptr when p is null or frozen (its dW
+  // work is skipped): p's own gradient (fp32 parameters, allocated zeroed on first use), else a
+  // temporary accumulator that flush_grads() rounds into p's bf16 gradient. nullptr on meta.
+  float* grad(Parameter* p);
+  void flush_grads();
+
+  // Drops the compute copies and any accumulator (after backward, or a forward without one).
+  void clear() {
+    free_compute_weights();
+    grad_acc_.clear();
+  }
+
+ private:
+  DType storage_dtype() const { return fp16() ? DType::f16 : DType::bf16; }
+
+  Device* dev_;
+  std::vector<std::pair<const Parameter*, Tensor>> compute_weights_;
+  std::vector<std::pair<Parameter*, Tensor>> grad_acc_;  // bf16 parameters: fp32 accumulators
+};
+
+}  // namespace snug::nn
