@@ -2,10 +2,10 @@
 // gradient (column sums) in the backward, shared by both weight layouts.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/parallel_loops.h"
 
 namespace snug::kernels::detail {
 
@@ -19,17 +19,12 @@ inline void add_bias(float* out, const float* b, int64_t N, int64_t OC) {
   }
 }
 
-// db(OC) += column sums of dout(N,OC), parallel over blocks of columns: deterministic, no
-// reduction across threads. T is float, or uint16_t for bf16 bit patterns.
+// db(OC) += column sums of dout(N,OC), parallel over blocks of columns (for_column_blocks). T is
+// float, or uint16_t for bf16 bit patterns.
 template <typename T>
 void add_column_sums(float* db, const T* dout, int64_t N, int64_t OC) {
-  constexpr int64_t kCols = 64;
-  const int64_t nblocks = (OC + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static)
-  for (int64_t blk = 0; blk < nblocks; ++blk) {
-    const int64_t o0 = blk * kCols;
-    const int64_t width = std::min(kCols, OC - o0);
-    double acc[kCols] = {};
+  for_column_blocks(OC, [&](int64_t o0, int64_t width) {
+    double acc[kColumnBlock] = {};
     for (int64_t n = 0; n < N; ++n) {
       const T* d = dout + n * OC + o0;
       if constexpr (sizeof(T) == 2) {
@@ -41,7 +36,7 @@ void add_column_sums(float* db, const T* dout, int64_t N, int64_t OC) {
       }
     }
     for (int64_t j = 0; j < width; ++j) db[o0 + j] += static_cast<float>(acc[j]);
-  }
+  });
 }
 
 }  // namespace snug::kernels::detail
