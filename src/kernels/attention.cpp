@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/fast_math.h"
 #include "kernels/flash_attention.h"
 #include "kernels/kernels.h"
+#include "kernels/row_softmax.h"
 
 namespace snug::kernels {
 
@@ -31,19 +31,8 @@ constexpr int64_t kBlock = 32;
 
 // row[0..n) <- softmax(row[0..n)); row[n..T) <- 0.
 void masked_softmax_row(float* row, int64_t n, int64_t T) {
-  float maxv = -INFINITY;
-#pragma omp simd reduction(max : maxv)
-  for (int64_t j = 0; j < n; ++j) maxv = row[j] > maxv ? row[j] : maxv;
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < n; ++j) {
-    const float e = detail::fast_exp(row[j] - maxv);
-    row[j] = e;
-    sum += e;
-  }
-  const float inv = 1.0f / sum;
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+  const float sum = detail::exp_shifted(row, row, n, detail::row_max(row, n));
+  detail::scale_row(row, n, 1.0f / sum);
   std::fill(row + n, row + T, 0.0f);
 }
 
@@ -127,9 +116,7 @@ void attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout, 
           float* arow = a + t * T;
           const float* drow = datt + (t - t0) * kend;
           const int64_t n = causal ? t + 1 : T;
-          float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-          for (int64_t j = 0; j < n; ++j) dot += arow[j] * drow[j];
+          const float dot = detail::row_dot(arow, drow, n);
 #pragma omp simd
           for (int64_t j = 0; j < n; ++j) arow[j] = scale * arow[j] * (drow[j] - dot);
           std::fill(arow + n, arow + T, 0.0f);

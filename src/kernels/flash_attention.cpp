@@ -29,6 +29,7 @@
 #include "core/error.h"
 #include "kernels/fast_math.h"
 #include "kernels/kernels.h"
+#include "kernels/row_softmax.h"
 
 namespace snug::kernels {
 
@@ -86,25 +87,15 @@ void flash_attention_forward_gqa(float* out, float* lse, const float* q, const f
         // key tile always holds key 0, so every row has at least one visible key there and m, l
         // start finite.
         const int64_t n = causal ? std::clamp<int64_t>(t0 + r + 1 - s0, 0, nc) : nc;
-        float mx = first ? -INFINITY : m[r];
-#pragma omp simd reduction(max : mx)
-        for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < n; ++j) {
-          const float e = detail::fast_exp(row[j] - mx);
-          row[j] = e;
-          sum += e;
-        }
+        const float mx = detail::row_max(row, n, first ? -INFINITY : m[r]);
+        const float sum = detail::exp_shifted(row, row, n, mx);
         std::fill(row + n, row + nc, 0.0f);
         if (first) {
           l[r] = sum;
         } else if (mx != m[r]) {
           const float alpha = detail::fast_exp(m[r] - mx);
           l[r] = l[r] * alpha + sum;
-          float* orow = o + r * ldo;
-#pragma omp simd
-          for (int64_t i = 0; i < hs; ++i) orow[i] *= alpha;
+          detail::scale_row(o + r * ldo, hs, alpha);
         } else {
           l[r] += sum;
         }
@@ -115,10 +106,7 @@ void flash_attention_forward_gqa(float* out, float* lse, const float* q, const f
     }
     float* lrow = lse + bh * T + t0;
     for (int64_t r = 0; r < nr; ++r) {
-      const float inv = 1.0f / l[r];
-      float* orow = o + r * ldo;
-#pragma omp simd
-      for (int64_t i = 0; i < hs; ++i) orow[i] *= inv;
+      detail::scale_row(o + r * ldo, hs, 1.0f / l[r]);
       lrow[r] = m[r] + std::log(l[r]);
     }
   }
@@ -165,12 +153,7 @@ void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* 
         const int64_t nr = t1 - t0;
         const int64_t kend = causal ? t1 : T;
         for (int64_t r = 0; r < nr; ++r) {
-          const float* drow = dd + (t0 + r) * ldo;
-          const float* orow = o + (t0 + r) * ldo;
-          float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-          for (int64_t i = 0; i < hs; ++i) dot += drow[i] * orow[i];
-          Di[r] = dot;
+          Di[r] = detail::row_dot(dd + (t0 + r) * ldo, o + (t0 + r) * ldo, hs);
           li[r] = lh[t0 + r];
         }
         for (int64_t s0 = 0; s0 < kend; s0 += kBc) {

@@ -10,8 +10,8 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "kernels/fast_math.h"
 #include "kernels/kernels.h"
+#include "kernels/row_softmax.h"
 
 namespace snug::kernels {
 
@@ -101,12 +101,8 @@ double forward_vocab_sliced(float* losses, const T* lnf, const T* wte, const int
       const int32_t tgt = targets[i];
       if (tgt < 0) continue;
       const float* x = scratch + i * vb;
-      float maxv = -INFINITY;
-#pragma omp simd reduction(max : maxv)
-      for (int64_t j = 0; j < vb; ++j) maxv = x[j] > maxv ? x[j] : maxv;
-      float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < vb; ++j) sum += detail::fast_exp(x[j] - maxv);
+      const float maxv = detail::row_max(x, vb);
+      const float sum = detail::sum_exp_shifted(x, vb, maxv);
       if (tgt >= v0 && tgt < v0 + vb) tlogit[i] = x[tgt - v0];
       const float m_old = rmax[i];
       const float m_new = std::max(m_old, maxv);
@@ -179,29 +175,18 @@ double lm_head_xent_impl(float* losses, float* dlnf, float* dwte, const T* lnf, 
         }
         continue;
       }
-      float maxv = -INFINITY;
-#pragma omp simd reduction(max : maxv)
-      for (int64_t j = 0; j < V; ++j) maxv = x[j] > maxv ? x[j] : maxv;
+      const float maxv = detail::row_max(x, V);
       const float shifted_target = x[tgt] - maxv;
-      // Each lane sums its own float partial; V up to ~50k keeps the error well under 1e-6.
-      float sum = 0.0f;
+      float sum;
       if (backward) {
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < V; ++j) {
-          const float e = detail::fast_exp(x[j] - maxv);
-          x[j] = e;
-          sum += e;
-        }
         // dlogits = (softmax - onehot) * scale, in place
-        const float k = scale / sum;
-#pragma omp simd
-        for (int64_t j = 0; j < V; ++j) x[j] *= k;
+        sum = detail::exp_shifted(x, x, V, maxv);
+        detail::scale_row(x, V, scale / sum);
         x[tgt] -= scale;
       } else {
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < V; ++j) sum += detail::fast_exp(x[j] - maxv);
+        sum = detail::sum_exp_shifted(x, V, maxv);
       }
-      lo[i] = static_cast<float>(std::log(static_cast<double>(sum)) - shifted_target);
+      lo[i] = detail::xent_from_sum(sum, shifted_target);
     }
     // Serial sum in row order: the returned loss is reproducible.
     for (int64_t i = 0; i < m; ++i) total += lo[i];
