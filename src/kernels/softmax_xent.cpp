@@ -1,6 +1,6 @@
 // Softmax cross-entropy over vocabulary rows, rows in parallel.
 
-#include "core/error.h"
+#include "kernels/arg_checks.h"
 #include "kernels/kernels.h"
 #include "kernels/row_softmax.h"
 
@@ -8,9 +8,7 @@ namespace snug::kernels {
 
 double softmax_xent_forward(float* losses, float* probs, const float* logits,
                             const int32_t* targets, int64_t N, int64_t V) {
-  for (int64_t n = 0; n < N; ++n)
-    SNUG_CHECK(targets[n] < V, "softmax_xent_forward: target ", targets[n], " at row ", n,
-               " is out of range for a vocabulary of ", V);
+  kernels::detail::check_targets(targets, N, V, "softmax_xent_forward");
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const float* x = logits + n * V;
