@@ -6,6 +6,7 @@
 
 #include "kernels/fast_math.h"
 #include "kernels/kernels.h"
+#include "kernels/parallel_loops.h"
 
 namespace snug::kernels {
 
@@ -16,22 +17,18 @@ constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 }  // namespace
 
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = i0 + kGrain < n ? i0 + kGrain : n;
+  detail::for_chunks(n, kGrain, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) {
       const float g = gate[i];
       out[i] = g / (1.0f + detail::fast_exp(-g)) * up[i];
     }
-  }
+  });
 }
 
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
                      const float* up, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = i0 + kGrain < n ? i0 + kGrain : n;
+  detail::for_chunks(n, kGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const float g = gate[i];
       const float s = 1.0f / (1.0f + detail::fast_exp(-g));
@@ -39,31 +36,27 @@ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* g
       if (dup) dup[i] = d * g * s;
       if (dgate) dgate[i] = d * u * s * (1.0f + g * (1.0f - s));
     }
-  }
+  });
 }
 
 void gelu_erf_forward(float* out, const float* inp, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = i0 + kGrain < n ? i0 + kGrain : n;
+  detail::for_chunks(n, kGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const float x = inp[i];
       out[i] = 0.5f * x * (1.0f + std::erf(x * kInvSqrt2));
     }
-  }
+  });
 }
 
 void gelu_erf_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = i0 + kGrain < n ? i0 + kGrain : n;
+  detail::for_chunks(n, kGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const float x = inp[i];
       const float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
       const float pdf = kInvSqrt2Pi * std::exp(-0.5f * x * x);
       dinp[i] = (cdf + x * pdf) * dout[i];
     }
-  }
+  });
 }
 
 }  // namespace snug::kernels

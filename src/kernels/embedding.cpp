@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "kernels/kernels.h"
+#include "kernels/parallel_loops.h"
 
 namespace snug::kernels {
 
@@ -29,19 +30,14 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
   if (dwte) {
     // Repeated tokens hit the same dwte row, so threads split the channels instead of the
     // positions: each thread owns a column slice of every row (no races, deterministic order).
-    constexpr int64_t kCols = 64;
-    const int64_t nblocks = (C + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static)
-    for (int64_t blk = 0; blk < nblocks; ++blk) {
-      const int64_t c0 = blk * kCols;
-      const int64_t width = std::min(kCols, C - c0);
+    detail::for_column_blocks(C, [&](int64_t c0, int64_t width) {
       for (int64_t bt = 0; bt < B * T; ++bt) {
         float* g = dwte + static_cast<int64_t>(idx[bt]) * C + c0;
         const float* d = dout + bt * C + c0;
 #pragma omp simd
         for (int64_t j = 0; j < width; ++j) g[j] += d[j];
       }
-    }
+    });
   }
   if (dwpe) {
 #pragma omp parallel for schedule(static)

@@ -27,8 +27,10 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/attention_jobs.h"
 #include "kernels/fast_math.h"
 #include "kernels/kernels.h"
+#include "kernels/row_softmax.h"
 
 namespace snug::kernels {
 
@@ -48,77 +50,51 @@ float* thread_scratch(size_t n) {
 void flash_attention_forward_gqa(float* out, float* lse, const float* q, const float* k,
                                  const float* v, const AttentionDims& d) {
   check_attention_dims(d, "flash_attention");
-  const int64_t B = d.B, T = d.T, NH = d.NH, hs = d.hs, rep = d.NH / d.NKV;
-  const int64_t ldq = d.ldq, ldk = d.ldk, ldv = d.ldv, ldo = d.ldo;
-  const bool causal = d.causal;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  const int64_t ntiles = (T + kBr - 1) / kBr;
-  const int64_t jobs = B * NH * ntiles;
-  // Jobs run from the largest query tile (the last one) down, which balances dynamic scheduling.
+  const int64_t T = d.T, hs = d.hs;
+  const float scale = detail::attention_scale(d);
+  const int64_t jobs = detail::query_block_jobs(d, kBr);  // largest query tiles first
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t job = 0; job < jobs; ++job) {
     float* S = thread_scratch(static_cast<size_t>(kBr * kBc + 2 * kBr));
     float* m = S + kBr * kBc;  // running row max of the scaled scores
     float* l = m + kBr;        // running row sum of exp(score - m)
 
-    const int64_t qt = ntiles - 1 - job % ntiles;
-    const int64_t bh = job / ntiles;
-    const int64_t b = bh / NH;
-    const int64_t h = bh % NH;
-    const int64_t kh = h / rep;
-    const int64_t t0 = qt * kBr;
-    const int64_t t1 = std::min(T, t0 + kBr);
-    const int64_t nr = t1 - t0;
-    const int64_t kend = causal ? t1 : T;  // keys [0, kend) are visible to the tile's rows
-    const float* qp = q + (b * T + t0) * ldq + h * hs;
-    const float* kp = k + b * T * ldk + kh * hs;
-    const float* vp = v + b * T * ldv + kh * hs;
-    float* o = out + (b * T + t0) * ldo + h * hs;
+    const detail::QueryBlock tile = detail::query_block(d, kBr, job, q, k, v, out);
+    const int64_t t0 = tile.t0, nr = tile.t1 - tile.t0, kend = tile.kend;
+    const float *qp = tile.q, *kp = tile.k, *vp = tile.v;
+    float* o = tile.out;
 
     for (int64_t s0 = 0; s0 < kend; s0 += kBc) {
       const int64_t s1 = std::min(kend, s0 + kBc);
       const int64_t nc = s1 - s0;
       const bool first = s0 == 0;
-      gemm_f32(false, true, nr, nc, hs, scale, qp, ldq, kp + s0 * ldk, ldk, 0.0f, S, kBc);
+      gemm_f32(false, true, nr, nc, hs, scale, qp, d.ldq, kp + s0 * d.ldk, d.ldk, 0.0f, S, kBc);
       for (int64_t r = 0; r < nr; ++r) {
         float* row = S + r * kBc;
         // Keys s0 .. t0 + r are visible to row t0 + r (all keys when bidirectional); the first
         // key tile always holds key 0, so every row has at least one visible key there and m, l
         // start finite.
-        const int64_t n = causal ? std::clamp<int64_t>(t0 + r + 1 - s0, 0, nc) : nc;
-        float mx = first ? -INFINITY : m[r];
-#pragma omp simd reduction(max : mx)
-        for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < n; ++j) {
-          const float e = detail::fast_exp(row[j] - mx);
-          row[j] = e;
-          sum += e;
-        }
+        const int64_t n = d.causal ? std::clamp<int64_t>(t0 + r + 1 - s0, 0, nc) : nc;
+        const float mx = detail::row_max(row, n, first ? -INFINITY : m[r]);
+        const float sum = detail::exp_shifted(row, row, n, mx);
         std::fill(row + n, row + nc, 0.0f);
         if (first) {
           l[r] = sum;
         } else if (mx != m[r]) {
           const float alpha = detail::fast_exp(m[r] - mx);
           l[r] = l[r] * alpha + sum;
-          float* orow = o + r * ldo;
-#pragma omp simd
-          for (int64_t i = 0; i < hs; ++i) orow[i] *= alpha;
+          detail::scale_row(o + r * d.ldo, hs, alpha);
         } else {
           l[r] += sum;
         }
         m[r] = mx;
       }
-      gemm_f32(false, false, nr, hs, nc, 1.0f, S, kBc, vp + s0 * ldv, ldv, first ? 0.0f : 1.0f, o,
-               ldo);
+      gemm_f32(false, false, nr, hs, nc, 1.0f, S, kBc, vp + s0 * d.ldv, d.ldv, first ? 0.0f : 1.0f,
+               o, d.ldo);
     }
-    float* lrow = lse + bh * T + t0;
+    float* lrow = lse + tile.bh * T + t0;
     for (int64_t r = 0; r < nr; ++r) {
-      const float inv = 1.0f / l[r];
-      float* orow = o + r * ldo;
-#pragma omp simd
-      for (int64_t i = 0; i < hs; ++i) orow[i] *= inv;
+      detail::scale_row(o + r * d.ldo, hs, 1.0f / l[r]);
       lrow[r] = m[r] + std::log(l[r]);
     }
   }
@@ -128,71 +104,60 @@ void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* 
                                   const float* q, const float* k, const float* v, const float* out,
                                   const float* lse, const AttentionDims& d) {
   check_attention_dims(d, "flash_attention");
-  const int64_t B = d.B, T = d.T, NH = d.NH, NKV = d.NKV, hs = d.hs, rep = NH / NKV;
-  const int64_t ldq = d.ldq, ldk = d.ldk, ldv = d.ldv, ldo = d.ldo;
-  const bool causal = d.causal;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  // dk and dv of a kv head sum over all query tiles of its query heads, so a job is a whole
-  // (batch, kv head) pair.
+  const int64_t T = d.T, hs = d.hs;
+  const float scale = detail::attention_scale(d);
+  // One job per (batch, kv head): it owns that head's dk and dv (kernels/attention_jobs.h).
 #pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t bkv = 0; bkv < B * NKV; ++bkv) {
+  for (int64_t bkv = 0; bkv < d.B * d.NKV; ++bkv) {
     float* P = thread_scratch(static_cast<size_t>(2 * kBr * kBc + 2 * kBr));
     float* dS = P + kBr * kBc;  // dP, then dS in place
     float* li = dS + kBr * kBc;
     float* Di = li + kBr;
 
-    const int64_t b = bkv / NKV;
-    const int64_t kh = bkv % NKV;
-    const float* kp = k + b * T * ldk + kh * hs;
-    const float* vp = v + b * T * ldv + kh * hs;
-    float* dkp = dk + b * T * ldk + kh * hs;
-    float* dvp = dv + b * T * ldv + kh * hs;
+    const detail::KvHeadJob job = detail::kv_head_job(d, bkv, k, v, dk, dv);
+    const float *kp = job.k, *vp = job.v;
+    float *dkp = job.dk, *dvp = job.dv;
     for (int64_t t = 0; t < T; ++t) {
-      std::memset(dkp + t * ldk, 0, static_cast<size_t>(hs) * sizeof(float));
-      std::memset(dvp + t * ldv, 0, static_cast<size_t>(hs) * sizeof(float));
+      std::memset(dkp + t * d.ldk, 0, static_cast<size_t>(hs) * sizeof(float));
+      std::memset(dvp + t * d.ldv, 0, static_cast<size_t>(hs) * sizeof(float));
     }
 
-    for (int64_t qh = 0; qh < rep; ++qh) {
-      const int64_t h = kh * rep + qh;
-      const float* qp = q + b * T * ldq + h * hs;
-      float* dqp = dq + b * T * ldq + h * hs;
-      const float* dd = dout + b * T * ldo + h * hs;
-      const float* o = out + b * T * ldo + h * hs;
-      const float* lh = lse + (b * NH + h) * T;
+    for (int64_t qh = 0; qh < d.NH / d.NKV; ++qh) {
+      const detail::QueryHeadOfJob head = detail::query_head_of(d, job, qh, q, dq, dout, out);
+      const float* qp = head.q;
+      float* dqp = head.dq;
+      const float* dd = head.dout;
+      const float* o = head.out;
+      const float* lh = lse + (job.b * d.NH + head.h) * T;
 
       for (int64_t t0 = 0; t0 < T; t0 += kBr) {
         const int64_t t1 = std::min(T, t0 + kBr);
         const int64_t nr = t1 - t0;
-        const int64_t kend = causal ? t1 : T;
+        const int64_t kend = d.causal ? t1 : T;
         for (int64_t r = 0; r < nr; ++r) {
-          const float* drow = dd + (t0 + r) * ldo;
-          const float* orow = o + (t0 + r) * ldo;
-          float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-          for (int64_t i = 0; i < hs; ++i) dot += drow[i] * orow[i];
-          Di[r] = dot;
+          Di[r] = detail::row_dot(dd + (t0 + r) * d.ldo, o + (t0 + r) * d.ldo, hs);
           li[r] = lh[t0 + r];
         }
         for (int64_t s0 = 0; s0 < kend; s0 += kBc) {
           const int64_t s1 = std::min(kend, s0 + kBc);
           const int64_t nc = s1 - s0;
           // P = exp(scale Q_i K_j^T - lse_i), 0 where masked.
-          gemm_f32(false, true, nr, nc, hs, scale, qp + t0 * ldq, ldq, kp + s0 * ldk, ldk, 0.0f, P,
-                   kBc);
+          gemm_f32(false, true, nr, nc, hs, scale, qp + t0 * d.ldq, d.ldq, kp + s0 * d.ldk, d.ldk,
+                   0.0f, P, kBc);
           for (int64_t r = 0; r < nr; ++r) {
             float* row = P + r * kBc;
-            const int64_t n = causal ? std::clamp<int64_t>(t0 + r + 1 - s0, 0, nc) : nc;
+            const int64_t n = d.causal ? std::clamp<int64_t>(t0 + r + 1 - s0, 0, nc) : nc;
             const float lr = li[r];
 #pragma omp simd
             for (int64_t j = 0; j < n; ++j) row[j] = detail::fast_exp(row[j] - lr);
             std::fill(row + n, row + nc, 0.0f);
           }
           // dV_j += P^T dO_i.
-          gemm_f32(true, false, nc, hs, nr, 1.0f, P, kBc, dd + t0 * ldo, ldo, 1.0f, dvp + s0 * ldv,
-                   ldv);
+          gemm_f32(true, false, nc, hs, nr, 1.0f, P, kBc, dd + t0 * d.ldo, d.ldo, 1.0f,
+                   dvp + s0 * d.ldv, d.ldv);
           // dP = dO_i V_j^T; dS = scale * P * (dP - D_i).
-          gemm_f32(false, true, nr, nc, hs, 1.0f, dd + t0 * ldo, ldo, vp + s0 * ldv, ldv, 0.0f, dS,
-                   kBc);
+          gemm_f32(false, true, nr, nc, hs, 1.0f, dd + t0 * d.ldo, d.ldo, vp + s0 * d.ldv, d.ldv,
+                   0.0f, dS, kBc);
           for (int64_t r = 0; r < nr; ++r) {
             const float* prow = P + r * kBc;
             float* srow = dS + r * kBc;
@@ -201,10 +166,10 @@ void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* 
             for (int64_t j = 0; j < nc; ++j) srow[j] = scale * prow[j] * (srow[j] - Dr);
           }
           // dQ_i += dS K_j (the first key tile overwrites); dK_j += dS^T Q_i.
-          gemm_f32(false, false, nr, hs, nc, 1.0f, dS, kBc, kp + s0 * ldk, ldk,
-                   s0 == 0 ? 0.0f : 1.0f, dqp + t0 * ldq, ldq);
-          gemm_f32(true, false, nc, hs, nr, 1.0f, dS, kBc, qp + t0 * ldq, ldq, 1.0f, dkp + s0 * ldk,
-                   ldk);
+          gemm_f32(false, false, nr, hs, nc, 1.0f, dS, kBc, kp + s0 * d.ldk, d.ldk,
+                   s0 == 0 ? 0.0f : 1.0f, dqp + t0 * d.ldq, d.ldq);
+          gemm_f32(true, false, nc, hs, nr, 1.0f, dS, kBc, qp + t0 * d.ldq, d.ldq, 1.0f,
+                   dkp + s0 * d.ldk, d.ldk);
         }
       }
     }

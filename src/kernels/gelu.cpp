@@ -5,6 +5,7 @@
 //   gelu'(x) = s + 2 x s (1 - s) u'(x),  u'(x) = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
 #include "kernels/fast_math.h"
 #include "kernels/kernels.h"
+#include "kernels/parallel_loops.h"
 
 namespace snug::kernels {
 
@@ -15,22 +16,18 @@ constexpr int64_t kGrain = 4096;  // elements per parallel chunk
 }  // namespace
 
 void gelu_forward(float* out, const float* inp, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = i0 + kGrain < n ? i0 + kGrain : n;
+  detail::for_chunks(n, kGrain, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) {
       const float x = inp[i];
       const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
       out[i] = x / (1.0f + detail::fast_exp(-2.0f * u));
     }
-  }
+  });
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = i0 + kGrain < n ? i0 + kGrain : n;
+  detail::for_chunks(n, kGrain, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) {
       const float x = inp[i];
@@ -39,7 +36,7 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) 
       const float s = 1.0f / (1.0f + detail::fast_exp(-2.0f * u));
       dinp[i] = (s + 2.0f * x * s * (1.0f - s) * du) * dout[i];
     }
-  }
+  });
 }
 
 }  // namespace snug::kernels

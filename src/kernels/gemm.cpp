@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/arg_checks.h"
 #include "kernels/kernels.h"
 
 namespace snug::kernels {
@@ -12,9 +13,7 @@ namespace snug::kernels {
 void gemm_f32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
               int64_t ldc) {
-  SNUG_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_f32: negative size M=", M, " N=", N, " K=", K);
-  if (M == 0 || N == 0) return;
-  if (K == 0) return scale_c_for_empty_k(M, N, beta, C, ldc);
+  if (detail::gemm_without_products("gemm_f32", M, N, K, beta, C, ldc)) return;
   const dnnl_status_t st = dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, N, K, alpha, A,
                                       lda, B, ldb, beta, C, ldc);
   SNUG_CHECK(st == dnnl_success, "gemm_f32: dnnl_sgemm failed with status ", static_cast<int>(st),

@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "kernels/arg_checks.h"
 #include "kernels/kernels.h"
 
 namespace snug::kernels {
@@ -73,9 +74,7 @@ std::shared_ptr<const Cached> primitive_for(const Key& key) {
 void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C,
                int64_t ldc) {
-  SNUG_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_bf16: negative size M=", M, " N=", N, " K=", K);
-  if (M == 0 || N == 0) return;
-  if (K == 0) return scale_c_for_empty_k(M, N, beta, C, ldc);
+  if (detail::gemm_without_products("gemm_bf16", M, N, K, beta, C, ldc)) return;
   SNUG_CHECK(lda >= (transA ? M : K) && ldb >= (transB ? K : N) && ldc >= N,
              "gemm_bf16: leading dimension too small (transA=", transA, " transB=", transB,
              " M=", M, " N=", N, " K=", K, " lda=", lda, " ldb=", ldb, " ldc=", ldc, ")");
@@ -99,10 +98,10 @@ void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float 
                              {DNNL_ARG_SCRATCHPAD, sm}});
     stream.wait();
   } catch (const dnnl::error& e) {
-    throw Error(detail::concat("gemm_bf16: oneDNN's bf16 matmul failed (", e.what(), ", status ",
-                               static_cast<int>(e.status), ") for transA=", transA,
-                               " transB=", transB, " M=", M, " N=", N, " K=", K,
-                               "; kernels/gemm_path.h says where it exists"));
+    throw Error(snug::detail::concat(
+        "gemm_bf16: oneDNN's bf16 matmul failed (", e.what(), ", status ",
+        static_cast<int>(e.status), ") for transA=", transA, " transB=", transB, " M=", M, " N=", N,
+        " K=", K, "; kernels/gemm_path.h says where it exists"));
   }
 }
 

@@ -1,9 +1,9 @@
 // Layer normalization: rows in parallel; dw/db in a second pass over column blocks so that the
 // parameter gradients need no cross-thread reduction (deterministic, no scratch).
-#include <algorithm>
 #include <cmath>
 
 #include "kernels/kernels.h"
+#include "kernels/parallel_loops.h"
 
 namespace snug::kernels {
 
@@ -58,14 +58,9 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
     }
   }
   if (dw || db) {
-    constexpr int64_t kCols = 64;
-    const int64_t nblocks = (C + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static)
-    for (int64_t blk = 0; blk < nblocks; ++blk) {
-      const int64_t c0 = blk * kCols;
-      const int64_t width = std::min(kCols, C - c0);
-      double acc_w[kCols] = {};
-      double acc_b[kCols] = {};
+    detail::for_column_blocks(C, [&](int64_t c0, int64_t width) {
+      double acc_w[detail::kColumnBlock] = {};
+      double acc_b[detail::kColumnBlock] = {};
       for (int64_t n = 0; n < N; ++n) {
         const float* x = inp + n * C + c0;
         const float* d = dout + n * C + c0;
@@ -81,7 +76,7 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
         if (dw) dw[c0 + j] += static_cast<float>(acc_w[j]);
         if (db) db[c0 + j] += static_cast<float>(acc_b[j]);
       }
-    }
+    });
   }
 }
 

@@ -10,8 +10,9 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "kernels/fast_math.h"
+#include "kernels/arg_checks.h"
 #include "kernels/kernels.h"
+#include "kernels/row_softmax.h"
 
 namespace snug::kernels {
 
@@ -101,12 +102,8 @@ double forward_vocab_sliced(float* losses, const T* lnf, const T* wte, const int
       const int32_t tgt = targets[i];
       if (tgt < 0) continue;
       const float* x = scratch + i * vb;
-      float maxv = -INFINITY;
-#pragma omp simd reduction(max : maxv)
-      for (int64_t j = 0; j < vb; ++j) maxv = x[j] > maxv ? x[j] : maxv;
-      float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < vb; ++j) sum += detail::fast_exp(x[j] - maxv);
+      const float maxv = detail::row_max(x, vb);
+      const float sum = detail::sum_exp_shifted(x, vb, maxv);
       if (tgt >= v0 && tgt < v0 + vb) tlogit[i] = x[tgt - v0];
       const float m_old = rmax[i];
       const float m_new = std::max(m_old, maxv);
@@ -127,15 +124,11 @@ double forward_vocab_sliced(float* losses, const T* lnf, const T* wte, const int
   return total;
 }
 
+// lm_head_xent on checked arguments (kernels/lm_head_entry.inc).
 template <typename T>
 double lm_head_xent_impl(float* losses, float* dlnf, float* dwte, const T* lnf, const T* wte,
                          const int32_t* targets, int64_t N, int64_t C, int64_t V, float scale,
                          float* scratch, int64_t chunk) {
-  SNUG_CHECK(N >= 0 && C >= 0 && V >= 1, "lm_head_xent: bad sizes N=", N, " C=", C, " V=", V);
-  SNUG_CHECK(chunk >= 1, "lm_head_xent: chunk must be >= 1, got ", chunk);
-  for (int64_t n = 0; n < N; ++n)
-    SNUG_CHECK(targets[n] < V, "lm_head_xent: target ", targets[n], " at row ", n,
-               " is out of range for a vocabulary of ", V);
   if (N == 0) return 0.0;
   chunk = std::min(chunk, N);
   const bool backward = dlnf != nullptr || dwte != nullptr;
@@ -179,29 +172,18 @@ double lm_head_xent_impl(float* losses, float* dlnf, float* dwte, const T* lnf, 
         }
         continue;
       }
-      float maxv = -INFINITY;
-#pragma omp simd reduction(max : maxv)
-      for (int64_t j = 0; j < V; ++j) maxv = x[j] > maxv ? x[j] : maxv;
+      const float maxv = detail::row_max(x, V);
       const float shifted_target = x[tgt] - maxv;
-      // Each lane sums its own float partial; V up to ~50k keeps the error well under 1e-6.
-      float sum = 0.0f;
+      float sum;
       if (backward) {
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < V; ++j) {
-          const float e = detail::fast_exp(x[j] - maxv);
-          x[j] = e;
-          sum += e;
-        }
         // dlogits = (softmax - onehot) * scale, in place
-        const float k = scale / sum;
-#pragma omp simd
-        for (int64_t j = 0; j < V; ++j) x[j] *= k;
+        sum = detail::exp_shifted(x, x, V, maxv);
+        detail::scale_row(x, V, scale / sum);
         x[tgt] -= scale;
       } else {
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < V; ++j) sum += detail::fast_exp(x[j] - maxv);
+        sum = detail::sum_exp_shifted(x, V, maxv);
       }
-      lo[i] = static_cast<float>(std::log(static_cast<double>(sum)) - shifted_target);
+      lo[i] = detail::xent_from_sum(sum, shifted_target);
     }
     // Serial sum in row order: the returned loss is reproducible.
     for (int64_t i = 0; i < m; ++i) total += lo[i];
@@ -218,16 +200,6 @@ double lm_head_xent_impl(float* losses, float* dlnf, float* dwte, const T* lnf, 
 
 }  // namespace
 
-double lm_head_xent(float* losses, float* dlnf, float* dwte, const float* lnf, const float* wte,
-                    const int32_t* targets, int64_t N, int64_t C, int64_t V, float scale,
-                    float* scratch, int64_t chunk) {
-  return lm_head_xent_impl(losses, dlnf, dwte, lnf, wte, targets, N, C, V, scale, scratch, chunk);
-}
-
-double lm_head_xent_bf16(float* losses, float* dlnf, float* dwte, const uint16_t* lnf,
-                         const uint16_t* wte, const int32_t* targets, int64_t N, int64_t C,
-                         int64_t V, float scale, float* scratch, int64_t chunk) {
-  return lm_head_xent_impl(losses, dlnf, dwte, lnf, wte, targets, N, C, V, scale, scratch, chunk);
-}
+#include "kernels/lm_head_entry.inc"
 
 }  // namespace snug::kernels

@@ -6,88 +6,64 @@
 
 #include "core/error.h"
 #include "kernels/flash_attention.h"
-#include "kernels/ref_attention_grads.h"
+#include "kernels/ref_attention_common.h"
 
 namespace snug::ref {
+
+using detail::head_row;
 
 void flash_attention_forward_gqa(float* out, float* lse, const float* q, const float* k,
                                  const float* v, const AttentionDims& d) {
   check_attention_dims(d, "flash_attention");
-  const int64_t B = d.B, T = d.T, NH = d.NH, hs = d.hs, rep = d.NH / d.NKV;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
+  const int64_t T = d.T, hs = d.hs;
   std::vector<double> row(static_cast<size_t>(T));
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t h = 0; h < NH; ++h) {
-      const int64_t kh = h / rep;
-      for (int64_t t = 0; t < T; ++t) {
-        const int64_t n = d.causal ? t + 1 : T;
-        const float* qr = q + (b * T + t) * d.ldq + h * hs;
-        double maxv = -INFINITY;
-        for (int64_t t2 = 0; t2 < n; ++t2) {
-          const float* kr = k + (b * T + t2) * d.ldk + kh * hs;
-          double dot = 0.0;
-          for (int64_t i = 0; i < hs; ++i) dot += static_cast<double>(qr[i]) * kr[i];
-          row[t2] = dot * scale;
-          if (row[t2] > maxv) maxv = row[t2];
-        }
-        double sum = 0.0;
-        for (int64_t t2 = 0; t2 < n; ++t2) {
-          row[t2] = std::exp(row[t2] - maxv);
-          sum += row[t2];
-        }
-        lse[(b * NH + h) * T + t] = static_cast<float>(maxv + std::log(sum));
-        float* o = out + (b * T + t) * d.ldo + h * hs;
-        for (int64_t i = 0; i < hs; ++i) {
-          double acc = 0.0;
-          for (int64_t t2 = 0; t2 < n; ++t2) acc += row[t2] * v[(b * T + t2) * d.ldv + kh * hs + i];
-          o[i] = static_cast<float>(acc / sum);
-        }
-      }
+  detail::for_each_query_row(d, [&](int64_t b, int64_t h, int64_t kh, int64_t t, int64_t n) {
+    const detail::ExpScores e = detail::exp_scores(row.data(), q, k, d, b, h, kh, t, n);
+    lse[(b * d.NH + h) * T + t] = static_cast<float>(e.max + std::log(e.sum));
+    float* o = out + (b * T + t) * d.ldo + h * hs;
+    for (int64_t i = 0; i < hs; ++i) {
+      double acc = 0.0;
+      for (int64_t t2 = 0; t2 < n; ++t2) acc += row[t2] * head_row(v, d.ldv, d, b, t2, kh)[i];
+      o[i] = static_cast<float>(acc / e.sum);
     }
-  }
+  });
 }
 
 void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout,
                                   const float* q, const float* k, const float* v, const float* out,
                                   const float* lse, const AttentionDims& d) {
   check_attention_dims(d, "flash_attention");
-  const int64_t B = d.B, T = d.T, NH = d.NH, NKV = d.NKV, hs = d.hs, rep = NH / NKV;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
   detail::AttentionGrads g(d);
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t h = 0; h < NH; ++h) {
-      const int64_t kh = h / rep;
-      for (int64_t t = 0; t < T; ++t) {
-        const int64_t n = d.causal ? t + 1 : T;
-        const float* qr = q + (b * T + t) * d.ldq + h * hs;
-        const float* dd = dout + (b * T + t) * d.ldo + h * hs;
-        const float* o = out + (b * T + t) * d.ldo + h * hs;
-        const double l = lse[(b * NH + h) * T + t];
-        // D = sum_t2 p[t2] (d . v[t2]) = d . out[t].
-        double D = 0.0;
-        for (int64_t i = 0; i < hs; ++i) D += static_cast<double>(dd[i]) * o[i];
-        double* gqr = g.q(b * T + t, h);
-        for (int64_t t2 = 0; t2 < n; ++t2) {
-          const float* kr = k + (b * T + t2) * d.ldk + kh * hs;
-          const float* vr = v + (b * T + t2) * d.ldv + kh * hs;
-          double* gkr = g.k(b * T + t2, kh);
-          double* gvr = g.v(b * T + t2, kh);
-          double s = 0.0, dp = 0.0;
-          for (int64_t i = 0; i < hs; ++i) {
-            s += static_cast<double>(qr[i]) * kr[i];
-            dp += static_cast<double>(dd[i]) * vr[i];
-          }
-          const double p = std::exp(s * scale - l);
-          const double ds = p * (dp - D) * scale;  // gradient of the unscaled score q . k
-          for (int64_t i = 0; i < hs; ++i) {
-            gvr[i] += p * dd[i];
-            gqr[i] += ds * kr[i];
-            gkr[i] += ds * qr[i];
-          }
-        }
+  const int64_t T = d.T, hs = d.hs;
+  const double scale = detail::score_scale(d);
+  detail::for_each_query_row(d, [&](int64_t b, int64_t h, int64_t kh, int64_t t, int64_t n) {
+    const float* qr = head_row(q, d.ldq, d, b, t, h);
+    const float* dd = head_row(dout, d.ldo, d, b, t, h);
+    const float* o = head_row(out, d.ldo, d, b, t, h);
+    const double l = lse[(b * d.NH + h) * T + t];
+    // D = sum_t2 p[t2] (d . v[t2]) = d . out[t].
+    double D = 0.0;
+    for (int64_t i = 0; i < hs; ++i) D += static_cast<double>(dd[i]) * o[i];
+    double* gqr = g.q(b * T + t, h);
+    for (int64_t t2 = 0; t2 < n; ++t2) {
+      const float* kr = head_row(k, d.ldk, d, b, t2, kh);
+      const float* vr = head_row(v, d.ldv, d, b, t2, kh);
+      double* gkr = g.k(b * T + t2, kh);
+      double* gvr = g.v(b * T + t2, kh);
+      double s = 0.0, dp = 0.0;
+      for (int64_t i = 0; i < hs; ++i) {
+        s += static_cast<double>(qr[i]) * kr[i];
+        dp += static_cast<double>(dd[i]) * vr[i];
+      }
+      const double p = std::exp(s * scale - l);
+      const double ds = p * (dp - D) * scale;  // gradient of the unscaled score q . k
+      for (int64_t i = 0; i < hs; ++i) {
+        gvr[i] += p * dd[i];
+        gqr[i] += ds * kr[i];
+        gkr[i] += ds * qr[i];
       }
     }
-  }
+  });
   g.store(dq, dk, dv);
 }
 

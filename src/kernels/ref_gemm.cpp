@@ -6,22 +6,48 @@
 
 namespace snug::ref {
 
-void gemm_f32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
-              const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-              int64_t ldc) {
+namespace {
+
+float widen(float x) {
+  return x;
+}
+float widen(uint16_t x) {
+  return bf16_to_f32(x);
+}
+
+std::vector<float> widen_bf16(const uint16_t* x, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = widen(x[i]);
+  return out;
+}
+
+// C(M,N) = alpha * op(A) op(B) + beta * C, every product and sum in Acc, k in order. T is the
+// operand type (float, or uint16_t for bf16 bit patterns).
+template <typename Acc, typename T>
+void gemm_loops(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
+                int64_t lda, const T* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
-      double acc = 0.0;
+      Acc acc = 0;
       for (int64_t k = 0; k < K; ++k) {
-        const double a = transA ? A[k * lda + i] : A[i * lda + k];
-        const double b = transB ? B[j * ldb + k] : B[k * ldb + j];
+        const Acc a = widen(transA ? A[k * lda + i] : A[i * lda + k]);
+        const Acc b = widen(transB ? B[j * ldb + k] : B[k * ldb + j]);
         acc += a * b;
       }
       // beta == 0 means C is write-only (as in BLAS): garbage or NaN there does not propagate.
-      const double c = beta == 0.0f ? 0.0 : static_cast<double>(beta) * C[i * ldc + j];
+      const Acc c = beta == 0.0f ? Acc{0} : static_cast<Acc>(beta) * C[i * ldc + j];
       C[i * ldc + j] = static_cast<float>(alpha * acc + c);
     }
   }
+}
+
+}  // namespace
+
+// fp32 operands, double accumulation.
+void gemm_f32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+              const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+              int64_t ldc) {
+  gemm_loops<double>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void linear_forward(float* out, const float* inp, const float* w, const float* b, int64_t N,
@@ -66,31 +92,12 @@ void linear_backward(float* dinp, float* dw, float* db, const float* dout, const
   }
 }
 
-namespace {
-std::vector<float> widen_bf16(const uint16_t* x, int64_t n) {
-  std::vector<float> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = bf16_to_f32(x[i]);
-  return out;
-}
-}  // namespace
-
 // bf16 operands with fp32 accumulation in k order: what a bf16 GEMM unit computes, up to the
 // order of the sums (each product of two bf16 values is exact in fp32).
 void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C,
                int64_t ldc) {
-  for (int64_t i = 0; i < M; ++i) {
-    for (int64_t j = 0; j < N; ++j) {
-      float acc = 0.0f;
-      for (int64_t k = 0; k < K; ++k) {
-        const float a = bf16_to_f32(transA ? A[k * lda + i] : A[i * lda + k]);
-        const float b = bf16_to_f32(transB ? B[j * ldb + k] : B[k * ldb + j]);
-        acc += a * b;
-      }
-      const float c = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
-      C[i * ldc + j] = alpha * acc + c;
-    }
-  }
+  gemm_loops<float>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void linear_forward_bf16(float* out, const uint16_t* inp, const uint16_t* w, const float* b,

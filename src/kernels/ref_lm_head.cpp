@@ -6,6 +6,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/arg_checks.h"
 #include "kernels/lm_head.h"
 
 namespace snug::ref {
@@ -19,17 +20,13 @@ inline double load(uint16_t x) {
   return bf16_to_f32(x);
 }
 
+// lm_head_xent on checked arguments (kernels/lm_head_entry.inc).
 // T = float: fp32 operands; T = uint16_t: bf16 operands, whose dlogits are rounded to bf16
 // before the two backward products (they are a bf16 GEMM's input).
 template <typename T>
 double lm_head_xent_impl(float* losses, float* dlnf, float* dwte, const T* lnf, const T* wte,
                          const int32_t* targets, int64_t N, int64_t C, int64_t V, float scale,
                          float* scratch, int64_t chunk) {
-  SNUG_CHECK(N >= 0 && C >= 0 && V >= 1, "lm_head_xent: bad sizes N=", N, " C=", C, " V=", V);
-  SNUG_CHECK(chunk >= 1, "lm_head_xent: chunk must be >= 1, got ", chunk);
-  for (int64_t n = 0; n < N; ++n)
-    SNUG_CHECK(targets[n] < V, "lm_head_xent: target ", targets[n], " at row ", n,
-               " is out of range for a vocabulary of ", V);
   const bool backward = dlnf != nullptr || dwte != nullptr;
   double total = 0.0;
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
@@ -91,16 +88,6 @@ double lm_head_xent_impl(float* losses, float* dlnf, float* dwte, const T* lnf, 
 
 }  // namespace
 
-double lm_head_xent(float* losses, float* dlnf, float* dwte, const float* lnf, const float* wte,
-                    const int32_t* targets, int64_t N, int64_t C, int64_t V, float scale,
-                    float* scratch, int64_t chunk) {
-  return lm_head_xent_impl(losses, dlnf, dwte, lnf, wte, targets, N, C, V, scale, scratch, chunk);
-}
-
-double lm_head_xent_bf16(float* losses, float* dlnf, float* dwte, const uint16_t* lnf,
-                         const uint16_t* wte, const int32_t* targets, int64_t N, int64_t C,
-                         int64_t V, float scale, float* scratch, int64_t chunk) {
-  return lm_head_xent_impl(losses, dlnf, dwte, lnf, wte, targets, N, C, V, scale, scratch, chunk);
-}
+#include "kernels/lm_head_entry.inc"
 
 }  // namespace snug::ref

@@ -2,7 +2,6 @@
 // rotation in double.
 #include <cmath>
 
-#include "core/error.h"
 #include "kernels/kernels.h"
 #include "kernels/rope_angle.h"
 
@@ -12,8 +11,6 @@ namespace {
 
 void rope_apply(float* x, int64_t B, int64_t T, int64_t NH, int64_t hs, int64_t ld, int64_t R,
                 float theta, double sign) {
-  SNUG_CHECK(R > 0 && R % 2 == 0 && R <= hs, "rope: rotary dims ", R,
-             " must be even and within the head size ", hs);
   const int64_t half = R / 2;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t)
@@ -31,14 +28,6 @@ void rope_apply(float* x, int64_t B, int64_t T, int64_t NH, int64_t hs, int64_t 
 
 }  // namespace
 
-void rope_forward(float* x, int64_t B, int64_t T, int64_t NH, int64_t hs, int64_t ld, int64_t R,
-                  float theta) {
-  rope_apply(x, B, T, NH, hs, ld, R, theta, 1.0);
-}
-
-void rope_backward(float* dx, int64_t B, int64_t T, int64_t NH, int64_t hs, int64_t ld, int64_t R,
-                   float theta) {
-  rope_apply(dx, B, T, NH, hs, ld, R, theta, -1.0);
-}
+#include "kernels/rope_entry.inc"
 
 }  // namespace snug::ref

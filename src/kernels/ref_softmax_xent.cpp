@@ -1,16 +1,14 @@
 // Reference softmax cross-entropy, in double.
 #include <cmath>
 
-#include "core/error.h"
+#include "kernels/arg_checks.h"
 #include "kernels/kernels.h"
 
 namespace snug::ref {
 
 double softmax_xent_forward(float* losses, float* probs, const float* logits,
                             const int32_t* targets, int64_t N, int64_t V) {
-  for (int64_t n = 0; n < N; ++n)
-    SNUG_CHECK(targets[n] < V, "softmax_xent_forward: target ", targets[n], " at row ", n,
-               " is out of range for a vocabulary of ", V);
+  kernels::detail::check_targets(targets, N, V, "softmax_xent_forward");
   double total = 0.0;
   for (int64_t n = 0; n < N; ++n) {
     const float* x = logits + n * V;

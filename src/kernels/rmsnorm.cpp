@@ -2,10 +2,10 @@
 // deterministic), as layernorm.cpp.
 //   y_c = w_c * (x_c * r),  r = (mean(x^2) + eps)^-1/2
 //   dx_c = r * w_c g_c - x_c * r^3 / C * sum_i(w_i g_i x_i);  dw_c = sum_n g_c x_c r.
-#include <algorithm>
 #include <cmath>
 
 #include "kernels/kernels.h"
+#include "kernels/parallel_loops.h"
 
 namespace snug::kernels {
 
@@ -43,13 +43,8 @@ void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* in
     }
   }
   if (dw) {
-    constexpr int64_t kCols = 64;
-    const int64_t nblocks = (C + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static)
-    for (int64_t blk = 0; blk < nblocks; ++blk) {
-      const int64_t c0 = blk * kCols;
-      const int64_t width = std::min(kCols, C - c0);
-      double acc[kCols] = {};
+    detail::for_column_blocks(C, [&](int64_t c0, int64_t width) {
+      double acc[detail::kColumnBlock] = {};
       for (int64_t n = 0; n < N; ++n) {
         const float* x = inp + n * C + c0;
         const float* d = dout + n * C + c0;
@@ -58,7 +53,7 @@ void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* in
         for (int64_t j = 0; j < width; ++j) acc[j] += d[j] * (x[j] * r);
       }
       for (int64_t j = 0; j < width; ++j) dw[c0 + j] += static_cast<float>(acc[j]);
-    }
+    });
   }
 }
 

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <vector>
 
-#include "core/error.h"
 #include "kernels/kernels.h"
 #include "kernels/rope_angle.h"
 
@@ -15,8 +14,6 @@ namespace {
 // sign = +1: forward rotation by +a; -1: the transpose (rotation by -a).
 void rope_apply(float* x, int64_t B, int64_t T, int64_t NH, int64_t hs, int64_t ld, int64_t R,
                 float theta, float sign) {
-  SNUG_CHECK(R > 0 && R % 2 == 0 && R <= hs, "rope: rotary dims ", R,
-             " must be even and within the head size ", hs);
   const int64_t half = R / 2;
   std::vector<float> inv(static_cast<size_t>(half));
   for (int64_t j = 0; j < half; ++j) inv[j] = detail::rope_inv_freq(j, R, theta);
@@ -46,14 +43,6 @@ void rope_apply(float* x, int64_t B, int64_t T, int64_t NH, int64_t hs, int64_t 
 
 }  // namespace
 
-void rope_forward(float* x, int64_t B, int64_t T, int64_t NH, int64_t hs, int64_t ld, int64_t R,
-                  float theta) {
-  rope_apply(x, B, T, NH, hs, ld, R, theta, 1.0f);
-}
-
-void rope_backward(float* dx, int64_t B, int64_t T, int64_t NH, int64_t hs, int64_t ld, int64_t R,
-                   float theta) {
-  rope_apply(dx, B, T, NH, hs, ld, R, theta, -1.0f);
-}
+#include "kernels/rope_entry.inc"
 
 }  // namespace snug::kernels

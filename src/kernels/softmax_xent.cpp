@@ -1,40 +1,25 @@
 // Softmax cross-entropy over vocabulary rows, rows in parallel.
-#include <cmath>
 
-#include "core/error.h"
-#include "kernels/fast_math.h"
+#include "kernels/arg_checks.h"
 #include "kernels/kernels.h"
+#include "kernels/row_softmax.h"
 
 namespace snug::kernels {
 
 double softmax_xent_forward(float* losses, float* probs, const float* logits,
                             const int32_t* targets, int64_t N, int64_t V) {
-  for (int64_t n = 0; n < N; ++n)
-    SNUG_CHECK(targets[n] < V, "softmax_xent_forward: target ", targets[n], " at row ", n,
-               " is out of range for a vocabulary of ", V);
+  kernels::detail::check_targets(targets, N, V, "softmax_xent_forward");
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const float* x = logits + n * V;
     float* p = probs + n * V;
-    float maxv = -INFINITY;
-#pragma omp simd reduction(max : maxv)
-    for (int64_t j = 0; j < V; ++j) maxv = x[j] > maxv ? x[j] : maxv;
+    const float maxv = detail::row_max(x, V);
     const int32_t tgt = targets[n];
     // Read the target logit before probs (which may alias logits) is written.
     const float shifted_target = tgt >= 0 ? x[tgt] - maxv : 0.0f;
-    // Each lane sums its own float partial; V up to ~50k keeps the error well under 1e-6.
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < V; ++j) {
-      const float e = detail::fast_exp(x[j] - maxv);
-      p[j] = e;
-      sum += e;
-    }
-    const float inv = 1.0f / sum;
-#pragma omp simd
-    for (int64_t j = 0; j < V; ++j) p[j] *= inv;
-    losses[n] =
-        tgt >= 0 ? static_cast<float>(std::log(static_cast<double>(sum)) - shifted_target) : 0.0f;
+    const float sum = detail::exp_shifted(p, x, V, maxv);
+    detail::scale_row(p, V, 1.0f / sum);
+    losses[n] = tgt >= 0 ? detail::xent_from_sum(sum, shifted_target) : 0.0f;
   }
   // Serial sum in a fixed order: the returned loss is bitwise reproducible.
   double total = 0.0;
