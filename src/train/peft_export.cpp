@@ -55,8 +55,8 @@ void check_run_config(const nlohmann::json& saved, const TrainingArguments& args
                " but this export has ", flag, " ", m[key].dump(),
                "; pass `snug export` the flags of the run");
   };
-  for (const char* key : {"model", "lora_r", "lora_alpha", "use_rslora", "target_modules",
-                          "load_in_8bit", "load_in_4bit"})
+  for (const char* key : {"model", "config_override", "lora_r", "lora_alpha", "use_rslora",
+                          "target_modules", "load_in_8bit", "load_in_4bit"})
     check(saved, mine, key, key);
   if (args.load_in_4bit)
     for (const char* key : {"bnb_4bit_quant_type", "bnb_4bit_use_double_quant"})
