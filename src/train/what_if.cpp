@@ -6,8 +6,7 @@
 
 #include "core/device.h"
 #include "models/registry.h"
-#include "optim/optimizer.h"
-#include "optim/registry.h"
+#include "train/switches.h"
 #include "train/trainer.h"
 
 namespace snug {
@@ -28,60 +27,16 @@ MemoryStats dry_run(const TrainingArguments& args, std::vector<MemoryEvent>* tim
 }
 
 std::vector<WhatIf> what_if(const TrainingArguments& args) {
+  // One dry run per switch of train/switches.h that is off in `args` and would apply.
+  const int64_t batch = args.per_device_train_batch_size * args.gradient_accumulation_steps;
   std::vector<std::pair<std::string, TrainingArguments>> variants;
-  auto add = [&](const std::string& flags, auto&& change) {
-    TrainingArguments a = args;
-    change(a);
-    variants.emplace_back(flags, a);
-  };
-  if (!args.gradient_checkpointing) {
-    add("--gradient-checkpointing", [](TrainingArguments& a) {
-      a.gradient_checkpointing = true;
-      a.checkpoint_policy = "every-layer";
-    });
-    add("--gradient-checkpointing --checkpoint-policy selective", [](TrainingArguments& a) {
-      a.gradient_checkpointing = true;
-      a.checkpoint_policy = "selective";
-    });
-  }
-  if (args.attention != "flash")
-    add("--attention flash", [](TrainingArguments& a) { a.attention = "flash"; });
-  if (args.logits != "chunked")
-    add("--logits chunked", [](TrainingArguments& a) { a.logits = "chunked"; });
-  if (!args.fp16 && !args.bf16 && !args.bf16_full)
-    add("--bf16", [](TrainingArguments& a) { a.bf16 = true; });
-  const bool peft = args.lora_r > 0 || args.load_in_4bit || args.load_in_8bit;
-  if (!args.fp16 && !args.bf16_full && !peft && supports_bf16_params(args.optim))
-    add("--bf16-full", [](TrainingArguments& a) { a.bf16_full = true; });
-  if (args.per_device_train_batch_size > 1 && args.per_device_train_batch_size % 2 == 0) {
-    const int64_t b = args.per_device_train_batch_size / 2;
-    const int64_t g = args.gradient_accumulation_steps * 2;
-    add("--per-device-train-batch-size " + std::to_string(b) + " --gradient-accumulation-steps " +
-            std::to_string(g),
-        [&](TrainingArguments& a) {
-          a.per_device_train_batch_size = b;
-          a.gradient_accumulation_steps = g;
-        });
-  }
-  // PEFT: adapters instead of full fine-tuning; a 4-bit base under the adapters (QLoRA).
-  if (args.lora_r == 0 && !args.bf16_full && !args.load_in_4bit && !args.load_in_8bit)
-    add("--lora-r 8 --target-modules all-linear", [](TrainingArguments& a) {
-      a.lora_r = 8;
-      a.target_modules = "all-linear";
-    });
-  if (args.lora_r > 0 && !args.load_in_4bit)
-    add("--load-in-4bit --bnb-4bit-quant-type nf4 --bnb-4bit-use-double-quant",
-        [](TrainingArguments& a) {
-          a.load_in_8bit = false;
-          a.load_in_4bit = true;
-          a.bnb_4bit_quant_type = "nf4";
-          a.bnb_4bit_use_double_quant = true;
-        });
-  // The registry's memory-saving alternatives (what_if_rank, optim/registry.h).
-  const OptimizerEntry* own = find_optimizer(args.optim);
-  for (const OptimizerEntry* e : what_if_optimizers())
-    if (e != own && (!args.bf16_full || e->bf16_params))
-      add(std::string("--optim ") + e->name, [e](TrainingArguments& a) { a.optim = e->name; });
+  for (const SwitchGroup& g : switch_groups())
+    for (const Switch& s : g.choices(args, batch))
+      if (s.what_if && s.what_if(args)) {
+        TrainingArguments a = args;
+        s.apply(a);
+        variants.emplace_back(s.flags, a);
+      }
 
   std::vector<WhatIf> rows;
   for (const auto& [flags, a] : variants) {
