@@ -1,4 +1,4 @@
-// `snug estimate`: the closed-form memory estimate (train/estimate.h: bytes per parameter as the
+// `snug estimate`: the closed-form memory estimate (plan/estimate.h: bytes per parameter as the
 // Hugging Face calculator and accelerate count them, activations by Korthikanti et al.) printed
 // beside the exact figures of a dry run of the same flags, with their ratio per category.
 #include <cstdio>
@@ -7,10 +7,10 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "models/registry.h"
-#include "train/estimate.h"
-#include "train/report.h"
+#include "plan/estimate.h"
+#include "plan/what_if.h"
+#include "report/report.h"
 #include "train/training_args.h"
-#include "train/what_if.h"
 
 namespace snug::cli {
 

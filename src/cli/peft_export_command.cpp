@@ -1,4 +1,4 @@
-// `snug export`: a LoRA run's adapters for the Hugging Face stack (train/peft_export.h).
+// `snug export`: a LoRA run's adapters for the Hugging Face stack (peft/peft_export.h).
 //   --adapter -o DIR            DIR/adapter_config.json + DIR/adapter_model.safetensors, as PEFT's
 //                               save_pretrained writes them (PeftModel.from_pretrained loads it)
 //   --merge -o FILE.safetensors the merged full weights in Hugging Face names (what
@@ -16,8 +16,8 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "models/registry.h"
+#include "peft/peft_export.h"
 #include "train/model_setup.h"
-#include "train/peft_export.h"
 #include "train/training_args.h"
 
 namespace snug::cli {

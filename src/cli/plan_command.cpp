@@ -13,11 +13,11 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "models/registry.h"
+#include "plan/what_if.h"
+#include "report/report.h"
 #include "train/freeze.h"
 #include "train/model_setup.h"
-#include "train/report.h"
 #include "train/training_args.h"
-#include "train/what_if.h"
 
 namespace snug::cli {
 

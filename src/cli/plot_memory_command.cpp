@@ -1,5 +1,5 @@
 // `snug plot-memory FILE.json -o FILE.svg`: live memory over one step of a memory timeline
-// (`--memory-timeline` of train or plan), stacked by category (train/memory_plot.h). SVG only:
+// (`--memory-timeline` of train or plan), stacked by category (report/memory_plot.h). SVG only:
 // a PNG needs a rasterizer this build does not link, so asking for one is a command-line error
 // that says how to get one.
 #include <cstdio>
@@ -10,8 +10,8 @@
 #include "core/error.h"
 #include "io/json_input.h"
 #include "io/output_file.h"
-#include "train/memory_plot.h"
-#include "train/memory_timeline.h"
+#include "report/memory_plot.h"
+#include "report/memory_timeline.h"
 
 namespace snug::cli {
 

@@ -11,11 +11,11 @@
 #include "data/dataset.h"
 #include "models/registry.h"
 #include "optim/optimizer.h"
-#include "train/memory_timeline.h"
+#include "plan/what_if.h"
+#include "report/memory_timeline.h"
+#include "report/report.h"
 #include "train/output_dir.h"
-#include "train/report.h"
 #include "train/trainer.h"
-#include "train/what_if.h"
 
 namespace snug::cli {
 

@@ -1,4 +1,4 @@
-#include "train/what_if.h"
+#include "plan/what_if.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,7 +6,7 @@
 
 #include "core/device.h"
 #include "models/registry.h"
-#include "train/switches.h"
+#include "plan/switches.h"
 #include "train/trainer.h"
 
 namespace snug {
@@ -27,7 +27,7 @@ MemoryStats dry_run(const TrainingArguments& args, std::vector<MemoryEvent>* tim
 }
 
 std::vector<WhatIf> what_if(const TrainingArguments& args) {
-  // One dry run per switch of train/switches.h that is off in `args` and would apply.
+  // One dry run per switch of plan/switches.h that is off in `args` and would apply.
   const int64_t batch = args.per_device_train_batch_size * args.gradient_accumulation_steps;
   std::vector<std::pair<std::string, TrainingArguments>> variants;
   for (const SwitchGroup& g : switch_groups())

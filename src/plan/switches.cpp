@@ -1,4 +1,4 @@
-#include "train/switches.h"
+#include "plan/switches.h"
 
 #include "optim/optimizer.h"
 #include "optim/registry.h"

@@ -1,4 +1,4 @@
-#include "train/peft_export.h"
+#include "peft/peft_export.h"
 
 #include <algorithm>
 #include <cmath>

@@ -23,7 +23,7 @@ struct WhatIf {
   int64_t peak_bytes;  // the dry run's peak with it
 };
 
-// One row per switch of train/switches.h whose what_if predicate holds for `args` (it is off
+// One row per switch of plan/switches.h whose what_if predicate holds for `args` (it is off
 // there and would change memory), in that list's order; combinations the run's other flags rule
 // out are left out.
 std::vector<WhatIf> what_if(const TrainingArguments& args);

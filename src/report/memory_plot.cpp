@@ -1,4 +1,4 @@
-#include "train/memory_plot.h"
+#include "report/memory_plot.h"
 
 #include <algorithm>
 #include <array>

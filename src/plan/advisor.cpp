@@ -1,4 +1,4 @@
-#include "train/advisor.h"
+#include "plan/advisor.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,9 +10,9 @@
 #include "nn/run_options.h"
 #include "optim/optimizer.h"
 #include "optim/registry.h"
+#include "plan/switches.h"
+#include "plan/what_if.h"
 #include "train/flag_table.h"
-#include "train/switches.h"
-#include "train/what_if.h"
 
 namespace snug {
 

@@ -1,5 +1,5 @@
-// The one list of switches that the fit advisor (train/advisor.h) and the what-if table
-// (train/what_if.h) propose: ways to run the same training with less memory, each as the flags
+// The one list of switches that the fit advisor (plan/advisor.h) and the what-if table
+// (plan/what_if.h) propose: ways to run the same training with less memory, each as the flags
 // it adds to the command line and the change it makes to the TrainingArguments. Adding a switch
 // is one choice in one group of switches.cpp.
 //

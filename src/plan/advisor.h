@@ -4,7 +4,7 @@
 //
 // The switches are dimensions, each a list of choices (flags + how they change the
 // TrainingArguments), read from the one list of switches that the what-if table also reads
-// (train/switches.h); the search is their Cartesian product. Today: the batch/accumulation split
+// (plan/switches.h); the search is their Cartesian product. Today: the batch/accumulation split
 // of the target batch, the checkpoint policy, the optimizer, the precision (fp32, --bf16,
 // --bf16-full) and, for a LoRA run, the base's storage (fp32, --load-in-8bit, 4-bit nf4 with
 // double quantization: QLoRA). Full fine-tuning is not offered LoRA (a different task).

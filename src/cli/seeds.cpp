@@ -1,4 +1,4 @@
-#include "bench/seeds.h"
+#include "cli/seeds.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,8 +12,8 @@
 #include "data/dataset.h"
 #include "models/registry.h"
 #include "optim/registry.h"
+#include "plan/what_if.h"
 #include "train/trainer.h"
-#include "train/what_if.h"
 
 namespace snug {
 
