@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "data/dataset.h"
+#include "io/svg.h"
 #include "models/registry.h"
 #include "optim/registry.h"
 #include "plan/what_if.h"
@@ -104,29 +105,6 @@ void finish_oom(BenchRow& row) {
 
 std::string pad(const std::string& s, size_t width) {
   return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 // Categories that are non-zero in some row (at the peak or at their own maximum).
@@ -418,11 +396,7 @@ std::string memory_svg(const std::vector<BenchRow>& rows, const std::string& tit
 
   std::ostringstream os;
   char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-                "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
-                width, height, width, height);
-  os << buf;
+  os << svg_open(width, height);
   os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   std::snprintf(buf, sizeof buf,
                 "<text x=\"%d\" y=\"28\" font-size=\"15\" font-weight=\"bold\">%s</text>\n", left,
