@@ -46,9 +46,8 @@ int run_plot(const PlotArgs& a) {
 }  // namespace
 
 Command add_plot_memory_command(CLI::App& app) {
-  auto a = std::make_shared<PlotArgs>();
-  CLI::App* sub = app.add_subcommand(
-      "plot-memory", "Draw a --memory-timeline JSON: live memory over one step by category");
+  const auto [sub, a] = add_subcommand<PlotArgs>(
+      app, "plot-memory", "Draw a --memory-timeline JSON: live memory over one step by category");
   sub->add_option("timeline", a->input, "Memory timeline JSON (train/plan --memory-timeline)")
       ->required();
   sub->add_option("-o,--output", a->output, "Output image (.svg)")
@@ -65,10 +64,7 @@ Command add_plot_memory_command(CLI::App& app) {
           "FILE.svg"));
   sub->add_option("--step", a->step, "Optimizer step to draw (default: the last one)");
   sub->add_option("--title", a->title, "Plot title");
-  Command c;
-  c.sub = sub;
-  c.run = [a]() { return run_plot(*a); };
-  return c;
+  return {sub, [a = a] { return run_plot(*a); }};
 }
 
 }  // namespace snug::cli

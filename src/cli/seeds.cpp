@@ -6,6 +6,7 @@
 #include <memory>
 #include <sstream>
 
+#include "cli/commands.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/parallel.h"
@@ -152,8 +153,7 @@ TrainingArguments seeds_base_args(const SeedsOptions& opts) {
   a.model = opts.model;
   a.data = opts.data;
   a.seq_len = opts.seq_len.value_or(std::min<int64_t>(512, cfg.shape.n_positions));
-  SNUG_CHECK(a.seq_len <= cfg.shape.n_positions, "--seq-len ", a.seq_len, " exceeds ",
-             cfg.shape.name, "'s context of ", cfg.shape.n_positions, " positions");
+  cli::check_seq_len(a.seq_len, cfg);
   a.per_device_train_batch_size = 4;
   a.gradient_accumulation_steps = 1;
   a.max_steps = opts.max_steps;
