@@ -143,5 +143,23 @@ TEST(ConfigOverride, PlanGivesTheSameReportAsTheShapeFlags) {
                                  "config.json key 'n_layr'"));
 }
 
+// A real run: the alias and the override train the same model to the same losses, bit for bit.
+TEST(ConfigOverride, TrainGivesTheSameLossesAsTheShapeFlag) {
+  test::TempDir tmp;
+  const std::string alias = tmp.path("alias.json"), generic = tmp.path("generic.json");
+  const test::CliResult a =
+      test::run_snug("train --n-layer 2 --max-steps 2 --report-json " + alias, 300);
+  const test::CliResult g = test::run_snug(
+      "train --config-override n_layer=2 --max-steps 2 --report-json " + generic, 300);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  const nlohmann::json ja = test::read_json(alias), jg = test::read_json(generic);
+  EXPECT_EQ(ja["model"]["n_layer"], 2);
+  EXPECT_EQ(ja["model"], jg["model"]);
+  ASSERT_EQ(ja["loss"].size(), 2u);
+  EXPECT_EQ(ja["loss"], jg["loss"]);
+  EXPECT_EQ(ja["memory"]["peak_bytes"], jg["memory"]["peak_bytes"]);
+}
+
 }  // namespace
 }  // namespace snug
