@@ -1,19 +1,19 @@
 // `snug bench seeds`: the seeds' experiment table (Hugging Face, "Efficient training on a single
 // GPU") measured on this machine, or with --sweep the seeds' batch-size sweep against a device
-// capacity. The matrix itself lives in bench/seeds.h; this file is the command line around it.
+// capacity. The matrix itself lives in cli/seeds.h; this file is the command line around it.
 #include <cstdio>
 #include <fstream>
 #include <memory>
 
-#include "bench/seeds.h"
 #include "cli/commands.h"
+#include "cli/seeds.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "io/output_file.h"
 #include "kernels/gemm_path.h"
 #include "models/registry.h"
-#include "train/report.h"
+#include "report/report.h"
 
 namespace snug::cli {
 

@@ -2,13 +2,15 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
-namespace snug {
-struct TrainingArguments;
-}
+#include "core/memory.h"
+#include "models/model_config.h"
+#include "train/training_args.h"
 
 namespace snug::cli {
 
@@ -20,6 +22,40 @@ struct Command {
   CLI::App* sub = nullptr;
   std::function<int()> run;
 };
+
+// A subcommand and the values its flags parse into. CLI11 writes them while parsing, after
+// add_*_command has returned, so they live behind a shared_ptr that the run closure keeps.
+template <class Flags>
+struct Subcommand {
+  CLI::App* sub = nullptr;
+  std::shared_ptr<Flags> flags;
+};
+template <class Flags>
+Subcommand<Flags> add_subcommand(CLI::App& parent, const std::string& name,
+                                 const std::string& description) {
+  return {parent.add_subcommand(name, description), std::make_shared<Flags>()};
+}
+
+// What the training commands (train, plan, estimate, export-init, export) parse.
+struct TrainingFlags {
+  TrainingArguments args;
+  std::string device_memory;  // --device-memory as given: a size or a GPU preset
+};
+// A subcommand with every training flag (add_training_flags); the command adds its own after.
+Subcommand<TrainingFlags> add_training_subcommand(CLI::App& app, const std::string& name,
+                                                  const std::string& description);
+
+// --seq-len against the model's context, with one message for every command.
+void check_seq_len(int64_t seq_len, const ModelConfig& cfg);
+// `args` made a dry run's (meta device, no modelled capacity) and validated; its model, with
+// --seq-len checked. plan and estimate start here.
+ModelConfig prepare_dry_run(TrainingArguments& args);
+// One optimizer step of `args` for plan's and estimate's headline: "batch 8 x 128 tokens,
+// accumulation 1, adamw_torch, fp32".
+std::string describe_step(const TrainingArguments& args);
+// A dry run's memory in plan's and estimate's JSON: report/report.h's memory_json without
+// peak_rss_bytes (a dry run allocates nothing, so the process's RSS says nothing about it).
+nlohmann::json dry_run_memory_json(const MemoryStats& m);
 
 Command add_train_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);

@@ -63,8 +63,7 @@ int run_export(const TrainingArguments& args, const ExportFlags& f) {
              "snug export-init: give -o FILE.safetensors and/or --batches-out FILE");
   set_num_threads(args.threads);
   const ModelConfig cfg = resolve_model(args.model);
-  SNUG_CHECK(args.seq_len <= cfg.shape.n_positions, "--seq-len ", args.seq_len, " exceeds ",
-             cfg.shape.name, "'s context of ", cfg.shape.n_positions, " positions");
+  check_seq_len(args.seq_len, cfg);
   if (!f.output.empty()) {
     Device dev(DeviceKind::cpu);
     const auto owned = create_model(cfg, dev, args.param_dtype());  // --bf16-full: bf16-rounded
@@ -86,22 +85,17 @@ int run_export(const TrainingArguments& args, const ExportFlags& f) {
 }  // namespace
 
 Command add_export_command(CLI::App& app) {
-  auto args = std::make_shared<TrainingArguments>();
-  auto flags = std::make_shared<ExportFlags>();
-  auto device_memory = std::make_shared<std::string>();
-  CLI::App* sub = app.add_subcommand(
-      "export-init",
+  const auto c = add_training_subcommand(
+      app, "export-init",
       "Write the initial weights (safetensors, Hugging Face names) and the token batches that "
       "`snug train` with the same flags starts from and reads");
-  add_training_flags(sub, *args, *device_memory);
+  CLI::App* sub = c.sub;
+  auto flags = std::make_shared<ExportFlags>();
   sub->add_option("-o,--output", flags->output,
                   "Write the initial weights here (FILE.safetensors, Hugging Face names)");
   sub->add_option("--batches-out", flags->batches_out,
                   "Write the token windows the run reads, in order, as a token file");
-  Command c;
-  c.sub = sub;
-  c.run = [args, flags]() { return run_export(*args, *flags); };
-  return c;
+  return {sub, [t = c.flags, flags] { return run_export(t->args, *flags); }};
 }
 
 }  // namespace snug::cli

@@ -9,7 +9,7 @@
 #include "core/parallel.h"
 #include "kernels/gemm_path.h"
 #include "kernels/peak.h"
-#include "train/report.h"
+#include "report/report.h"
 
 namespace snug::cli {
 

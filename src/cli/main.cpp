@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <new>
+#include <vector>
 
 #include "cli/commands.h"
 #include "core/error.h"
@@ -23,16 +24,13 @@ int main(int argc, char** argv) {
     return std::string("snug ") + SNUG_VERSION + "\n" +
            snug::kernels::gemm_summary(snug::kernels::resolve_gemm_path("auto"));
   });
-  snug::cli::Command train = snug::cli::add_train_command(app);
-  snug::cli::Command plan = snug::cli::add_plan_command(app);
-  snug::cli::Command bench_seeds = snug::cli::add_bench_command(app);
-  snug::cli::Command export_init = snug::cli::add_export_command(app);
-  snug::cli::Command quantize = snug::cli::add_quantize_command(app);
-  snug::cli::Command plot_memory = snug::cli::add_plot_memory_command(app);
-  snug::cli::Command estimate = snug::cli::add_estimate_command(app);
-  snug::cli::Command peft_export = snug::cli::add_peft_export_command(app);
-  snug::cli::Command info = snug::cli::add_info_command(app);
-  snug::cli::Command tokenize = snug::cli::add_tokenize_command(app);
+  // Every subcommand, in the order `snug --help` lists them.
+  const std::vector<snug::cli::Command> commands = {
+      snug::cli::add_train_command(app),    snug::cli::add_plan_command(app),
+      snug::cli::add_bench_command(app),    snug::cli::add_export_command(app),
+      snug::cli::add_quantize_command(app), snug::cli::add_plot_memory_command(app),
+      snug::cli::add_estimate_command(app), snug::cli::add_peft_export_command(app),
+      snug::cli::add_info_command(app),     snug::cli::add_tokenize_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -46,16 +44,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (train.sub->parsed()) return train.run();
-    if (plan.sub->parsed()) return plan.run();
-    if (bench_seeds.sub->parsed()) return bench_seeds.run();
-    if (export_init.sub->parsed()) return export_init.run();
-    if (quantize.sub->parsed()) return quantize.run();
-    if (plot_memory.sub->parsed()) return plot_memory.run();
-    if (estimate.sub->parsed()) return estimate.run();
-    if (peft_export.sub->parsed()) return peft_export.run();
-    if (info.sub->parsed()) return info.run();
-    if (tokenize.sub->parsed()) return tokenize.run();
+    for (const snug::cli::Command& c : commands)
+      if (c.sub->parsed()) return c.run();
   } catch (const snug::OutOfMemoryError& e) {
     std::fprintf(stderr, "snug: %s\n", e.what());
     return 3;

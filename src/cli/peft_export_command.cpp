@@ -1,4 +1,4 @@
-// `snug export`: a LoRA run's adapters for the Hugging Face stack (train/peft_export.h).
+// `snug export`: a LoRA run's adapters for the Hugging Face stack (peft/peft_export.h).
 //   --adapter -o DIR            DIR/adapter_config.json + DIR/adapter_model.safetensors, as PEFT's
 //                               save_pretrained writes them (PeftModel.from_pretrained loads it)
 //   --merge -o FILE.safetensors the merged full weights in Hugging Face names (what
@@ -16,8 +16,8 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "models/registry.h"
+#include "peft/peft_export.h"
 #include "train/model_setup.h"
-#include "train/peft_export.h"
 #include "train/training_args.h"
 
 namespace snug::cli {
@@ -71,14 +71,12 @@ int run_peft_export(const TrainingArguments& args, const PeftExportFlags& f) {
 }  // namespace
 
 Command add_peft_export_command(CLI::App& app) {
-  auto args = std::make_shared<TrainingArguments>();
-  auto flags = std::make_shared<PeftExportFlags>();
-  auto device_memory = std::make_shared<std::string>();
-  CLI::App* sub = app.add_subcommand(
-      "export",
+  const auto c = add_training_subcommand(
+      app, "export",
       "Export a LoRA run: the PEFT adapter (--adapter) or the merged full weights (--merge); "
       "give it the run's training flags");
-  add_training_flags(sub, *args, *device_memory);
+  CLI::App* sub = c.sub;
+  auto flags = std::make_shared<PeftExportFlags>();
   // Exactly one of --merge/--adapter, and -o: command-line errors (exit 2), caught by CLI11.
   CLI::Option_group* what =
       sub->add_option_group("what to export", "Exactly one of --merge and --adapter is required");
@@ -94,10 +92,7 @@ Command add_peft_export_command(CLI::App& app) {
   sub->add_option("--checkpoint", flags->checkpoint,
                   "Read the values from this checkpoint folder, or the latest complete checkpoint "
                   "of this output dir (default: the freshly initialized adapters)");
-  Command c;
-  c.sub = sub;
-  c.run = [args, flags]() { return run_peft_export(*args, *flags); };
-  return c;
+  return {sub, [t = c.flags, flags] { return run_peft_export(t->args, *flags); }};
 }
 
 }  // namespace snug::cli

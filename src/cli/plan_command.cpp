@@ -13,11 +13,11 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "models/registry.h"
+#include "plan/what_if.h"
+#include "report/report.h"
 #include "train/freeze.h"
 #include "train/model_setup.h"
-#include "train/report.h"
 #include "train/training_args.h"
-#include "train/what_if.h"
 
 namespace snug::cli {
 
@@ -48,12 +48,7 @@ void print_verdict(const Verdict& v) {
 
 int run_plan(TrainingArguments args, const std::string& device_memory, bool all_gpus,
              const std::string& json_path, const PlanExtras& extras) {
-  args.device = "meta";
-  args.device_memory.reset();
-  args.validate();
-  const ModelConfig cfg = args.model_config();
-  SNUG_CHECK(args.seq_len <= cfg.shape.n_positions, "--seq-len ", args.seq_len, " exceeds ",
-             cfg.shape.name, "'s context of ", cfg.shape.n_positions, " positions");
+  const ModelConfig cfg = prepare_dry_run(args);
   const MemoryStats mem = dry_run(args);
   // What --freeze leaves training (a shapes-only model: no bytes are touched).
   Device shapes(DeviceKind::meta);
@@ -61,17 +56,8 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
   CausalLM& shape_model = *owned;
   prepare_model(shape_model, args);  // LoRA, --freeze
   const int64_t trainable = count_params(shape_model.parameters(), true);
-  std::printf(
-      "snug plan: %s (%.2fM parameters), batch %lld x %lld tokens, accumulation %lld, "
-      "%s, %s — dry run on meta\n\n",
-      cfg.shape.name.c_str(), static_cast<double>(cfg.num_params) / 1e6,
-      static_cast<long long>(args.per_device_train_batch_size),
-      static_cast<long long>(args.seq_len),
-      static_cast<long long>(args.gradient_accumulation_steps), args.optim.c_str(),
-      args.fp16        ? "fp16 mixed precision"
-      : args.bf16_full ? "bf16 weights, gradients and state (--bf16-full)"
-      : args.bf16      ? "bf16 mixed precision"
-                       : "fp32");
+  std::printf("snug plan: %s (%.2fM parameters), %s — dry run on meta\n\n", cfg.shape.name.c_str(),
+              static_cast<double>(cfg.num_params) / 1e6, describe_step(args).c_str());
   if (!args.freeze.empty() || args.lora_r > 0)
     std::printf("%s: %lld of %lld parameters train (%.2fM), the rest are frozen\n\n",
                 args.lora_r > 0 ? "LoRA" : "--freeze", static_cast<long long>(trainable),
@@ -104,8 +90,7 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
     nlohmann::json j = extra_json;
     j["config"] = args.to_json();
     j["config"]["trainable_params"] = trainable;
-    j["memory"] = memory_json(mem, std::nullopt);
-    j["memory"].erase("peak_rss_bytes");
+    j["memory"] = dry_run_memory_json(mem);
     j["devices"] = nlohmann::json::array();
     for (const Verdict& v : verdicts) j["devices"].push_back(verdict_json(v));
     j["what_if"] = what_if_json(alternatives, mem.peak_total);
@@ -117,21 +102,17 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
 }  // namespace
 
 Command add_plan_command(CLI::App& app) {
-  auto args = std::make_shared<TrainingArguments>();
-  auto device_memory = std::make_shared<std::string>();
+  const auto c = add_training_subcommand(
+      app, "plan", "Will it fit? Replay a training step with shapes only and report peak memory");
   auto all_gpus = std::make_shared<bool>(false);
   auto json_path = std::make_shared<std::string>();
   auto extras = std::make_shared<PlanExtras>();
-  CLI::App* sub = app.add_subcommand(
-      "plan", "Will it fit? Replay a training step with shapes only and report peak memory");
-  add_training_flags(sub, *args, *device_memory);
-  sub->add_flag("--all-gpus", *all_gpus, "Check every GPU preset");
-  sub->add_option("--json", *json_path, "Write the plan as JSON to this path");
-  add_plan_extra_flags(sub, *extras);
-  Command c;
-  c.sub = sub;
-  c.run = [=]() { return run_plan(*args, *device_memory, *all_gpus, *json_path, *extras); };
-  return c;
+  c.sub->add_flag("--all-gpus", *all_gpus, "Check every GPU preset");
+  c.sub->add_option("--json", *json_path, "Write the plan as JSON to this path");
+  add_plan_extra_flags(c.sub, *extras);
+  return {c.sub, [t = c.flags, all_gpus, json_path, extras] {
+            return run_plan(t->args, t->device_memory, *all_gpus, *json_path, *extras);
+          }};
 }
 
 }  // namespace snug::cli

@@ -6,11 +6,11 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "kernels/peak.h"
-#include "train/advisor.h"
-#include "train/fit_search.h"
-#include "train/memory_timeline.h"
-#include "train/report.h"
-#include "train/what_if.h"
+#include "plan/advisor.h"
+#include "plan/fit_search.h"
+#include "plan/what_if.h"
+#include "report/memory_timeline.h"
+#include "report/report.h"
 
 namespace snug::cli {
 

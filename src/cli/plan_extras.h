@@ -1,7 +1,7 @@
 // What `snug plan` does beyond the plan itself, each behind its own flag: --find-max-batch and
-// --find-max-seq-len (exact searches over dry runs, train/fit_search.h), --memory-timeline
-// (every allocation and free of the dry run, train/memory_timeline.h) and --advise (the fit
-// advisor, train/advisor.h). Kept apart from plan_command.cpp so that each grows on its own.
+// --find-max-seq-len (exact searches over dry runs, plan/fit_search.h), --memory-timeline
+// (every allocation and free of the dry run, report/memory_timeline.h) and --advise (the fit
+// advisor, plan/advisor.h). Kept apart from plan_command.cpp so that each grows on its own.
 #pragma once
 
 #include <CLI/CLI.hpp>

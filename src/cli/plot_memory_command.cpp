@@ -1,5 +1,5 @@
 // `snug plot-memory FILE.json -o FILE.svg`: live memory over one step of a memory timeline
-// (`--memory-timeline` of train or plan), stacked by category (train/memory_plot.h). SVG only:
+// (`--memory-timeline` of train or plan), stacked by category (report/memory_plot.h). SVG only:
 // a PNG needs a rasterizer this build does not link, so asking for one is a command-line error
 // that says how to get one.
 #include <cstdio>
@@ -10,8 +10,8 @@
 #include "core/error.h"
 #include "io/json_input.h"
 #include "io/output_file.h"
-#include "train/memory_plot.h"
-#include "train/memory_timeline.h"
+#include "report/memory_plot.h"
+#include "report/memory_timeline.h"
 
 namespace snug::cli {
 
@@ -46,9 +46,8 @@ int run_plot(const PlotArgs& a) {
 }  // namespace
 
 Command add_plot_memory_command(CLI::App& app) {
-  auto a = std::make_shared<PlotArgs>();
-  CLI::App* sub = app.add_subcommand(
-      "plot-memory", "Draw a --memory-timeline JSON: live memory over one step by category");
+  const auto [sub, a] = add_subcommand<PlotArgs>(
+      app, "plot-memory", "Draw a --memory-timeline JSON: live memory over one step by category");
   sub->add_option("timeline", a->input, "Memory timeline JSON (train/plan --memory-timeline)")
       ->required();
   sub->add_option("-o,--output", a->output, "Output image (.svg)")
@@ -65,10 +64,7 @@ Command add_plot_memory_command(CLI::App& app) {
           "FILE.svg"));
   sub->add_option("--step", a->step, "Optimizer step to draw (default: the last one)");
   sub->add_option("--title", a->title, "Plot title");
-  Command c;
-  c.sub = sub;
-  c.run = [a]() { return run_plot(*a); };
-  return c;
+  return {sub, [a = a] { return run_plot(*a); }};
 }
 
 }  // namespace snug::cli

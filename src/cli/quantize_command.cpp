@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "io/output_file.h"
 #include "quant/compare.h"
-#include "train/report.h"
+#include "report/report.h"
 
 namespace snug::cli {
 

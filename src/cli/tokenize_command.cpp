@@ -72,9 +72,8 @@ int run_tokenize(const TokenizeArgs& a) {
 }  // namespace
 
 Command add_tokenize_command(CLI::App& app) {
-  auto a = std::make_shared<TokenizeArgs>();
-  CLI::App* sub = app.add_subcommand(
-      "tokenize", "Encode text with a tokenizer.json (byte-level BPE), or decode ids");
+  const auto [sub, a] = add_subcommand<TokenizeArgs>(
+      app, "tokenize", "Encode text with a tokenizer.json (byte-level BPE), or decode ids");
   sub->add_option("--tokenizer", a->tokenizer, "A Hugging Face tokenizer.json")
       ->required()
       ->check(CLI::ExistingFile);
@@ -84,13 +83,10 @@ Command add_tokenize_command(CLI::App& app) {
   text->excludes(file);
   sub->add_flag("--decode", a->decode, "Read token ids and print the text they decode to");
   sub->add_flag("--ids-only", a->ids_only, "Print only the ids, on one line")->excludes("--decode");
-  Command c;
-  c.sub = sub;
-  c.run = [a, text, file] {
-    SNUG_CHECK(text->count() + file->count() == 1, "snug tokenize: give --text or --file");
-    return run_tokenize(*a);
-  };
-  return c;
+  return {sub, [a = a, text, file] {
+            SNUG_CHECK(text->count() + file->count() == 1, "snug tokenize: give --text or --file");
+            return run_tokenize(*a);
+          }};
 }
 
 }  // namespace snug::cli

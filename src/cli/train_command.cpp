@@ -11,11 +11,11 @@
 #include "data/dataset.h"
 #include "models/registry.h"
 #include "optim/optimizer.h"
-#include "train/memory_timeline.h"
+#include "plan/what_if.h"
+#include "report/memory_timeline.h"
+#include "report/report.h"
 #include "train/output_dir.h"
-#include "train/report.h"
 #include "train/trainer.h"
-#include "train/what_if.h"
 
 namespace snug::cli {
 
@@ -43,8 +43,7 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
   args.validate();
   set_num_threads(args.threads);
   const ModelConfig cfg = args.model_config();
-  SNUG_CHECK(args.seq_len <= cfg.shape.n_positions, "--seq-len ", args.seq_len, " exceeds ",
-             cfg.shape.name, "'s context of ", cfg.shape.n_positions, " positions");
+  check_seq_len(args.seq_len, cfg);
   dev_ptr = std::make_unique<Device>(parse_device_kind(args.device));
   Device& dev = *dev_ptr;
   dev.pool().set_capacity(args.device_memory);
@@ -152,20 +151,15 @@ int run_train(TrainingArguments args, const std::string& device_memory,
 }  // namespace
 
 Command add_train_command(CLI::App& app) {
-  auto args = std::make_shared<TrainingArguments>();
-  auto device_memory = std::make_shared<std::string>();
+  const auto c =
+      add_training_subcommand(app, "train", "Train a GPT-2 model and report time and memory");
   auto memory_timeline = std::make_shared<std::string>();
-  CLI::App* sub = app.add_subcommand("train", "Train a GPT-2 model and report time and memory");
-  add_training_flags(sub, *args, *device_memory);
-  sub->add_option("--memory-timeline", *memory_timeline,
-                  "Write every allocation and free (category, size, step, phase) as JSON to this "
-                  "path; draw it with `snug plot-memory`");
-  Command c;
-  c.sub = sub;
-  c.run = [args, device_memory, memory_timeline]() {
-    return run_train(*args, *device_memory, *memory_timeline);
-  };
-  return c;
+  c.sub->add_option("--memory-timeline", *memory_timeline,
+                    "Write every allocation and free (category, size, step, phase) as JSON to "
+                    "this path; draw it with `snug plot-memory`");
+  return {c.sub, [t = c.flags, memory_timeline] {
+            return run_train(t->args, t->device_memory, *memory_timeline);
+          }};
 }
 
 }  // namespace snug::cli

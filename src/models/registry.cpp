@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "io/json_input.h"
+#include "models/config_override.h"
 
 namespace snug {
 
@@ -23,9 +24,6 @@ std::string supported_types() {
     s += std::string(s.empty() ? "" : ", ") + a->model_type;
   return s;
 }
-
-// Each dimension fits an int32 index.
-constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
 
 }  // namespace
 
@@ -54,7 +52,8 @@ ModelConfig parse_model_config(std::string_view text, const std::string& spec) {
   return architecture(type, spec).parse(j, spec, spec);
 }
 
-ModelConfig resolve_model(const std::string& spec, const ModelShapeOverrides& o) {
+ModelConfig resolve_model(const std::string& spec, const ModelShapeOverrides& o,
+                          const std::vector<std::string>& config_overrides) {
   ModelConfig c;
   const Architecture* arch = nullptr;
   for (const Architecture* a : architectures())
@@ -74,27 +73,7 @@ ModelConfig resolve_model(const std::string& spec, const ModelShapeOverrides& o)
     c = parse_model_config(read_input_file(spec, spec, int64_t{1} << 24), spec);
     arch = &architecture(c.shape.model_type);
   }
-  if (!o.any()) return c;
-  nlohmann::json j = c.hf;
-  std::string name = c.shape.name;
-  auto apply = [&](const std::optional<int64_t>& v, const char* key, const char* flag,
-                   const char* generic) {
-    if (!v) return;
-    SNUG_CHECK(*v > 0, flag, " must be positive, got ", *v);
-    SNUG_CHECK(*v <= kMaxDim, flag, " ", *v, " is out of range (at most ", kMaxDim, ")");
-    j[key] = *v;
-    name += detail::concat(" ", generic, "=", *v);
-  };
-  apply(o.n_layer, arch->key_n_layer, "--n-layer", "n_layer");
-  apply(o.n_embd, arch->key_n_embd, "--n-embd", "n_embd");
-  apply(o.n_head, arch->key_n_head, "--n-head", "n_head");
-  apply(o.vocab_size, arch->key_vocab_size, "--vocab-size", "vocab_size");
-  apply(o.n_positions, arch->key_n_positions, "--n-positions", "n_positions");
-  const int64_t embd = j[arch->key_n_embd].get<int64_t>(),
-                heads = j[arch->key_n_head].get<int64_t>();
-  SNUG_CHECK(embd % heads == 0, "--n-embd ", embd, " is not divisible by --n-head ", heads,
-             " (model '", name, "')");
-  return arch->parse(j, name, name);
+  return apply_config_overrides(*arch, c, o, config_overrides);
 }
 
 std::unique_ptr<CausalLM> create_model(const ModelConfig& cfg, Device& dev, DType param_dtype,

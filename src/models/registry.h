@@ -69,8 +69,10 @@ const Architecture& architecture(const std::string& model_type, const std::strin
 // Every preset name of every family.
 std::vector<std::string> model_preset_names();
 // A preset name or alias, or a path to a Hugging Face config.json (its model_type picks the
-// family; a config without one is read as gpt2, as older GPT-2 configs are), with `o` applied.
-ModelConfig resolve_model(const std::string& name_or_path, const ModelShapeOverrides& o = {});
+// family; a config without one is read as gpt2, as older GPT-2 configs are), with the shape
+// flags `o` and the "KEY=VALUE" `config_overrides` applied (models/config_override.h).
+ModelConfig resolve_model(const std::string& name_or_path, const ModelShapeOverrides& o = {},
+                          const std::vector<std::string>& config_overrides = {});
 // The text of a config.json named `spec`, validated by its family.
 ModelConfig parse_model_config(std::string_view text, const std::string& spec);
 

@@ -9,9 +9,9 @@
 //                         estimator counts one block's gradient, not all of them
 //   - bf16_params         updates bf16 parameters (--bf16-full); the others are refused
 //   - advisor_rank        position in the fit advisor's optimizer dimension, 0: never proposed
-//                         (train/advisor.h; the closest to AdamW's results first)
+//                         (plan/advisor.h; the closest to AdamW's results first)
 //   - what_if_rank        position among the what-if table's "--optim X" rows, 0: no row
-//                         (train/what_if.h; the memory-saving alternatives to AdamW)
+//                         (plan/what_if.h; the memory-saving alternatives to AdamW)
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "io/safetensors.h"
+#include "io/svg.h"
 #include "nn/init.h"
 
 namespace snug::quant {
@@ -120,29 +121,6 @@ std::string code_label(Format f, uint32_t code) {
       break;
   }
   return buf;
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += ch;
-    }
-  }
-  return o;
 }
 
 std::string block_text(const MethodResult& r) {
@@ -485,11 +463,7 @@ std::string comparison_svg(const std::vector<Comparison>& cs) {
     y += rows * (kPanelH + 58) + 10;
   }
   std::ostringstream os;
-  std::snprintf(buf, sizeof buf,
-                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-                "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
-                kWidth, y + 10, kWidth, y + 10);
-  os << buf << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  os << svg_open(kWidth, y + 10) << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   os << body.str() << "</svg>\n";
   return os.str();
 }

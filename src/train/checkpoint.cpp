@@ -234,14 +234,7 @@ CheckpointState load_checkpoint(const std::string& dir, CausalLM& model, Optimiz
   const TrainerState ts = read_trainer_state(dir);
   for (const char* name : {kModelFile, kOptimizerFile}) verify_file(d, name, ts.files);
   if (has_quantized_base(model)) verify_file(d, kQuantizedBaseFile, ts.files);
-  CheckpointState st;
-  st.step = ts.step;
-  st.data_epoch = ts.data_epoch;
-  st.data_position = ts.data_position;
-  st.seed = ts.seed;
-  st.optimizer = ts.optimizer;
-  st.config = ts.config;
-  st.run = ts.run;
+  CheckpointState st = ts;  // the resume's part of the document
   const int64_t opt_steps = ts.optimizer_steps;
   const nlohmann::json& extra = ts.optimizer_extra;
   SNUG_CHECK(st.optimizer == optimizer.name(), state_path, ": saved with --optim ", st.optimizer,

@@ -51,15 +51,8 @@
 
 namespace snug {
 
-struct CheckpointState {
-  int64_t step = 0;        // completed optimizer steps
-  int64_t data_epoch = 0;  // DataLoader::seek arguments after the last consumed batch
-  int64_t data_position = 0;
-  uint64_t seed = 0;
-  std::string optimizer;
-  nlohmann::json config;  // TrainingArguments::to_json() of the run that saved it
-  nlohmann::json run;     // train/run_record.h: what the run is and what it started from
-};
+// CheckpointState (what save_checkpoint writes and load_checkpoint restores) is declared in
+// train/trainer_state.h, as the part of the document a resume uses.
 
 // Checks the size and FNV-1a 64 checksum of dir/name against `files`, trainer_state.json's
 // "files" record; throws snug::Error naming the file when it is missing, truncated or corrupted.

@@ -66,6 +66,15 @@ std::vector<TrainingFlag> make_table() {
        .help = "Maximum context (positions) (overrides --model's)",
        .target = &ModelShapeOverrides::n_positions,
        .shown = S::changed},
+      // The generic form of the shape flags, for any config.json key of any family
+      // (models/config_override.h).
+      {.names = "--config-override",
+       .key = "config_override",
+       .help = "Set a config.json key of --model, KEY=VALUE (repeatable; VALUE as JSON, else a "
+               "string), e.g. n_layer=4 or layer_norm_epsilon=1e-6; the five flags above are "
+               "aliases of it",
+       .target = &TA::config_override,
+       .shown = S::changed},
       {.names = "--data",
        .key = "data",
        .help =

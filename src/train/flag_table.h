@@ -5,7 +5,7 @@
 //   - the CLI11 registration of `snug train`/`plan`/`estimate`/`export`/`export-init`
 //     (cli/training_flags.cpp), in table order, which is the --help order;
 //   - TrainingArguments::to_json(), the report's "config";
-//   - train_command_line() (train/advisor.h), the `snug train ...` line the advisor prints;
+//   - train_command_line() (plan/advisor.h), the `snug train ...` line the advisor prints;
 //   - the run record's optimizer settings (run_record_make.cpp) and `snug export`'s checks,
 //     which name a flag by its JSON key (flag_for_key).
 // Adding a flag is a member of TrainingArguments and one entry here (docs/design.md, "Adding a

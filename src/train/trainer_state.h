@@ -20,16 +20,22 @@ namespace snug {
 inline constexpr const char* kTrainerStateFile = "trainer_state.json";
 inline constexpr int kTrainerStateFormatVersion = 2;  // 2: carries its own checksum
 
-struct TrainerState {
+// What a resume restores (the Trainer's loop position and what the run was); save_checkpoint
+// writes it, load_checkpoint returns it (train/checkpoint.h).
+struct CheckpointState {
   int64_t step = 0;        // completed optimizer steps (global_step)
   int64_t data_epoch = 0;  // DataLoader::seek arguments after the last consumed batch
   int64_t data_position = 0;
   uint64_t seed = 0;
   std::string optimizer;
+  nlohmann::json config;  // an object: TrainingArguments::to_json() of the run that saved it
+  nlohmann::json run;     // an object: train/run_record.h, what the run is and started from
+};
+
+// The whole document: the resume's state and what only the checkpoint's readers check.
+struct TrainerState : CheckpointState {
   int64_t optimizer_steps = 0;
   nlohmann::json optimizer_extra;  // Optimizer::extra_state(), checked by the optimizer
-  nlohmann::json config;           // an object
-  nlohmann::json run;              // an object
   nlohmann::json files;            // name -> {"size": int >= 0, "fnv1a64": 16 hex digits}
 };
 

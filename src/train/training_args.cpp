@@ -118,7 +118,7 @@ std::optional<WeightQuantConfig> TrainingArguments::weight_quant() const {
 }
 
 ModelConfig TrainingArguments::model_config() const {
-  return resolve_model(model, model_shape);
+  return resolve_model(model, model_shape, config_override);
 }
 
 OptimizerOptions TrainingArguments::optimizer_options() const {

@@ -30,6 +30,9 @@ struct TrainingArguments {
   // --n-layer/--n-embd/--n-head/--vocab-size/--n-positions on top of the --model preset or
   // config.json; model_config() applies them.
   ModelShapeOverrides model_shape;
+  // --config-override KEY=VALUE (repeatable): config.json keys of the model by their Hugging
+  // Face names, applied after model_shape (models/config_override.h).
+  std::vector<std::string> config_override;
   std::string data = "builtin";
   int64_t seq_len = 128;
   int64_t per_device_train_batch_size = 8;
@@ -119,7 +122,7 @@ struct TrainingArguments {
 
   // Throws snug::Error naming the flag for values that cannot work.
   void validate() const;
-  // The model's shapes: resolve_model(model) with model_shape applied.
+  // The model's shapes: resolve_model(model) with model_shape and config_override applied.
   ModelConfig model_config() const;
   // The parameters' storage dtype: bf16 under --bf16-full, else f32 (create_model's argument).
   DType param_dtype() const { return bf16_full ? DType::bf16 : DType::f32; }

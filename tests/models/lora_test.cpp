@@ -8,10 +8,10 @@
 
 #include "core/device.h"
 #include "models/gpt2.h"
+#include "plan/what_if.h"
 #include "support/configs.h"
 #include "support/random.h"
 #include "train/trainer.h"
-#include "train/what_if.h"
 
 namespace snug {
 namespace {

@@ -10,10 +10,10 @@
 #include "data/dataset.h"
 #include "models/gpt2.h"
 #include "models/gpt2_weights.h"
+#include "plan/what_if.h"
 #include "support/configs.h"
 #include "support/random.h"
 #include "train/trainer.h"
-#include "train/what_if.h"
 
 namespace snug {
 namespace {

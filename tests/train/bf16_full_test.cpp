@@ -24,12 +24,12 @@
 #include "models/gpt2.h"
 #include "models/gpt2_weights.h"
 #include "optim/optimizer.h"
+#include "plan/estimate.h"
+#include "plan/what_if.h"
 #include "support/configs.h"
 #include "support/random.h"
 #include "support/run_cli.h"
-#include "train/estimate.h"
 #include "train/trainer.h"
-#include "train/what_if.h"
 
 namespace snug {
 namespace {

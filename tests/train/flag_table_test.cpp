@@ -14,7 +14,7 @@
 
 #include "cli/commands.h"
 #include "core/device.h"
-#include "train/advisor.h"
+#include "plan/advisor.h"
 #include "train/run_record.h"
 
 namespace snug {

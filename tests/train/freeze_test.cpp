@@ -13,8 +13,8 @@
 #include "data/dataset.h"
 #include "models/gpt2.h"
 #include "optim/optimizer.h"
+#include "plan/what_if.h"
 #include "train/trainer.h"
-#include "train/what_if.h"
 
 namespace snug {
 namespace {

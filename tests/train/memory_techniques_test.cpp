@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "plan/what_if.h"
 #include "support/run_cli.h"
-#include "train/what_if.h"
 
 namespace snug {
 namespace {

@@ -1,11 +1,11 @@
-// The fit advisor (train/advisor.h): the switch dimensions, the FLOP count, and a search whose
+// The fit advisor (plan/advisor.h): the switch dimensions, the FLOP count, and a search whose
 // every listed configuration fits.
-#include "train/advisor.h"
+#include "plan/advisor.h"
 
 #include <gtest/gtest.h>
 
+#include "plan/what_if.h"
 #include "support/run_cli.h"
-#include "train/what_if.h"
 
 namespace snug {
 namespace {

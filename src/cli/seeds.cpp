@@ -1,4 +1,4 @@
-#include "bench/seeds.h"
+#include "cli/seeds.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,14 +6,16 @@
 #include <memory>
 #include <sstream>
 
+#include "cli/commands.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "data/dataset.h"
+#include "io/svg.h"
 #include "models/registry.h"
 #include "optim/registry.h"
+#include "plan/what_if.h"
 #include "train/trainer.h"
-#include "train/what_if.h"
 
 namespace snug {
 
@@ -106,29 +108,6 @@ std::string pad(const std::string& s, size_t width) {
   return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 // Categories that are non-zero in some row (at the peak or at their own maximum).
 std::vector<int> used_categories(const std::vector<BenchRow>& rows) {
   std::vector<int> used;
@@ -174,8 +153,7 @@ TrainingArguments seeds_base_args(const SeedsOptions& opts) {
   a.model = opts.model;
   a.data = opts.data;
   a.seq_len = opts.seq_len.value_or(std::min<int64_t>(512, cfg.shape.n_positions));
-  SNUG_CHECK(a.seq_len <= cfg.shape.n_positions, "--seq-len ", a.seq_len, " exceeds ",
-             cfg.shape.name, "'s context of ", cfg.shape.n_positions, " positions");
+  cli::check_seq_len(a.seq_len, cfg);
   a.per_device_train_batch_size = 4;
   a.gradient_accumulation_steps = 1;
   a.max_steps = opts.max_steps;
@@ -418,11 +396,7 @@ std::string memory_svg(const std::vector<BenchRow>& rows, const std::string& tit
 
   std::ostringstream os;
   char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-                "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
-                width, height, width, height);
-  os << buf;
+  os << svg_open(width, height);
   os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   std::snprintf(buf, sizeof buf,
                 "<text x=\"%d\" y=\"28\" font-size=\"15\" font-weight=\"bold\">%s</text>\n", left,

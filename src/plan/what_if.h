@@ -23,7 +23,9 @@ struct WhatIf {
   int64_t peak_bytes;  // the dry run's peak with it
 };
 
-// One row per switch that is off in `args` and would change memory.
+// One row per switch of plan/switches.h whose what_if predicate holds for `args` (it is off
+// there and would change memory), in that list's order; combinations the run's other flags rule
+// out are left out.
 std::vector<WhatIf> what_if(const TrainingArguments& args);
 // Text table: flags, peak, saving against `baseline_peak` (negative: costs more).
 std::string what_if_table(const std::vector<WhatIf>& rows, int64_t baseline_peak);

@@ -1,4 +1,4 @@
-#include "train/advisor.h"
+#include "plan/advisor.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +10,9 @@
 #include "nn/run_options.h"
 #include "optim/optimizer.h"
 #include "optim/registry.h"
+#include "plan/switches.h"
+#include "plan/what_if.h"
 #include "train/flag_table.h"
-#include "train/what_if.h"
 
 namespace snug {
 
@@ -27,88 +28,18 @@ std::string join_flags(const std::string& a, const std::string& b) {
 
 std::vector<SwitchDimension> advisor_dimensions(const TrainingArguments& base,
                                                 int64_t target_batch) {
+  std::vector<const SwitchGroup*> groups;
+  for (const SwitchGroup& g : switch_groups())
+    if (g.advisor_rank > 0) groups.push_back(&g);
+  std::stable_sort(groups.begin(), groups.end(), [](const SwitchGroup* a, const SwitchGroup* b) {
+    return a->advisor_rank < b->advisor_rank;
+  });
   std::vector<SwitchDimension> dims;
-
-  SwitchDimension split{"batch x accumulation", {}};
-  for (int64_t b = target_batch; b >= 1; --b) {
-    if (target_batch % b != 0) continue;
-    const int64_t g = target_batch / b;
-    split.choices.push_back({"--per-device-train-batch-size " + std::to_string(b) +
-                                 " --gradient-accumulation-steps " + std::to_string(g),
-                             [b, g](TrainingArguments& a) {
-                               a.per_device_train_batch_size = b;
-                               a.gradient_accumulation_steps = g;
-                             }});
-  }
-  dims.push_back(std::move(split));
-
-  SwitchDimension ckpt{"checkpointing", {}};
-  ckpt.choices.push_back({"", [](TrainingArguments& a) { a.gradient_checkpointing = false; }});
-  for (const char* policy : {"every-layer", "sqrt", "selective"})
-    ckpt.choices.push_back(
-        {std::string("--gradient-checkpointing") +
-             (std::string(policy) == "every-layer" ? ""
-                                                   : std::string(" --checkpoint-policy ") + policy),
-         [policy](TrainingArguments& a) {
-           a.gradient_checkpointing = true;
-           a.checkpoint_policy = policy;
-         }});
-  dims.push_back(std::move(ckpt));
-
-  SwitchDimension optim{"optimizer", {}};
-  // The run's own optimizer first, then the registry's advisor_rank order (the closest to
-  // AdamW's results first; optim/registry.h).
-  const OptimizerEntry* own = find_optimizer(base.optim);
-  std::vector<std::string> optims;
-  if (own) optims.emplace_back(own->name);
-  for (const OptimizerEntry* e : advisor_optimizers())
-    if (e != own) optims.emplace_back(e->name);
-  for (const std::string& o : optims)
-    optim.choices.push_back({"--optim " + o, [o](TrainingArguments& a) { a.optim = o; }});
-  dims.push_back(std::move(optim));
-
-  // Precision: fp32; bf16 mixed precision (fp32 masters, 16-bit activations); bf16 weights,
-  // gradients and state (--bf16-full: adamw/sgd only, the others are skipped). --fp16 is left
-  // out: on the devices snug models it trains like --bf16 with a loss scaler, for the same bytes.
-  SwitchDimension precision{"precision", {}};
-  precision.choices.push_back({"", [](TrainingArguments& a) {
-                                 a.fp16 = false;
-                                 a.bf16 = false;
-                                 a.bf16_full = false;
-                               }});
-  precision.choices.push_back({"--bf16", [](TrainingArguments& a) {
-                                 a.fp16 = false;
-                                 a.bf16 = true;
-                                 a.bf16_full = false;
-                               }});
-  precision.choices.push_back({"--bf16-full", [](TrainingArguments& a) {
-                                 a.fp16 = false;
-                                 a.bf16 = false;
-                                 a.bf16_full = true;
-                               }});
-  dims.push_back(std::move(precision));
-
-  // A LoRA run (--lora-r > 0) may also store its frozen base in 8 or 4 bits (QLoRA). A full
-  // fine-tuning run is not offered LoRA: that would change what it trains, not how.
-  if (base.lora_r > 0) {
-    SwitchDimension storage{"base storage", {}};
-    storage.choices.push_back({"", [](TrainingArguments& a) {
-                                 a.load_in_8bit = false;
-                                 a.load_in_4bit = false;
-                               }});
-    storage.choices.push_back({"--load-in-8bit", [](TrainingArguments& a) {
-                                 a.load_in_8bit = true;
-                                 a.load_in_4bit = false;
-                               }});
-    storage.choices.push_back(
-        {"--load-in-4bit --bnb-4bit-quant-type nf4 --bnb-4bit-use-double-quant",
-         [](TrainingArguments& a) {
-           a.load_in_8bit = false;
-           a.load_in_4bit = true;
-           a.bnb_4bit_quant_type = "nf4";
-           a.bnb_4bit_use_double_quant = true;
-         }});
-    dims.push_back(std::move(storage));
+  for (const SwitchGroup* g : groups) {
+    SwitchDimension d{g->name, {}};
+    for (Switch& s : g->choices(base, target_batch))
+      if (s.advisor) d.choices.push_back({std::move(s.flags), std::move(s.apply)});
+    if (!d.choices.empty()) dims.push_back(std::move(d));  // base storage: LoRA runs only
   }
   return dims;
 }

@@ -1,12 +1,12 @@
-// The closed-form estimate (train/estimate.h) against the dry run's exact bytes: model states
+// The closed-form estimate (plan/estimate.h) against the dry run's exact bytes: model states
 // within 10% for the GPT-2 presets, and Korthikanti's activation formula as published.
-#include "train/estimate.h"
+#include "plan/estimate.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "train/what_if.h"
+#include "plan/what_if.h"
 
 namespace snug {
 namespace {

@@ -1,13 +1,13 @@
-// The memory timeline (train/memory_timeline.h) and its plot (train/memory_plot.h).
-#include "train/memory_timeline.h"
+// The memory timeline (report/memory_timeline.h) and its plot (report/memory_plot.h).
+#include "report/memory_timeline.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 
 #include "core/error.h"
-#include "train/memory_plot.h"
-#include "train/what_if.h"
+#include "plan/what_if.h"
+#include "report/memory_plot.h"
 
 namespace snug {
 namespace {

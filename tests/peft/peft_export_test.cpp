@@ -1,7 +1,7 @@
-// train/peft_export.h without the CLI: loading by name with one message per mismatch (file and
+// peft/peft_export.h without the CLI: loading by name with one message per mismatch (file and
 // tensor), adapter_config.json for PEFT's shorthands and float alphas, and the merged weights
 // against a plain triple loop W + s A^T B^T.
-#include "train/peft_export.h"
+#include "peft/peft_export.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "train/memory_plot.h"
+#include "report/memory_plot.h"
 
 #include <algorithm>
 #include <array>
@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/svg.h"
 
 namespace snug {
 
@@ -32,23 +33,6 @@ const char* phase_fill(const std::string& phase) {
   for (const PhaseStyle& p : kPhases)
     if (phase == p.name) return p.fill;
   return "#f2f2f2";
-}
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '&')
-      out += "&amp;";
-    else if (ch == '<')
-      out += "&lt;";
-    else if (ch == '>')
-      out += "&gt;";
-    else if (ch == '"')
-      out += "&quot;";
-    else
-      out += ch;
-  }
-  return out;
 }
 
 std::string num(double v) {
@@ -134,15 +118,14 @@ std::string memory_timeline_svg(const Timeline& t, const MemoryPlotOptions& opts
   }
 
   std::ostringstream os;
-  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
-     << "\" viewBox=\"0 0 " << W << " " << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  os << svg_open(static_cast<int>(W), static_cast<int>(H));
   os << "<rect width=\"" << W << "\" height=\"" << H << "\" fill=\"white\"/>\n";
   std::string title = opts.title;
   if (title.empty())
     title =
         detail::concat(t.run.empty() ? "" : t.run + ": ", "live memory by category, step ", step);
   os << "<text x=\"" << W / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">"
-     << escape(title) << "</text>\n";
+     << xml_escape(title) << "</text>\n";
 
   // Phase spans (contiguous runs of one phase), labelled above the plot.
   for (int64_t a = 0; a < n;) {
@@ -154,8 +137,8 @@ std::string memory_timeline_svg(const Timeline& t, const MemoryPlotOptions& opts
        << "\" fill=\"" << phase_fill(ph_name) << "\"/>\n";
     if (X(static_cast<double>(b)) - X(static_cast<double>(a)) > 40)
       os << "<text x=\"" << num((X(static_cast<double>(a)) + X(static_cast<double>(b))) / 2)
-         << "\" y=\"" << top - 6 << "\" text-anchor=\"middle\" fill=\"#555\">" << escape(ph_name)
-         << "</text>\n";
+         << "\" y=\"" << top - 6 << "\" text-anchor=\"middle\" fill=\"#555\">"
+         << xml_escape(ph_name) << "</text>\n";
     a = b;
   }
 
@@ -205,7 +188,7 @@ std::string memory_timeline_svg(const Timeline& t, const MemoryPlotOptions& opts
   const std::string peak_label =
       peak_i > 0 ? step_events[peak_i - 1]->label : step_events.front()->label;
   os << "<text x=\"" << left + 6 << "\" y=\"" << num(py - 6) << "\" fill=\"#222\">peak "
-     << escape(format_bytes(peak.total)) << " during '" << escape(peak_label) << "'"
+     << xml_escape(format_bytes(peak.total)) << " during '" << xml_escape(peak_label) << "'"
      << (peak.total == t.peak_bytes ? " (the run's peak)" : "") << "</text>\n";
 
   // Axes and their labels.
@@ -236,7 +219,7 @@ std::string memory_timeline_svg(const Timeline& t, const MemoryPlotOptions& opts
     os << "<rect x=\"" << left + pw + 20 << "\" y=\"" << ly << "\" width=\"14\" height=\"14\" "
        << "fill=\"" << kColors[ci] << "\"/>\n";
     os << "<text x=\"" << left + pw + 40 << "\" y=\"" << ly + 11 << "\">"
-       << category_name(category_at(ci)) << " " << escape(format_bytes(peak.live[ci]))
+       << category_name(category_at(ci)) << " " << xml_escape(format_bytes(peak.live[ci]))
        << "</text>\n";
     ly += 22;
   }

@@ -1,10 +1,10 @@
-#include "train/fit_search.h"
+#include "plan/fit_search.h"
 
 #include <algorithm>
 #include <map>
 
 #include "core/error.h"
-#include "train/what_if.h"
+#include "plan/what_if.h"
 
 namespace snug {
 

@@ -1,4 +1,4 @@
-#include "train/report.h"
+#include "report/report.h"
 
 #include <sys/resource.h>
 #include <unistd.h>

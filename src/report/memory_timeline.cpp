@@ -1,4 +1,4 @@
-#include "train/memory_timeline.h"
+#include "report/memory_timeline.h"
 
 #include <algorithm>
 #include <cstdlib>

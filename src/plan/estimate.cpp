@@ -1,4 +1,4 @@
-#include "train/estimate.h"
+#include "plan/estimate.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // "What is the largest batch (or sequence) that fits?" answered exactly: every probe is a dry run
-// on the meta device (train/what_if.h), so "fits" means the run's true peak, not an estimate.
+// on the meta device (plan/what_if.h), so "fits" means the run's true peak, not an estimate.
 //
 // Search: probe 1, 2, 4, ... until a value does not fit (or the cap is reached), then binary
 // search between the last value that fitted and the first that did not. Peak memory grows with

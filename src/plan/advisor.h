@@ -2,8 +2,9 @@
 // capacity, try every combination of the memory switches, keep those whose exact dry-run peak
 // fits, and rank them by estimated step time. The top row is the command to run.
 //
-// The switches are a list of dimensions, each a list of choices (flags + how they change the
-// TrainingArguments); the search is their Cartesian product. Today: the batch/accumulation split
+// The switches are dimensions, each a list of choices (flags + how they change the
+// TrainingArguments), read from the one list of switches that the what-if table also reads
+// (plan/switches.h); the search is their Cartesian product. Today: the batch/accumulation split
 // of the target batch, the checkpoint policy, the optimizer, the precision (fp32, --bf16,
 // --bf16-full) and, for a LoRA run, the base's storage (fp32, --load-in-8bit, 4-bit nf4 with
 // double quantization: QLoRA). Full fine-tuning is not offered LoRA (a different task).
@@ -44,7 +45,8 @@ struct SwitchDimension {
   std::vector<SwitchChoice> choices;
 };
 
-// The dimensions searched for `base` and an effective batch of `target_batch` sequences.
+// The dimensions searched for `base` and an effective batch of `target_batch` sequences: the
+// switch groups with an advisor_rank, in its order, each with its `advisor` choices.
 std::vector<SwitchDimension> advisor_dimensions(const TrainingArguments& base,
                                                 int64_t target_batch);
 

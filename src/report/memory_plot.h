@@ -1,5 +1,5 @@
 // `snug plot-memory`: live device memory over one optimizer step of a memory timeline
-// (train/memory_timeline.h), stacked by category, as an SVG written as text: one filled band per
+// (report/memory_timeline.h), stacked by category, as an SVG written as text: one filled band per
 // category (bottom to top in the report's category order), the phases of the step (forward,
 // backward, optimizer) as shaded spans, the peak as a dashed line, a legend with each category's
 // bytes at the step's peak, and labelled axes. The x axis is the order of allocations and frees
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "train/memory_timeline.h"
+#include "report/memory_timeline.h"
 
 namespace snug {
 

@@ -1,12 +1,12 @@
 // Model shapes from flags (ModelShapeOverrides) and the exact fit searches over dry runs
-// (train/fit_search.h): the answer fits and one more does not, checked by two more dry runs.
-#include "train/fit_search.h"
+// (plan/fit_search.h): the answer fits and one more does not, checked by two more dry runs.
+#include "plan/fit_search.h"
 
 #include <gtest/gtest.h>
 
 #include "core/error.h"
 #include "models/gpt2_config.h"
-#include "train/what_if.h"
+#include "plan/what_if.h"
 
 namespace snug {
 namespace {

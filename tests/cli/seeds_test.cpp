@@ -1,6 +1,6 @@
 // `snug bench seeds`: the seeds' matrix on gpt2-tiny (seq 32, 2 steps), its memory ordering, the
 // JSON and SVG it writes, and the batch-size sweep stopping at the first batch that does not fit.
-#include "bench/seeds.h"
+#include "cli/seeds.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

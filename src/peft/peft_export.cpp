@@ -1,4 +1,4 @@
-#include "train/peft_export.h"
+#include "peft/peft_export.h"
 
 #include <algorithm>
 #include <cmath>
@@ -55,8 +55,8 @@ void check_run_config(const nlohmann::json& saved, const TrainingArguments& args
                " but this export has ", flag, " ", m[key].dump(),
                "; pass `snug export` the flags of the run");
   };
-  for (const char* key : {"model", "lora_r", "lora_alpha", "use_rslora", "target_modules",
-                          "load_in_8bit", "load_in_4bit"})
+  for (const char* key : {"model", "config_override", "lora_r", "lora_alpha", "use_rslora",
+                          "target_modules", "load_in_8bit", "load_in_4bit"})
     check(saved, mine, key, key);
   if (args.load_in_4bit)
     for (const char* key : {"bnb_4bit_quant_type", "bnb_4bit_use_double_quant"})
@@ -144,48 +144,46 @@ nlohmann::json peft_adapter_config(const CausalLM& model) {
   else
     targets.insert(c.target_modules.begin(), c.target_modules.end());
   using J = nlohmann::json;
+  // This run's LoRA, then PEFT's LoraConfig defaults for the features snug does not use, as
+  // save_pretrained writes them (a json object keeps its keys sorted, as PEFT's file has them).
   J j = J::object();
-  j["alora_invocation_tokens"] = nullptr;
-  j["alpha_pattern"] = J::object();
-  j["arrow_config"] = nullptr;
-  j["auto_mapping"] = nullptr;
-  j["base_model_name_or_path"] = nullptr;
   j["bias"] = "none";
-  j["corda_config"] = nullptr;
-  j["ensure_weight_tying"] = false;
-  j["eva_config"] = nullptr;
-  j["exclude_modules"] = nullptr;
   j["fan_in_fan_out"] = model.lora_adapters().front().fan_in_fan_out;
-  j["inference_mode"] = true;
-  j["init_lora_weights"] = true;
-  j["kasa_config"] = nullptr;
-  j["layer_replication"] = nullptr;
-  j["layers_pattern"] = nullptr;
-  j["layers_to_transform"] = nullptr;
-  j["loftq_config"] = J::object();
   j["lora_alpha"] = number(c.alpha);
-  j["lora_bias"] = false;
   j["lora_dropout"] = c.dropout;
-  j["lora_ga_config"] = nullptr;
-  j["megatron_config"] = nullptr;
   j["megatron_core"] = "megatron.core";
-  j["modules_to_save"] = nullptr;
-  j["monteclora_config"] = nullptr;
   j["peft_type"] = "LORA";
   j["peft_version"] = kPeftFormatVersion;
   j["qalora_group_size"] = 16;
   j["r"] = c.r;
-  j["rank_pattern"] = J::object();
-  j["revision"] = nullptr;
   j["target_modules"] = J(std::vector<std::string>(targets.begin(), targets.end()));
-  j["target_parameters"] = nullptr;
   j["task_type"] = "CAUSAL_LM";
-  j["trainable_token_indices"] = nullptr;
-  j["use_bdlora"] = nullptr;
-  j["use_dora"] = false;
-  j["use_qalora"] = false;
   j["use_rslora"] = c.use_rslora;
-  j["velora_config"] = nullptr;
+  for (const char* key : {"alora_invocation_tokens",
+                          "arrow_config",
+                          "auto_mapping",
+                          "base_model_name_or_path",
+                          "corda_config",
+                          "eva_config",
+                          "exclude_modules",
+                          "kasa_config",
+                          "layer_replication",
+                          "layers_pattern",
+                          "layers_to_transform",
+                          "lora_ga_config",
+                          "megatron_config",
+                          "modules_to_save",
+                          "monteclora_config",
+                          "revision",
+                          "target_parameters",
+                          "trainable_token_indices",
+                          "use_bdlora",
+                          "velora_config"})
+    j[key] = nullptr;
+  for (const char* key : {"alpha_pattern", "loftq_config", "rank_pattern"}) j[key] = J::object();
+  for (const char* key : {"ensure_weight_tying", "lora_bias", "use_dora", "use_qalora"})
+    j[key] = false;
+  for (const char* key : {"inference_mode", "init_lora_weights"}) j[key] = true;
   return j;
 }
 

@@ -1,0 +1,78 @@
+#include "plan/what_if.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "core/device.h"
+#include "models/registry.h"
+#include "plan/switches.h"
+#include "train/trainer.h"
+
+namespace snug {
+
+MemoryStats dry_run(const TrainingArguments& args, std::vector<MemoryEvent>* timeline) {
+  TrainingArguments a = args;
+  a.device = "meta";
+  a.max_steps = 2;
+  a.report_json.clear();
+  Device dev(DeviceKind::meta);
+  dev.pool().enable_timeline(timeline != nullptr);
+  const auto model = create_model(a.model_config(), dev, a.param_dtype(), a.weight_quant());
+  Trainer trainer(a, *model, nullptr);
+  const TrainResult r = trainer.train();
+  SNUG_CHECK(r.error.empty(), "dry run failed: ", r.error);
+  if (timeline) *timeline = dev.pool().timeline();
+  return dev.pool().stats();
+}
+
+std::vector<WhatIf> what_if(const TrainingArguments& args) {
+  // One dry run per switch of plan/switches.h that is off in `args` and would apply.
+  const int64_t batch = args.per_device_train_batch_size * args.gradient_accumulation_steps;
+  std::vector<std::pair<std::string, TrainingArguments>> variants;
+  for (const SwitchGroup& g : switch_groups())
+    for (const Switch& s : g.choices(args, batch))
+      if (s.what_if && s.what_if(args)) {
+        TrainingArguments a = args;
+        s.apply(a);
+        variants.emplace_back(s.flags, a);
+      }
+
+  std::vector<WhatIf> rows;
+  for (const auto& [flags, a] : variants) {
+    try {
+      rows.push_back({flags, dry_run(a).peak_total});
+    } catch (const OutOfMemoryError&) {
+      throw;
+    } catch (const Error&) {
+      // A combination this run's other flags rule out (e.g. an optimizer that refuses them):
+      // not an alternative, so not a row.
+    }
+  }
+  return rows;
+}
+
+std::string what_if_table(const std::vector<WhatIf>& rows, int64_t baseline_peak) {
+  std::ostringstream os;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-62s %12s %12s\n", "what if you add", "peak MB", "saves MB");
+  os << buf;
+  for (const WhatIf& w : rows) {
+    std::snprintf(buf, sizeof buf, "%-62s %12.1f %12.1f\n", w.flags.c_str(),
+                  static_cast<double>(w.peak_bytes) / (1024.0 * 1024.0),
+                  static_cast<double>(baseline_peak - w.peak_bytes) / (1024.0 * 1024.0));
+    os << buf;
+  }
+  return os.str();
+}
+
+nlohmann::json what_if_json(const std::vector<WhatIf>& rows, int64_t baseline_peak) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const WhatIf& w : rows)
+    j.push_back({{"flags", w.flags},
+                 {"peak_bytes", w.peak_bytes},
+                 {"saves_bytes", baseline_peak - w.peak_bytes}});
+  return j;
+}
+
+}  // namespace snug
