@@ -23,7 +23,7 @@ using nlohmann::json;
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
-const tok::SplitPattern& gpt2_pattern() {
+const tok::SplitPattern& byte_level_pattern() {
   static const tok::SplitPattern p(kGpt2Pattern, false, "the GPT-2 byte-level pattern");
   return p;
 }
@@ -403,7 +403,7 @@ std::vector<int32_t> JsonTokenizer::encode(std::string_view text) const {
         if (pt.add_prefix_space && s[0] != ' ') s.insert(s.begin(), ' ');
         std::vector<std::string> words;
         if (pt.use_regex)
-          gpt2_pattern().split(s, tok::SplitBehavior::kIsolated, false, words);
+          byte_level_pattern().split(s, tok::SplitBehavior::kIsolated, false, words);
         else
           words.push_back(std::move(s));
         for (const std::string& w : words) {
