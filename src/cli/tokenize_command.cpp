@@ -74,7 +74,9 @@ int run_tokenize(const TokenizeArgs& a) {
 Command add_tokenize_command(CLI::App& app) {
   auto a = std::make_shared<TokenizeArgs>();
   CLI::App* sub = app.add_subcommand(
-      "tokenize", "Encode text with a tokenizer.json (byte-level BPE), or decode ids");
+      "tokenize",
+      "Encode text with a tokenizer.json (byte-level BPE, WordPiece, SentencePiece-style BPE), "
+      "or decode ids");
   sub->add_option("--tokenizer", a->tokenizer, "A Hugging Face tokenizer.json")
       ->required()
       ->check(CLI::ExistingFile);

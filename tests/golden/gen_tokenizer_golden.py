@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
 """Parity fixtures for snug's tokenizer.json reader (src/data/tokenizer_json.h).
 
-Trains three small byte-level BPE tokenizers with the `tokenizers` package (the oracle; CI needs no
-Python) and writes, into tests/data/tokenizers/:
+Trains small tokenizers of each kind snug reads with the `tokenizers` package (the oracle; CI needs
+no Python) and writes, into tests/data/tokenizers/:
   gpt2_style.json    ByteLevel pre-tokenizer (GPT-2 regex), merges as legacy "a b" strings
   prefix_style.json  ByteLevel(add_prefix_space=true): every piece, also after a special token,
                      gets a leading space
   llama3_style.json  NFC + Split (Llama 3 regex) + ByteLevel(use_regex=false), merges as [a, b]
                      pairs, ignore_merges, a normalized added token
+  bert_wordpiece.json  BertNormalizer (lowercase, accents stripped, CJK spaced) + BertPreTokenizer +
+                     WordPiece ("##") + TemplateProcessing "[CLS] $A [SEP]" + WordPiece decoder
   expected_ids.json  for every text (seed document slices, a code file, a multilingual corpus):
-                     the text and the ids `tokenizers` gives with each tokenizer file as saved,
-                     and what it decodes them to where that differs from the text.
+                     the text and the ids `tokenizers` gives with each tokenizer file as saved
+                     (Tokenizer.encode's default add_special_tokens=True), what it decodes them
+                     to where that differs from the text ("decoded", skip_special_tokens=False)
+                     and, where that differs again, what its default decode gives
+                     ("decoded_skip", skip_special_tokens=True).
+It also writes small tokenizers of the new kinds into fuzz/corpus/tokenizer_json/ (trained on a
+few lines), as seeds for the fuzz target and its replay test.
 The seeds are read from --seeds (default /work/shared/seeds); the texts are copied into
 expected_ids.json so the C++ test depends on nothing outside the repo. Re-running it rewrites
 the files byte for byte (single-threaded training; checked by running it twice).
@@ -27,10 +34,12 @@ os.environ["RAYON_NUM_THREADS"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers  # noqa: E402
-from tokenizers import pre_tokenizers, trainers  # noqa: E402
+from tokenizers import pre_tokenizers, processors, trainers  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 OUT = REPO / "tests" / "data" / "tokenizers"
+FUZZ = REPO / "fuzz" / "corpus" / "tokenizer_json"
+FUZZ_TEXTS = ["Hello, world! 안녕하세요 세계", "BERT와 LoRA: 12345 tokens.", "É école ñ 中文 👍"]
 CODE_FILE = "src/data/tokenizer.cpp"  # the code text is copied into expected_ids.json
 LLAMA3_REGEX = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -58,6 +67,14 @@ MULTILINGUAL = [
     "",
     " ",
     "a",
+]
+
+# Texts the tokenizers are not trained on: characters outside every vocabulary ([UNK], byte
+# fallback) and a word longer than WordPiece's max_input_chars_per_word.
+HELD_OUT = [
+    "Held out: \u03a9\u03bc\u03ad\u03b3\u03b1 \u2713 \u2603 \U0001F600 \U0001D518\U0001D52B "
+    "\ua66e \u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35 \u10d2\u10d0\u10db\u10d0\u10e0\u10ef\u10dd\u10d1\u10d0",
+    "Supercalifragilisticexpialidociousantidisestablishmentarianism x" * 2,
 ]
 
 
@@ -91,6 +108,33 @@ def train(texts, pre_tokenizer, normalizer, vocab_size):
     return tok
 
 
+def train_wordpiece(texts, vocab_size=800):
+    """A BERT-style WordPiece tokenizer. Its vocabulary comes from tokenizers' BPE trainer on the
+    BERT-normalized, BERT-pre-tokenized texts: every learned token once as a word start and once
+    with "##" as a continuation. (WordPieceTrainer, whose "##" pieces are numbered in hash order,
+    gives a different vocabulary from run to run; the BPE trainer without a prefix does not.)"""
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    bpe = Tokenizer(models.BPE())
+    bpe.normalizer = normalizers.BertNormalizer(lowercase=True)
+    bpe.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, show_progress=False)
+    bpe.train_from_iterator(texts, trainer)
+    learned = json.loads(bpe.to_str())["model"]["vocab"]
+    words = sorted(set(learned) | {"##" + t for t in learned}, key=lambda t: (len(t), t))
+    vocab = {t: i for i, t in enumerate(specials + words)}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=40))
+    tok.add_special_tokens(specials)
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=True)
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))],
+    )
+    return tok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", default="/work/shared/seeds")
@@ -99,6 +143,7 @@ def main():
     code = (REPO / CODE_FILE).read_text(encoding="utf-8")
     cases = seed_slices(args.seeds) + [(f"code:{CODE_FILE}", code)]
     cases += [(f"multilingual:{i}", t) for i, t in enumerate(MULTILINGUAL)]
+    cases += [(f"held_out:{i}", t) for i, t in enumerate(HELD_OUT)]
     seeds_full = [
         p.read_text(encoding="utf-8")
         for p in sorted(pathlib.Path(args.seeds).glob("*.txt"))
@@ -130,6 +175,13 @@ def main():
     d = json.loads(llama3.to_str())
     d["model"]["ignore_merges"] = True
     files["llama3_style"] = json.dumps(d, ensure_ascii=False, indent=1)
+    files["bert_wordpiece"] = json.dumps(
+        json.loads(train_wordpiece(corpus).to_str()), ensure_ascii=False, indent=1
+    )
+
+    fuzz_seeds = {"bert_wordpiece_small": train_wordpiece(FUZZ_TEXTS * 2, 40)}
+    for name, t in fuzz_seeds.items():
+        (FUZZ / name).write_text(t.to_str(), encoding="utf-8")
 
     expected = {"tokenizers": {}, "cases": []}
     loaded = {}
@@ -138,14 +190,18 @@ def main():
         expected["tokenizers"][name] = f"{name}.json"
         loaded[name] = Tokenizer.from_str(text)
     for name, text in cases:
-        ids = {k: t.encode(text, add_special_tokens=False).ids for k, t in loaded.items()}
+        ids = {k: t.encode(text).ids for k, t in loaded.items()}
         case = {"name": name, "text": text, "ids": ids}
-        # What tokenizers decodes the ids to, where that is not the text itself (NFC, and the
-        # prefix spaces of prefix_style).
-        decoded = {k: t.decode(ids[k], skip_special_tokens=False) for k, t in loaded.items()}
-        decoded = {k: v for k, v in decoded.items() if v != text}
+        # What tokenizers decodes the ids to, where that is not the text itself (NFC, the
+        # prefix spaces of prefix_style, BERT's lowercase and spacing).
+        full = {k: t.decode(ids[k], skip_special_tokens=False) for k, t in loaded.items()}
+        decoded = {k: v for k, v in full.items() if v != text}
         if decoded:
             case["decoded"] = decoded
+        skip = {k: t.decode(ids[k]) for k, t in loaded.items()}
+        skip = {k: v for k, v in skip.items() if v != full[k]}
+        if skip:
+            case["decoded_skip"] = skip
         expected["cases"].append(case)
     with open(OUT / "expected_ids.json", "w", encoding="utf-8") as f:
         f.write('{"tokenizers": ' + json.dumps(expected["tokenizers"]) + ',\n "cases": [\n')
