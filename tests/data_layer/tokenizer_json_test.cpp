@@ -35,7 +35,7 @@ bool decodes_to_normalized(const std::string& name) {
 
 TEST(JsonTokenizer, EveryIdEqualsTokenizersOnEveryText) {
   const json expected = fixture("expected_ids.json");
-  ASSERT_EQ(expected["tokenizers"].size(), 4u);
+  ASSERT_EQ(expected["tokenizers"].size(), 7u);
   size_t checked = 0;
   for (const auto& [name, file] : expected["tokenizers"].items()) {
     const JsonTokenizer tok = JsonTokenizer::load(kDir + file.get<std::string>());
@@ -46,19 +46,19 @@ TEST(JsonTokenizer, EveryIdEqualsTokenizersOnEveryText) {
       const std::vector<int32_t> ids = tok.encode(text);
       EXPECT_EQ(ids, c["ids"][name].get<std::vector<int32_t>>());
       // Decoded as tokenizers decodes, with special tokens and without (its default).
-      const bool differs = c.contains("decoded") && c["decoded"].contains(name);
-      const std::string full = differs ? c["decoded"][name].get<std::string>() : text;
-      EXPECT_EQ(tok.decode(ids), full);
-      const bool skip_differs = c.contains("decoded_skip") && c["decoded_skip"].contains(name);
-      EXPECT_EQ(tok.decode(ids, /*skip_special=*/true),
-                skip_differs ? c["decoded_skip"][name].get<std::string>() : full);
+      const auto decoded = [&](const char* key) {
+        const bool differs = c.contains(key) && c[key].contains(name);
+        return differs ? c[key][name].get<std::string>() : text;
+      };
+      EXPECT_EQ(tok.decode(ids), decoded("decoded"));
+      EXPECT_EQ(tok.decode(ids, /*skip_special=*/true), decoded("decoded_skip"));
       if (decodes_to_normalized(name)) {
         EXPECT_EQ(tok.decode(ids), tok.normalize(text));
       }
       ++checked;
     }
   }
-  EXPECT_GE(checked, 128u);
+  EXPECT_GE(checked, 224u);
 }
 
 TEST(JsonTokenizer, SpecialTokensAreMatchedWholeAndCanBeSkipped) {
@@ -133,6 +133,38 @@ TEST(JsonTokenizer, WordPieceMatchesTokenizersOnItsEdges) {
   EXPECT_EQ(JsonTokenizer::parse(d.dump(), "t").normalize("\u0130X"), "i\u0307x");
   EXPECT_EQ(tok.decode(tok.encode("Hello , world !")), "[CLS] hello, world! [SEP]");
   EXPECT_EQ(tok.decode(tok.encode("Hello , world !"), true), "hello, world!");
+}
+
+// Values printed by the tokenizers package (0.23.3) for the committed sp_*.json files.
+TEST(JsonTokenizer, SentencePieceByteFallbackAndMetaspaceMatchTokenizers) {
+  using V = std::vector<int32_t>;
+  const JsonTokenizer llama2 = JsonTokenizer::load(kDir + "sp_llama2.json");
+  const JsonTokenizer first = JsonTokenizer::load(kDir + "sp_metaspace_first.json");
+  const JsonTokenizer always = JsonTokenizer::load(kDir + "sp_metaspace_always.json");
+  const int32_t sp = *llama2.token_to_id("\u2581"), a = *llama2.token_to_id("a");
+  const int32_t b = *llama2.token_to_id("b"), c = *llama2.token_to_id("c");
+  const int32_t f0 = *llama2.token_to_id("<0xF0>"), x9f = *llama2.token_to_id("<0x9F>");
+  const int32_t x98 = *llama2.token_to_id("<0x98>"), x80 = *llama2.token_to_id("<0x80>");
+  // U+1F600 is in no vocabulary: its four UTF-8 bytes. After </s>, Metaspace "first" puts no
+  // "▁" before "b"; "always" and the Prepend normalizer (run on each piece) do.
+  const std::string text = "\U0001F600 a</s>b  c";
+  EXPECT_EQ(llama2.encode(text), (V{1, sp, f0, x9f, x98, x80, sp, a, 2, sp, b, sp, sp, c}));
+  EXPECT_EQ(first.encode(text), (V{1, sp, f0, x9f, x98, x80, sp, a, 2, b, sp, sp, c}));
+  EXPECT_EQ(always.encode(text), llama2.encode(text));
+  // ByteFallback: a run of byte tokens that is not UTF-8 is one U+FFFD per byte.
+  EXPECT_EQ(llama2.decode(V{f0, x9f, a}), "\ufffd\ufffda");
+  EXPECT_EQ(llama2.decode(V{a, f0}), "a\ufffd");
+  EXPECT_EQ(llama2.decode(V{1, a, 2}), "<s>a</s>");
+  EXPECT_EQ(llama2.decode(llama2.encode(" lead  two"), true), " lead  two");
+  EXPECT_EQ(always.decode(always.encode(" lead  two"), true), "lead  two");
+  // Without byte fallback a character outside the vocabulary is <unk>; fuse_unk makes one of
+  // a run.
+  json d = fixture("sp_llama2.json");
+  d["model"]["byte_fallback"] = false;
+  const std::string unknown = "a\U0001F600\U0001F600 \u2603a";
+  EXPECT_EQ(JsonTokenizer::parse(d.dump(), "t").encode(unknown), (V{1, sp, a, 0, sp, 0, a}));
+  d["model"]["fuse_unk"] = false;
+  EXPECT_EQ(JsonTokenizer::parse(d.dump(), "t").encode(unknown), (V{1, sp, a, 0, 0, sp, 0, a}));
 }
 
 TEST(JsonTokenizer, BertProcessingAddsWhatTheEquivalentTemplateAdds) {
@@ -254,6 +286,29 @@ TEST(JsonTokenizer, RefusesBrokenWordPieceFilesByName) {
   d = bert;
   d["decoder"]["cleanup"] = nullptr;
   EXPECT_TRUE(HasSubstr(refusal(d), "decoder.cleanup"));
+}
+
+TEST(JsonTokenizer, RefusesBrokenSentencePieceFilesByName) {
+  const json llama2 = fixture("sp_llama2.json");
+  const json always = fixture("sp_metaspace_always.json");
+  json d = llama2;
+  d["normalizer"]["normalizers"][1]["pattern"] = {{"Regex", " +"}};
+  EXPECT_TRUE(HasSubstr(refusal(d), "normalizer.normalizers[1].pattern.Regex"));
+  d = llama2;
+  d["decoder"]["decoders"][3]["start"] = -1;
+  EXPECT_TRUE(HasSubstr(refusal(d), "decoder.decoders[3].start"));
+  d = llama2;
+  d["decoder"]["decoders"][2]["type"] = "CTC";
+  EXPECT_TRUE(HasSubstr(refusal(d), "decoder.decoders[2].type"));
+  d = always;
+  d["pre_tokenizer"]["prepend_scheme"] = "sometimes";
+  EXPECT_TRUE(HasSubstr(refusal(d), "pre_tokenizer.prepend_scheme"));
+  d = always;
+  d["pre_tokenizer"]["replacement"] = "ab";
+  EXPECT_TRUE(HasSubstr(refusal(d), "pre_tokenizer.replacement"));
+  d = always;
+  d["decoder"].erase("split");
+  EXPECT_TRUE(HasSubstr(refusal(d), "decoder.split: missing"));
 }
 
 TEST(JsonTokenizer, RefusesMergesAndVocabularyThatDoNotHoldTogether) {

@@ -10,12 +10,19 @@ no Python) and writes, into tests/data/tokenizers/:
                      pairs, ignore_merges, a normalized added token
   bert_wordpiece.json  BertNormalizer (lowercase, accents stripped, CJK spaced) + BertPreTokenizer +
                      WordPiece ("##") + TemplateProcessing "[CLS] $A [SEP]" + WordPiece decoder
+  sp_llama2.json     SentencePiece-style BPE as Llama 2 / Mistral ship it: Prepend("▁") +
+                     Replace(" ", "▁") normalizers, no pre-tokenizer, BPE with byte_fallback
+                     (<0x00>..<0xFF> in the vocabulary) and fuse_unk, "<s> $A", and the decoders
+                     Replace, ByteFallback, Fuse, Strip
+  sp_metaspace_first.json   the same model with the Metaspace pre-tokenizer (prepend_scheme
+                     "first", split false) instead of the normalizers (the non-legacy form)
+  sp_metaspace_always.json  Metaspace (prepend_scheme "always", split true) with the Metaspace
+                     decoder (tokenizers' own SentencePieceBPETokenizer layout)
   expected_ids.json  for every text (seed document slices, a code file, a multilingual corpus):
                      the text and the ids `tokenizers` gives with each tokenizer file as saved
-                     (Tokenizer.encode's default add_special_tokens=True), what it decodes them
-                     to where that differs from the text ("decoded", skip_special_tokens=False)
-                     and, where that differs again, what its default decode gives
-                     ("decoded_skip", skip_special_tokens=True).
+                     (Tokenizer.encode's default add_special_tokens=True), and what it decodes
+                     them to where that differs from the text ("decoded" with
+                     skip_special_tokens=False, "decoded_skip" with True, its default).
 It also writes small tokenizers of the new kinds into fuzz/corpus/tokenizer_json/ (trained on a
 few lines), as seeds for the fuzz target and its replay test.
 The seeds are read from --seeds (default /work/shared/seeds); the texts are copied into
@@ -135,6 +142,53 @@ def train_wordpiece(texts, vocab_size=800):
     return tok
 
 
+def train_sentencepiece(texts, vocab_size):
+    """SentencePiece-style BPE (Llama 2): words from Metaspace, then the 256 byte tokens put in
+    the vocabulary after the specials, as Llama 2's vocabulary has them. Returns the three
+    layouts of the same model (see the module docstring)."""
+    specials = ["<unk>", "<s>", "</s>"]
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=2, special_tokens=specials, show_progress=False
+    )
+    tok.train_from_iterator(texts, trainer)
+    d = json.loads(tok.to_str())
+    learned = sorted(d["model"]["vocab"].items(), key=lambda kv: kv[1])
+    order = specials + [f"<0x{b:02X}>" for b in range(256)]
+    order += [t for t, _ in learned if t not in specials]
+    d["model"]["vocab"] = {t: i for i, t in enumerate(order)}
+    base = Tokenizer.from_str(json.dumps(d))
+    base.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)]
+    )
+    sp_decoder = decoders.Sequence(
+        [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+         decoders.Strip(content=" ", left=1, right=0)]
+    )
+    out = {}
+    llama2 = Tokenizer.from_str(base.to_str())
+    llama2.normalizer = normalizers.Sequence(
+        [normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")]
+    )
+    llama2.pre_tokenizer = None
+    llama2.decoder = sp_decoder
+    out["sp_llama2"] = llama2
+    first = Tokenizer.from_str(base.to_str())
+    first.pre_tokenizer = pre_tokenizers.Metaspace(
+        replacement="\u2581", prepend_scheme="first", split=False
+    )
+    first.decoder = sp_decoder
+    out["sp_metaspace_first"] = first
+    always = Tokenizer.from_str(base.to_str())
+    always.pre_tokenizer = pre_tokenizers.Metaspace(
+        replacement="\u2581", prepend_scheme="always", split=True
+    )
+    always.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    out["sp_metaspace_always"] = always
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", default="/work/shared/seeds")
@@ -179,7 +233,12 @@ def main():
         json.loads(train_wordpiece(corpus).to_str()), ensure_ascii=False, indent=1
     )
 
+    for name, t in train_sentencepiece(corpus, 900).items():
+        files[name] = json.dumps(json.loads(t.to_str()), ensure_ascii=False, indent=1)
+
     fuzz_seeds = {"bert_wordpiece_small": train_wordpiece(FUZZ_TEXTS * 2, 40)}
+    for name, t in train_sentencepiece(FUZZ_TEXTS * 2, 300).items():
+        fuzz_seeds[name + "_small"] = t
     for name, t in fuzz_seeds.items():
         (FUZZ / name).write_text(t.to_str(), encoding="utf-8")
 
@@ -192,20 +251,19 @@ def main():
     for name, text in cases:
         ids = {k: t.encode(text).ids for k, t in loaded.items()}
         case = {"name": name, "text": text, "ids": ids}
-        # What tokenizers decodes the ids to, where that is not the text itself (NFC, the
-        # prefix spaces of prefix_style, BERT's lowercase and spacing).
-        full = {k: t.decode(ids[k], skip_special_tokens=False) for k, t in loaded.items()}
-        decoded = {k: v for k, v in full.items() if v != text}
-        if decoded:
-            case["decoded"] = decoded
-        skip = {k: t.decode(ids[k]) for k, t in loaded.items()}
-        skip = {k: v for k, v in skip.items() if v != full[k]}
-        if skip:
-            case["decoded_skip"] = skip
+        # What tokenizers decodes the ids to with the special tokens, and without them (its
+        # default), each where it is not the text itself (NFC, the prefix spaces of
+        # prefix_style, BERT's lowercase and spacing, <s>).
+        for key, skip in (("decoded", False), ("decoded_skip", True)):
+            out = {k: t.decode(ids[k], skip_special_tokens=skip) for k, t in loaded.items()}
+            out = {k: v for k, v in out.items() if v != text}
+            if out:
+                case[key] = out
         expected["cases"].append(case)
     with open(OUT / "expected_ids.json", "w", encoding="utf-8") as f:
         f.write('{"tokenizers": ' + json.dumps(expected["tokenizers"]) + ',\n "cases": [\n')
-        f.write(",\n".join(json.dumps(c, ensure_ascii=False) for c in expected["cases"]))
+        compact = {"ensure_ascii": False, "separators": (",", ":")}
+        f.write(",\n".join(json.dumps(c, **compact) for c in expected["cases"]))
         f.write("\n]}\n")
 
 
