@@ -8,6 +8,9 @@ no Python) and writes, into tests/data/tokenizers/:
                      gets a leading space
   llama3_style.json  NFC + Split (Llama 3 regex) + ByteLevel(use_regex=false), merges as [a, b]
                      pairs, ignore_merges, a normalized added token
+  llama3_shipped.json  the layout of Llama 3's shipped file: llama3_style's pipeline, the special
+                     tokens after the model vocabulary, and the post-processor Sequence of
+                     ByteLevel and TemplateProcessing "<|begin_of_text|> $A"
   bert_wordpiece.json  BertNormalizer (lowercase, accents stripped, CJK spaced) + BertPreTokenizer +
                      WordPiece ("##") + TemplateProcessing "[CLS] $A [SEP]" + WordPiece decoder
   sp_llama2.json     SentencePiece-style BPE as Llama 2 / Mistral ship it: Prepend("▁") +
@@ -112,6 +115,42 @@ def train(texts, pre_tokenizer, normalizer, vocab_size):
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer)
+    return tok
+
+
+LLAMA3_SPECIALS = [
+    "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"
+]
+
+
+def train_llama3_shipped(texts, vocab_size):
+    tok = Tokenizer(models.BPE(ignore_merges=True))
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(LLAMA3_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel(add_prefix_space=True, trim_offsets=True, use_regex=True)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer)
+    tok.add_special_tokens(LLAMA3_SPECIALS)
+    bos = tok.token_to_id("<|begin_of_text|>")
+    tok.post_processor = processors.Sequence(
+        [
+            processors.ByteLevel(add_prefix_space=True, trim_offsets=False, use_regex=True),
+            processors.TemplateProcessing(
+                single="<|begin_of_text|> $A",
+                pair="<|begin_of_text|> $A:0 <|begin_of_text|>:1 $B:1",
+                special_tokens=[("<|begin_of_text|>", bos)],
+            ),
+        ]
+    )
     return tok
 
 
@@ -229,6 +268,9 @@ def main():
     d = json.loads(llama3.to_str())
     d["model"]["ignore_merges"] = True
     files["llama3_style"] = json.dumps(d, ensure_ascii=False, indent=1)
+    files["llama3_shipped"] = json.dumps(
+        json.loads(train_llama3_shipped(corpus, 900).to_str()), ensure_ascii=False, indent=1
+    )
     files["bert_wordpiece"] = json.dumps(
         json.loads(train_wordpiece(corpus).to_str()), ensure_ascii=False, indent=1
     )
@@ -237,6 +279,7 @@ def main():
         files[name] = json.dumps(json.loads(t.to_str()), ensure_ascii=False, indent=1)
 
     fuzz_seeds = {"bert_wordpiece_small": train_wordpiece(FUZZ_TEXTS * 2, 40)}
+    fuzz_seeds["llama3_shipped_small"] = train_llama3_shipped(FUZZ_TEXTS * 2, 300)
     for name, t in train_sentencepiece(FUZZ_TEXTS * 2, 300).items():
         fuzz_seeds[name + "_small"] = t
     for name, t in fuzz_seeds.items():
