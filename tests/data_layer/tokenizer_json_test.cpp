@@ -322,9 +322,19 @@ TEST(JsonTokenizer, RefusesBrokenSentencePieceFilesByName) {
   d = always;
   d["pre_tokenizer"]["replacement"] = "ab";
   EXPECT_TRUE(HasSubstr(refusal(d), "pre_tokenizer.replacement"));
+  // The legacy add_prefix_space: false is refused unless the scheme is "never" (as tokenizers);
+  // true with the defaults (always, split) is the same tokenizer (tokenizers 0.23.3 reads it so).
   d = always;
-  d["decoder"].erase("split");
-  EXPECT_TRUE(HasSubstr(refusal(d), "decoder.split: missing"));
+  d["pre_tokenizer"]["add_prefix_space"] = false;
+  EXPECT_TRUE(HasSubstr(refusal(d), "pre_tokenizer.add_prefix_space"));
+  d = always;
+  for (const char* part : {"pre_tokenizer", "decoder"})
+    d[part] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"add_prefix_space", true}};
+  const JsonTokenizer legacy = JsonTokenizer::parse(d.dump(), "legacy");
+  const JsonTokenizer current = JsonTokenizer::parse(always.dump(), "current");
+  const std::string text = "legacy  Metaspace</s>files \uc548\ub155";
+  EXPECT_EQ(legacy.encode(text), current.encode(text));
+  EXPECT_EQ(legacy.decode(legacy.encode(text)), current.decode(current.encode(text)));
 }
 
 TEST(JsonTokenizer, RefusesMergesAndVocabularyThatDoNotHoldTogether) {

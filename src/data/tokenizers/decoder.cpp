@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "data/tokenizers/byte_level.h"
+#include "data/tokenizers/pre_tokenizer.h"
 #include "data/tokenizers/unicode.h"
 
 namespace snug::tok {
@@ -93,16 +94,13 @@ void Decoder::parse(const Fields& f) {
     s.text = f.string("prefix");
     s.flag = f.required_bool("cleanup");
   } else if (type == "Metaspace") {
-    f.only({"type", "replacement", "prepend_scheme", "split"});
+    f.only({"type", "replacement", "prepend_scheme", "split", "add_prefix_space"});
     s.kind = Kind::kMetaspace;
     s.text = f.string("replacement");
     SNUG_CHECK(code_points(s.text).size() == 1, f.what(), ": ", f.at("replacement"),
                ": expected one character");
-    const std::string scheme = f.string("prepend_scheme");
-    if (scheme != "always" && scheme != "first" && scheme != "never")
-      f.refuse("prepend_scheme", "expected always, first or never");
-    s.flag = scheme != "never";
-    (void)f.required_bool("split");  // pre-tokenizing only
+    s.flag = metaspace_prepend_scheme(f) != "never";
+    (void)f.boolean("split", true);  // pre-tokenizing only
   } else if (type == "Replace") {
     f.only({"type", "pattern", "content"});
     const Fields p(f.get("pattern"), f.at("pattern"), f.what());

@@ -35,6 +35,15 @@ SplitBehavior parse_behavior(const Fields& f) {
 
 }  // namespace
 
+std::string metaspace_prepend_scheme(const Fields& f) {
+  const std::string scheme = f.is_null("prepend_scheme") ? "always" : f.string("prepend_scheme");
+  if (scheme != "always" && scheme != "first" && scheme != "never")
+    f.refuse("prepend_scheme", "expected always, first or never");
+  if (!f.boolean("add_prefix_space", true) && scheme != "never")
+    f.refuse("add_prefix_space", "false does not match prepend_scheme '" + scheme + "'");
+  return scheme;
+}
+
 void PreTokenizer::parse(const Fields& f, bool top) {
   const std::string type = f.string("type");
   Step p{};
@@ -69,23 +78,17 @@ void PreTokenizer::parse(const Fields& f, bool top) {
     f.only({"type"});
     p.kind = Kind::kBert;
   } else if (type == "Metaspace") {
-    f.only({"type", "replacement", "prepend_scheme", "split"});
+    f.only({"type", "replacement", "prepend_scheme", "split", "add_prefix_space"});
     p.kind = Kind::kMetaspace;
     p.replacement = f.string("replacement");
     SNUG_CHECK(code_points(p.replacement).size() == 1, f.what(), ": ", f.at("replacement"),
                ": expected one character");
     p.pattern = std::make_shared<SplitPattern>(p.replacement, true, f.what());
-    const std::string scheme = f.string("prepend_scheme");
-    if (scheme == "always") {
-      p.prepend = Prepend::kAlways;
-    } else if (scheme == "first") {
-      p.prepend = Prepend::kFirst;
-    } else if (scheme == "never") {
-      p.prepend = Prepend::kNever;
-    } else {
-      f.refuse("prepend_scheme", "expected always, first or never");
-    }
-    p.split = f.required_bool("split");
+    const std::string scheme = metaspace_prepend_scheme(f);
+    p.prepend = scheme == "always"  ? Prepend::kAlways
+                : scheme == "first" ? Prepend::kFirst
+                                    : Prepend::kNever;
+    p.split = f.boolean("split", true);
   } else {
     f.refuse("type", "pre-tokenizer '" + shorten(type) +
                          "' not supported by snug (ByteLevel, Split, BertPreTokenizer, "

@@ -14,6 +14,11 @@
 
 namespace snug::tok {
 
+// Metaspace's prepend_scheme ("always", "first" or "never") as tokenizers reads it, shared with
+// the Metaspace decoder: "always" when absent; the legacy add_prefix_space=false must come with
+// "never" (tokenizers refuses the file otherwise).
+std::string metaspace_prepend_scheme(const Fields& f);
+
 class PreTokenizer {
  public:
   PreTokenizer() = default;  // none

@@ -1,5 +1,7 @@
 #include "data/tokenizers/wordpiece.h"
 
+#include <optional>
+
 #include "data/tokenizers/unicode.h"
 
 namespace snug::tok {
