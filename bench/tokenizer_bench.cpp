@@ -27,7 +27,7 @@ void BM_Encode(benchmark::State& state, const char* file) {
   const std::string text = corpus();
   size_t n = 0;
   for (auto _ : state) {
-    const std::vector<int32_t> ids = tok.encode(text);
+    const std::vector<int32_t> ids = tok.encode(text, /*add_special_tokens=*/false);
     n = ids.size();
     benchmark::DoNotOptimize(ids.data());
   }
@@ -37,6 +37,8 @@ void BM_Encode(benchmark::State& state, const char* file) {
 
 BENCHMARK_CAPTURE(BM_Encode, gpt2_style, "gpt2_style.json")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Encode, llama3_style, "llama3_style.json")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Encode, bert_wordpiece, "bert_wordpiece.json")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Encode, sp_llama2, "sp_llama2.json")->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

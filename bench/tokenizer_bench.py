@@ -18,7 +18,7 @@ DIR = pathlib.Path(__file__).resolve().parents[1] / "tests" / "data" / "tokenize
 cases = json.loads((DIR / "expected_ids.json").read_text(encoding="utf-8"))["cases"]
 text = "".join(c["text"] + "\n" for c in cases)
 nbytes = len(text.encode("utf-8"))
-for name in ("gpt2_style", "llama3_style"):
+for name in ("gpt2_style", "llama3_style", "bert_wordpiece", "sp_llama2"):
     tok = Tokenizer.from_file(str(DIR / f"{name}.json"))
     n = len(tok.encode(text, add_special_tokens=False).ids)  # warm the word cache, as the C++ bench
     best = float("inf")

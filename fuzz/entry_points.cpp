@@ -132,18 +132,25 @@ void tokenizer_json(const uint8_t* data, size_t size) {
   static const char* const kTexts[] = {
       "Hello  world\n\n  x's 12345 ,.<|endoftext|>",
       "\xec\x95\x88\xeb\x85\x95 \xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9 e\xcc\x81\r\n\t  ",
-      ""};
+      "[CLS] <s>a</s> \xe2\x96\x81\xe2\x96\x81<0x41> \xc4\xb0\xe4\xb8\xad\xe2\x80\x8b don't", ""};
   const auto round_trip = [&](std::string_view t) {
-    try {
-      const std::vector<int32_t> ids = tok->encode(t);
-      (void)tok->decode(ids);
-      (void)tok->decode(ids, /*skip_special=*/true);
-      for (const int32_t id : ids) (void)tok->token(id);
-    } catch (const Error&) {
+    for (const bool special : {true, false}) {
+      try {
+        const std::vector<int32_t> ids = tok->encode(t, special);
+        (void)tok->decode(ids);
+        (void)tok->decode(ids, /*skip_special=*/true);
+        for (const int32_t id : ids) (void)tok->token(id);
+      } catch (const Error&) {
+      }
     }
   };
   for (const char* t : kTexts) round_trip(t);
   round_trip(text.substr(0, 4096));
+  // The decoders on ids in any order (byte-fallback runs, WordPiece prefixes, Strip).
+  std::vector<int32_t> ids;
+  for (int64_t id = 0; id < std::min<int64_t>(tok->vocab_size(), 600); ++id)
+    ids.push_back(static_cast<int32_t>((id * 7919) % tok->vocab_size()));
+  (void)tok->decode(ids);
 }
 
 }  // namespace snug::fuzz

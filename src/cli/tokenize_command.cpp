@@ -73,7 +73,9 @@ int run_tokenize(const TokenizeArgs& a) {
 
 Command add_tokenize_command(CLI::App& app) {
   const auto [sub, a] = add_subcommand<TokenizeArgs>(
-      app, "tokenize", "Encode text with a tokenizer.json (byte-level BPE), or decode ids");
+      app, "tokenize",
+      "Encode text with a tokenizer.json (byte-level BPE, WordPiece, SentencePiece-style BPE), "
+      "or decode ids");
   sub->add_option("--tokenizer", a->tokenizer, "A Hugging Face tokenizer.json")
       ->required()
       ->check(CLI::ExistingFile);

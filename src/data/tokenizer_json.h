@@ -1,16 +1,18 @@
-// A Hugging Face tokenizer.json, byte-level BPE kind (GPT-2, GPT-NeoX, Llama 3, Qwen2), read
-// and run as the `tokenizers` package runs it, id for id (tests/data_layer/
-// tokenizer_json_test.cpp holds it to ids `tokenizers` wrote; docs/tokenizers.md).
+// A Hugging Face tokenizer.json, read and run as the `tokenizers` package runs it, id for id
+// (tests/data_layer/tokenizer_json_test.cpp holds it to ids `tokenizers` wrote;
+// docs/tokenizers.md): byte-level BPE (GPT-2, GPT-NeoX, Llama 3, Qwen2), WordPiece (BERT), and
+// SentencePiece-style BPE with byte fallback (Llama 2, Mistral). The pipeline's parts live in
+// data/tokenizers/.
 //
-// encode(text), as tokenizers' Tokenizer::encode with add_special_tokens=false:
+// encode(text), as tokenizers' Tokenizer::encode:
 //   1. added tokens with normalized=false are cut out of the raw text (leftmost, longest first)
 //      and become their ids, never split or normalized;
-//   2. the rest is normalized (NFC), then added tokens with normalized=true are cut out;
-//   3. the pre-tokenizers split what is left into pieces (Split with a regex, ByteLevel which
-//      maps bytes to its alphabet and, with use_regex, splits with the GPT-2 pattern);
-//   4. the BPE model turns each piece into ids.
-// decode(ids): every id's token, through the ByteLevel decoder (alphabet back to bytes), as
-// UTF-8 with ill-formed bytes replaced by U+FFFD.
+//   2. the rest is normalized (normalizer.h), then added tokens with normalized=true are cut out;
+//   3. the pre-tokenizer (pre_tokenizer.h) splits what is left into words;
+//   4. the model (BPE: bpe.h, WordPiece: wordpiece.h) turns each word into ids;
+//   5. with add_special_tokens (tokenizers' default), the post-processor's special tokens go
+//      around them (post_processor.h: [CLS] ... [SEP], <s> ..., <|begin_of_text|> ...).
+// decode(ids): every id's token string through the decoder (decoder.h).
 //
 // Only what is implemented is accepted: every field of the file is either understood or the
 // file is refused with a snug::Error naming the file and the field (never silently ignored).
@@ -38,7 +40,8 @@ class JsonTokenizer {
   ~JsonTokenizer();
 
   // `text` must be valid UTF-8 (else snug::Error naming the byte offset).
-  std::vector<int32_t> encode(std::string_view text) const;
+  // `add_special_tokens`: as tokenizers' encode (default on), the post-processor's tokens.
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
   // An id outside [0, vocab_size()) is a snug::Error naming its position. `skip_special`: leave
   // out added tokens marked special (tokenizers' skip_special_tokens).
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;

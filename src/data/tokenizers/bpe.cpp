@@ -1,5 +1,6 @@
 #include "data/tokenizers/bpe.h"
 
+#include <cstdio>
 #include <iterator>
 #include <queue>
 
@@ -8,44 +9,71 @@
 
 namespace snug::tok {
 
-BpeModel::BpeModel(std::unordered_map<std::string, int32_t> vocab,
-                   const std::vector<std::pair<std::string, std::string>>& merges,
-                   BpeOptions options, const std::string& what)
-    : vocab_(std::make_move_iterator(vocab.begin()), std::make_move_iterator(vocab.end())),
-      options_(options) {
-  tokens_.resize(vocab_.size());
-  std::vector<bool> seen(vocab_.size(), false);
-  for (const auto& [token, id] : vocab_) {
-    SNUG_CHECK(id >= 0 && static_cast<size_t>(id) < vocab_.size(), what, ": model.vocab: id ", id,
-               " of '", shorten(token), "' is outside 0..", vocab_.size() - 1,
-               " (snug needs the ids 0..n-1, each once)");
-    SNUG_CHECK(!seen[static_cast<size_t>(id)], what, ": model.vocab: id ", id,
-               " is given to two tokens");
-    seen[static_cast<size_t>(id)] = true;
-    tokens_[static_cast<size_t>(id)] = token;
+namespace {
+
+std::vector<std::pair<std::string, std::string>> read_merges(const Fields& f) {
+  const auto& list = f.array("merges");
+  std::vector<std::pair<std::string, std::string>> merges;
+  merges.reserve(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    const auto& e = list[i];
+    const bool legacy = e.is_string();
+    SNUG_CHECK(legacy == list[0].is_string(), f.what(), ": ", f.item("merges", i),
+               ": mixes \"a b\" strings and [a, b] pairs");
+    if (legacy) {
+      const std::string s = e.get<std::string>();
+      const size_t sp = s.find(' ');
+      SNUG_CHECK(sp != std::string::npos && s.find(' ', sp + 1) == std::string::npos, f.what(),
+                 ": ", f.item("merges", i), ": expected \"left right\" (one space)");
+      merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+    } else {
+      SNUG_CHECK(e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string(), f.what(),
+                 ": ", f.item("merges", i), ": expected \"left right\" or [left, right]");
+      merges.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
+    }
   }
+  return merges;
+}
+
+}  // namespace
+
+BpeModel::BpeModel(const Fields& f) : vocab_(f) {
+  f.only({"type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix",
+          "fuse_unk", "byte_fallback", "ignore_merges", "vocab", "merges"});
+  if (!f.is_null("dropout")) f.refuse("dropout", "BPE dropout (training only) not supported");
+  for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (f.optional_string(k).value_or("") != "")
+      f.refuse(k, "not supported by snug for BPE (must be null)");
+  fuse_unk_ = f.boolean("fuse_unk", false);
+  ignore_merges_ = f.boolean("ignore_merges", false);
+  byte_fallback_ = f.boolean("byte_fallback", false);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);  // tokenizers' format!("<{b:#04X}>")
+    byte_ids_[static_cast<size_t>(b)] = vocab_.id_of(name).value_or(-1);
+  }
+  if (const auto unk = f.optional_string("unk_token")) {
+    unk_id_ = vocab_.id_of(*unk);
+    SNUG_CHECK(unk_id_, f.what(), ": ", f.at("unk_token"), " '", shorten(*unk),
+               "' is not in model.vocab");
+  }
+  const auto merges = read_merges(f);
   merges_.reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [a, b] = merges[rank];
-    const auto ia = id_of(a), ib = id_of(b), inew = id_of(a + b);
-    SNUG_CHECK(ia && ib, what, ": model.merges[", rank, "]: '", shorten(ia ? b : a),
+    const auto ia = vocab_.id_of(a), ib = vocab_.id_of(b), inew = vocab_.id_of(a + b);
+    SNUG_CHECK(ia && ib, f.what(), ": ", f.item("merges", rank), ": '", shorten(ia ? b : a),
                "' is not in model.vocab");
-    SNUG_CHECK(inew, what, ": model.merges[", rank, "]: the merged token '", shorten(a + b),
+    SNUG_CHECK(inew, f.what(), ": ", f.item("merges", rank), ": the merged token '", shorten(a + b),
                "' is not in model.vocab");
     // A pair listed twice keeps its later rank, as tokenizers' HashMap collect does.
     merges_[key(*ia, *ib)] = Merge{static_cast<uint32_t>(rank), *inew};
   }
 }
 
-std::optional<int32_t> BpeModel::id_of(std::string_view token) const {
-  const auto it = vocab_.find(token);
-  if (it == vocab_.end()) return std::nullopt;
-  return it->second;
-}
-
 void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
-  if (options_.ignore_merges) {
-    if (const auto id = id_of(word)) {
+  if (ignore_merges_) {
+    if (const auto id = vocab_.id_of(word)) {
       out.push_back(*id);
       return;
     }
@@ -97,21 +125,36 @@ size_t char_len(uint8_t c) {
 void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) const {
   std::vector<Symbol> sym;
   sym.reserve(word.size());
-  bool last_unk = false;
+  const auto add = [&](int32_t id) {
+    const auto pos = static_cast<int32_t>(sym.size());
+    sym.push_back(Symbol{id, pos - 1, pos + 1, true});
+  };
+  // An unknown character waits here until a known one or the end (tokenizers' order: byte
+  // fallback tokens do not flush it).
+  bool unk_pending = false;
   for (size_t i = 0; i < word.size();) {
     const size_t n = std::min(char_len(static_cast<uint8_t>(word[i])), word.size() - i);
-    const auto id = id_of(word.substr(i, n));
+    const std::string_view ch = word.substr(i, n);
     i += n;
-    if (id) {
-      last_unk = false;
-    } else {
-      if (!options_.unk_id) continue;  // tokenizers drops it
-      if (options_.fuse_unk && last_unk) continue;
-      last_unk = true;
+    if (const auto id = vocab_.id_of(ch)) {
+      if (unk_pending) add(*unk_id_);
+      unk_pending = false;
+      add(*id);
+      continue;
     }
-    const auto pos = static_cast<int32_t>(sym.size());
-    sym.push_back(Symbol{id ? *id : *options_.unk_id, pos - 1, pos + 1, true});
+    if (byte_fallback_) {
+      bool all = true;
+      for (const char b : ch) all = all && byte_ids_[static_cast<uint8_t>(b)] >= 0;
+      if (all) {
+        for (const char b : ch) add(byte_ids_[static_cast<uint8_t>(b)]);
+        continue;
+      }
+    }
+    if (!unk_id_) continue;  // tokenizers drops it
+    if (unk_pending && !fuse_unk_) add(*unk_id_);
+    unk_pending = true;
   }
+  if (unk_pending) add(*unk_id_);
   if (sym.empty()) return;
   sym.back().next = -1;
 

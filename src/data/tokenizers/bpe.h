@@ -5,10 +5,14 @@
 // re-checked when popped (O(n log n) per word, the algorithm of tokenizers' Word::merge_all, so
 // that even merges that make one token from two different pairs agree), and caches the result
 // of short words.
+//
+// A character outside the vocabulary becomes, in this order of preference: its UTF-8 bytes as
+// the tokens <0xNN> (byte_fallback, SentencePiece style: Llama 2, Mistral) when all of them are
+// in the vocabulary; unk_token (consecutive ones fused into one with fuse_unk); or nothing.
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -16,29 +20,17 @@
 #include <unordered_map>
 #include <vector>
 
+#include "data/tokenizers/vocab.h"
+
 namespace snug::tok {
 
-struct BpeOptions {
-  std::optional<int32_t> unk_id;  // emitted for a character outside the vocabulary
-  bool fuse_unk = false;          // consecutive unknown characters give one unk_id
-  bool ignore_merges = false;     // a word that is itself a vocabulary entry is that entry
-};
-
-class BpeModel {
+class BpeModel final : public Model {
  public:
-  // `vocab`: token -> id, ids 0..n-1 each once. `merges`: (left, right) by rank; each token and
-  // their concatenation must be in `vocab`. Errors start with `what`.
-  BpeModel(std::unordered_map<std::string, int32_t> vocab,
-           const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options,
-           const std::string& what);
+  // `f`: the "model" object of type BPE (every field checked, errors name it).
+  explicit BpeModel(const Fields& f);
 
-  // Appends the ids of `word` to `out`. A character outside the vocabulary gives unk_id, or
-  // nothing when there is none (as in tokenizers).
-  void encode_word(std::string_view word, std::vector<int32_t>& out) const;
-
-  std::optional<int32_t> id_of(std::string_view token) const;
-  const std::string& token_of(int32_t id) const { return tokens_[static_cast<size_t>(id)]; }
-  int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
+  void encode_word(std::string_view word, std::vector<int32_t>& out) const override;
+  const Vocab& vocab() const override { return vocab_; }
 
  private:
   struct Merge {
@@ -50,18 +42,13 @@ class BpeModel {
   }
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
 
-  // Looked up by string_view without building a std::string (C++20 heterogeneous lookup).
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  template <typename V>
-  using StringMap = std::unordered_map<std::string, V, Hash, std::equal_to<>>;
-
-  StringMap<int32_t> vocab_;
-  std::vector<std::string> tokens_;  // id -> token
+  Vocab vocab_;
   std::unordered_map<uint64_t, Merge> merges_;
-  BpeOptions options_;
+  std::optional<int32_t> unk_id_;
+  bool fuse_unk_ = false;       // consecutive unknown characters give one unk_id
+  bool ignore_merges_ = false;  // a word that is itself a vocabulary entry is that entry
+  bool byte_fallback_ = false;
+  std::array<int32_t, 256> byte_ids_{};  // the id of <0xNN>, or -1
 
   // Words shorter than kCacheMaxBytes, at most kCacheEntries of them (then no more are added).
   static constexpr size_t kCacheMaxBytes = 256, kCacheEntries = 10000;

@@ -54,16 +54,47 @@ void check_utf8(std::string_view text, const std::string& what) {
   }
 }
 
-std::string nfc(std::string_view text) {
+namespace {
+
+std::string utf8proc_form(std::string_view text, int option, const char* name) {
   if (text.empty()) return {};
   utf8proc_uint8_t* out = nullptr;
-  const utf8proc_ssize_t n =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                   static_cast<utf8proc_ssize_t>(text.size()), &out,
-                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                                          static_cast<utf8proc_ssize_t>(text.size()), &out,
+                                          static_cast<utf8proc_option_t>(UTF8PROC_STABLE | option));
   const std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> hold(out, &std::free);
-  SNUG_CHECK(n >= 0, "NFC normalization failed: ", utf8proc_errmsg(n));
+  SNUG_CHECK(n >= 0, name, " normalization failed: ", utf8proc_errmsg(n));
   return std::string(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+}
+
+}  // namespace
+
+std::string nfc(std::string_view text) {
+  return utf8proc_form(text, UTF8PROC_COMPOSE, "NFC");
+}
+std::string nfd(std::string_view text) {
+  return utf8proc_form(text, UTF8PROC_DECOMPOSE, "NFD");
+}
+
+std::u32string code_points(std::string_view text) {
+  std::u32string out;
+  out.reserve(text.size());
+  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
+  for (size_t i = 0; i < text.size();) {
+    utf8proc_int32_t cp = 0;
+    const utf8proc_ssize_t n =
+        utf8proc_iterate(p + i, static_cast<utf8proc_ssize_t>(text.size() - i), &cp);
+    SNUG_ASSERT(n > 0, "code_points: not valid UTF-8");
+    out.push_back(static_cast<char32_t>(cp));
+    i += static_cast<size_t>(n);
+  }
+  return out;
+}
+
+void append_utf8(char32_t cp, std::string& out) {
+  utf8proc_uint8_t buf[4];
+  const utf8proc_ssize_t n = utf8proc_encode_char(static_cast<utf8proc_int32_t>(cp), buf);
+  out.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(n));
 }
 
 std::string utf8_lossy(std::string_view bytes) {

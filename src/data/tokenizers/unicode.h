@@ -11,8 +11,13 @@ namespace snug::tok {
 // UTF-8 (tokenizers takes Python str, which always is).
 void check_utf8(std::string_view text, const std::string& what);
 
-// Unicode Normalization Form C of valid UTF-8 `text` (U+0000 kept).
+// Unicode Normalization Form C / D of valid UTF-8 `text` (U+0000 kept).
 std::string nfc(std::string_view text);
+std::string nfd(std::string_view text);
+
+// The code points of valid UTF-8 `text`, and back.
+std::u32string code_points(std::string_view text);
+void append_utf8(char32_t cp, std::string& out);
 
 // `bytes` as UTF-8 with every maximal ill-formed subsequence replaced by one U+FFFD, the policy
 // of Rust's String::from_utf8_lossy that tokenizers' ByteLevel decoder ends with.
