@@ -4,7 +4,9 @@
 // every checkpoint policy gives bitwise the gradients of none (with LoRA dropout and bf16 in
 // play), the meta run equals the cpu run to the byte under each run option, the grad-ready hook
 // hands over every trainable parameter once with its final gradient, and NEFTune touches only
-// training forwards.
+// training forwards. The checkpoint and meta checks run on a GPT-NeoX-shaped spec too (LayerNorm,
+// parallel residual, exact GELU, partial rotary, the per-head interleaved fused projection), whose
+// split q, k, v go through mixed precision's compact/widen like separate projections'.
 #include "models/decoder_lm.h"
 
 #include <gtest/gtest.h>
@@ -25,8 +27,9 @@ namespace {
 
 class TinyLlama final : public DecoderLM {
  public:
-  TinyLlama(Device& dev, AttentionImpl kernel) : DecoderLM(spec(kernel), dev) {}
-  static DecoderLMSpec spec(AttentionImpl kernel) {
+  TinyLlama(Device& dev, AttentionImpl kernel, bool neox = false)
+      : DecoderLM(spec(kernel, neox), dev) {}
+  static DecoderLMSpec spec(AttentionImpl kernel, bool neox) {
     test::BlockLMConfig c;
     c.vocab = 13;
     c.hidden = 8;
@@ -36,14 +39,25 @@ class TinyLlama final : public DecoderLM {
     c.intermediate = 12;
     c.rope_theta = 100.0f;
     c.kernel = kernel;
-    const test::BlockLMSpec b = test::llama_style(c);
+    if (neox) {
+      c.kv_heads = c.heads;
+      c.rotary_dim = 2;
+      c.norm = nn::NormKind::layer;
+      c.act = nn::Activation::gelu_erf;
+      c.parallel_residual = true;
+    }
+    const test::BlockLMSpec b = neox ? test::neox_style(c) : test::llama_style(c);
     DecoderLMSpec s;
-    s.name = "tiny-llama";
+    s.name = neox ? "tiny-neox" : "tiny-llama";
     s.vocab = b.vocab;
     s.hidden = b.hidden;
     s.layers = b.layers;
     s.max_positions = 16;
+    s.embed_name = b.embed_name;
+    s.layer_prefix = b.layer_prefix;
     s.layer = b.layer;
+    s.final_norm_name = b.final_norm_name;
+    s.head_name = b.head_name;
     return s;
   }
   ModelSummary summary() const override { return {}; }
@@ -76,6 +90,7 @@ struct Options {
   bool hook = false;
   double neftune = 0.0;
   AttentionImpl kernel = AttentionImpl::flash;
+  bool neox = false;
 };
 
 struct Outcome {
@@ -87,7 +102,7 @@ struct Outcome {
 
 Outcome run(DeviceKind kind, const Options& o) {
   Device dev(kind);
-  TinyLlama m(dev, o.kernel);
+  TinyLlama m(dev, o.kernel, o.neox);
   if (!dev.is_meta()) m.init_weights(3);
   if (o.lora) {
     LoraConfig lc;
@@ -133,23 +148,26 @@ CheckpointConfig policy(CheckpointPolicy p, int64_t k = 1) {
 }
 
 TEST(DecoderLM, EveryCheckpointPolicyGivesBitwiseTheGradientsOfNone) {
-  for (ComputeDType compute : {ComputeDType::f32, ComputeDType::bf16})
-    for (AttentionImpl kernel : {AttentionImpl::flash, AttentionImpl::naive}) {
-      Options o;
-      o.compute = compute;
-      o.kernel = kernel;
-      o.lora = true;
-      const Outcome none = run(DeviceKind::cpu, o);
-      ASSERT_EQ(none.grads.size(), 2u * 3u * 7u);  // A and B on 7 Linears in 3 layers
-      for (const CheckpointConfig& c :
-           {policy(CheckpointPolicy::every_layer), policy(CheckpointPolicy::every_k, 2),
-            policy(CheckpointPolicy::selective)}) {
-        o.ckpt = c;
-        const Outcome got = run(DeviceKind::cpu, o);
-        EXPECT_EQ(got.loss, none.loss);
-        EXPECT_EQ(got.grads, none.grads) << static_cast<int>(c.policy);
+  for (bool neox : {false, true})
+    for (ComputeDType compute : {ComputeDType::f32, ComputeDType::bf16})
+      for (AttentionImpl kernel : {AttentionImpl::flash, AttentionImpl::naive}) {
+        Options o;
+        o.compute = compute;
+        o.kernel = kernel;
+        o.lora = true;
+        o.neox = neox;
+        const Outcome none = run(DeviceKind::cpu, o);
+        // A and B on 7 Linears (NeoX: 4) in 3 layers
+        ASSERT_EQ(none.grads.size(), 2u * 3u * (neox ? 4u : 7u));
+        for (const CheckpointConfig& c :
+             {policy(CheckpointPolicy::every_layer), policy(CheckpointPolicy::every_k, 2),
+              policy(CheckpointPolicy::selective)}) {
+          o.ckpt = c;
+          const Outcome got = run(DeviceKind::cpu, o);
+          EXPECT_EQ(got.loss, none.loss);
+          EXPECT_EQ(got.grads, none.grads) << static_cast<int>(c.policy);
+        }
       }
-    }
 }
 
 TEST(DecoderLM, MetaEqualsCpuToTheByteUnderEachRunOption) {
@@ -163,6 +181,10 @@ TEST(DecoderLM, MetaEqualsCpuToTheByteUnderEachRunOption) {
   all[4].hook = true;
   all[5].neftune = 5.0;
   all[5].ckpt = policy(CheckpointPolicy::every_layer);
+  for (size_t n = 0, count = all.size(); n < count; ++n) {  // each again on the NeoX shape
+    all.push_back(all[n]);
+    all.back().neox = true;
+  }
   for (size_t i = 0; i < all.size(); ++i) {
     const Outcome cpu = run(DeviceKind::cpu, all[i]), meta = run(DeviceKind::meta, all[i]);
     EXPECT_EQ(meta.mem.peak_total, cpu.mem.peak_total) << i;

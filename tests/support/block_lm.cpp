@@ -30,6 +30,25 @@ BlockLMSpec llama_style(const BlockLMConfig& c) {
   return s;
 }
 
+BlockLMSpec neox_style(const BlockLMConfig& c) {
+  BlockLMSpec s = llama_style(c);
+  s.embed_name = "gpt_neox.embed_in.weight";
+  s.layer_prefix = "gpt_neox.layers.";
+  s.final_norm_name = "gpt_neox.final_layer_norm";
+  s.head_name = "embed_out";
+  nn::DecoderLayerConfig& l = s.layer;
+  l.order = nn::LayerParamOrder::norms_first;
+  l.attn_name = "attention";
+  l.attn.fused_qkv_name = "query_key_value";
+  l.attn.fused_qkv_layout = nn::FusedQKVLayout::per_head_interleaved;
+  l.attn.o_name = "dense";
+  l.attn.qkv_bias = l.attn.o_bias = true;
+  l.mlp.bias = true;
+  l.mlp.up_name = "dense_h_to_4h";
+  l.mlp.down_name = "dense_4h_to_h";
+  return s;
+}
+
 BlockLM::BlockLM(const BlockLMSpec& spec, Device& dev)
     : spec_(spec),
       dev_(&dev),

@@ -46,6 +46,11 @@ struct BlockLMSpec {
 
 // HF Llama names and layout (nn.Linear weights, no biases, blocks-first parameter order).
 BlockLMSpec llama_style(const BlockLMConfig& c);
+// HF GPT-NeoX names and layout (gpt_neox.embed_in, norms-first layers with biased LayerNorms,
+// attention.query_key_value fused per-head interleaved with bias, attention.dense, mlp.
+// dense_h_to_4h / dense_4h_to_h with biases, gpt_neox.final_layer_norm, untied embed_out); the
+// blocks' kinds (norm, activation, residual, rotary dims, kernel) come from c.
+BlockLMSpec neox_style(const BlockLMConfig& c);
 
 class BlockLM {
  public:
