@@ -7,7 +7,7 @@
 namespace snug::nn {
 
 Attention::Attention(ParameterStore& ps, const std::string& prefix, const AttentionConfig& cfg)
-    : ctx_(&ps.context()), cfg_(cfg), fused_(!cfg.fused_qkv_name.empty()) {
+    : ctx_(&ps.context()), prefix_(prefix), cfg_(cfg), fused_(!cfg.fused_qkv_name.empty()) {
   if (cfg_.num_kv_heads == 0) cfg_.num_kv_heads = cfg_.num_heads;
   SNUG_CHECK(cfg_.hidden > 0 && cfg_.num_heads > 0 && cfg_.num_kv_heads > 0, prefix,
              ": hidden size ", cfg_.hidden, ", ", cfg_.num_heads, " heads and ", cfg_.num_kv_heads,
@@ -42,7 +42,7 @@ Attention::Attention(ParameterStore& ps, const std::string& prefix, const Attent
   o_.emplace(ps, p + cfg_.o_name, q_width_, cfg_.hidden, cfg_.o_bias, cfg_.layout);
 }
 
-AttentionDims Attention::dims(int64_t B, int64_t T) const {
+AttentionDims Attention::dims(int64_t B, int64_t T, const Tensor& pos) const {
   AttentionDims d;
   d.B = B;
   d.T = T;
@@ -54,6 +54,7 @@ AttentionDims Attention::dims(int64_t B, int64_t T) const {
   d.ldk = d.ldv = packed() ? d.ldq : kv_width_;
   d.ldo = q_width_;
   d.causal = cfg_.causal;
+  d.pos = pos.defined() ? pos.data<int32_t>() : nullptr;
   return d;
 }
 
@@ -61,7 +62,13 @@ void Attention::forward(const Tensor& x, const Tensor& out, Saved& s) const {
   const RunContext& c = *ctx_;
   const OpTable& ops = c.ops();
   const int64_t B = x.dim(0), T = x.dim(1);
-  const AttentionDims d = dims(B, T);
+  s.pos = c.position_ids;
+  if (s.pos.defined()) {
+    SNUG_CHECK(s.pos.shape() == Shape({B, T}) && s.pos.dtype() == DType::i32, prefix_,
+               ": position ids must be int32 of the input's shape (", B, ", ", T, ")");
+    SNUG_CHECK(cfg_.causal, prefix_, ": position ids (per-document masks) need causal attention");
+  }
+  const AttentionDims d = dims(B, T, s.pos);
   if (packed()) {
     s.q = c.work({B, T, d.ldq});
   } else {
@@ -88,8 +95,8 @@ void Attention::forward(const Tensor& x, const Tensor& out, Saved& s) const {
   }
   const auto [q, k, v] = qkv_of(s.q, s.k, s.v);
   if (cfg_.rotary_dim > 0) {
-    ops.rope_forward(q, B, T, d.NH, hs_, d.ldq, cfg_.rotary_dim, cfg_.rope_theta);
-    ops.rope_forward(k, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta);
+    ops.rope_forward(q, B, T, d.NH, hs_, d.ldq, cfg_.rotary_dim, cfg_.rope_theta, d.pos);
+    ops.rope_forward(k, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta, d.pos);
     c.round_half(s.q);  // 16-bit rotated queries and keys, as a 16-bit rotary would leave them
     c.round_half(s.k);
   }
@@ -106,7 +113,7 @@ Tensor Attention::backward(const Tensor& dout, Saved& s) const {
   const RunContext& c = *ctx_;
   const OpTable& ops = c.ops();
   const int64_t B = dout.dim(0), T = dout.dim(1);
-  const AttentionDims d = dims(B, T);
+  const AttentionDims d = dims(B, T, s.pos);
   Tensor y = s.o_lin.in;  // o's backward releases its Saved; flash's backward reads y after
   Tensor dy = temporary(c.device(), {B, T, q_width_});
   {
@@ -136,8 +143,8 @@ Tensor Attention::backward(const Tensor& dout, Saved& s) const {
   s.k.reset();
   s.v.reset();
   if (cfg_.rotary_dim > 0) {
-    ops.rope_backward(dqp, B, T, d.NH, hs_, d.ldq, cfg_.rotary_dim, cfg_.rope_theta);
-    ops.rope_backward(dkp, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta);
+    ops.rope_backward(dqp, B, T, d.NH, hs_, d.ldq, cfg_.rotary_dim, cfg_.rope_theta, d.pos);
+    ops.rope_backward(dkp, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta, d.pos);
   }
   c.round_half(dq);
   c.round_half(dk);
@@ -181,7 +188,7 @@ void Attention::recompute(Saved& s) const {
   // Naive attention's probabilities: the same call rewrites y with identical values.
   const RunContext& c = *ctx_;
   const int64_t B = s.o_lin.in.dim(0), T = s.o_lin.in.dim(1);
-  const AttentionDims d = dims(B, T);
+  const AttentionDims d = dims(B, T, s.pos);
   s.att = c.work({B, d.NH, T, T});
   const auto [q, k, v] = qkv_of(s.q, s.k, s.v);
   c.ops().attention_forward_gqa(f32(s.o_lin.in), f32(s.att), q, k, v, d);

@@ -17,14 +17,19 @@
 //   k, v (B,T,KV)     rotated keys, values }
 //   y    (B,T,Q)      attention output (o_proj's input, in o_lin; flash's backward reads it)
 //   lse  (B,NH,T)     flash: per-row log-sum-exp     | att (B,NH,T,T) naive: probabilities
+//   pos  (B,T) int32  the batch's position ids (RunContext::position_ids), when it has them
+//
+// Packed sequences: with position ids (restarting at 0 where each document starts) rotary
+// rotates row t by its position id and a query attends only to the earlier keys of its own
+// document (kernels/attention_dims.h): a packed batch computes what its documents would alone.
 //
 // The per-head interleaved projection (GPT-NeoX's query_key_value, output viewed (B,T,NH,3,hs))
 // is split by an op into separate q, k, v (the saved tensors, as for separate projections); its
 // (B,T,3Q) output is a temporary freed right after the split, and backward interleaves dq, dk,
 // dv back into one (B,T,3Q) temporary for the projection's backward.
 //
-// Later steps (docs/design.md): padding and per-document masks with position_ids, a KV cache
-// with an incremental forward, attention dropout.
+// Later steps (docs/design.md): padding masks, a KV cache with an incremental forward, attention
+// dropout.
 #pragma once
 
 #include <cstdint>
@@ -71,6 +76,7 @@ class Attention {
     Linear::Saved q_lin, k_lin, v_lin, o_lin;  // q_lin only for a fused projection; o_lin.in = y
     Tensor q, k, v;  // [q|k|v] fused (packed()): q holds [q|k|v], k and v undefined
     Tensor lse, att;
+    Tensor pos;  // the position ids, shared with the model (undefined: positions 0..T-1)
   };
 
   // Checks the configuration (heads divide, rotary dims fit) naming `prefix`.
@@ -101,7 +107,7 @@ class Attention {
   void set_kernel(AttentionImpl k) { cfg_.kernel = k; }
 
  private:
-  AttentionDims dims(int64_t B, int64_t T) const;
+  AttentionDims dims(int64_t B, int64_t T, const Tensor& pos) const;
   // q, k and v inside one saved [q|k|v] tensor (rather than three tensors).
   bool packed() const { return fused_ && cfg_.fused_qkv_layout == FusedQKVLayout::blocks; }
   // The saved q, k, v (or their gradients) as the kernels read them: columns of q when packed().
@@ -111,6 +117,7 @@ class Attention {
   QKV qkv_of(const Tensor& q, const Tensor& k, const Tensor& v) const;
 
   RunContext* ctx_;
+  std::string prefix_;
   AttentionConfig cfg_;
   int64_t hs_, q_width_, kv_width_;
   // Registered in this order (HF's q, k, v, o); fused: q_ is the [q|k|v] projection, no k_, v_.

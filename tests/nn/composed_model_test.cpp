@@ -18,26 +18,18 @@
 #include "kernels/op_table.h"
 #include "nn/init.h"
 #include "support/block_lm.h"
+#include "support/block_lm_checks.h"
 
 namespace snug {
 namespace {
 
 using test::BlockLM;
 using test::BlockLMConfig;
-
-BlockLMConfig llama_like() {
-  BlockLMConfig c;
-  c.vocab = 11;
-  c.hidden = 8;
-  c.layers = 2;
-  c.heads = 4;
-  c.kv_heads = 2;  // GQA: two query heads per kv head
-  c.intermediate = 12;
-  c.rope_theta = 100.0f;  // large angles even at T = 5, so the rotation matters
-  c.norm = nn::NormKind::rms;
-  c.act = nn::Activation::silu_gated;
-  return c;
-}
+using test::check_gradients;
+using test::init_weights;
+using test::llama_like;
+using Batch = test::BlockBatch;
+using test::batch;
 
 BlockLMConfig neox_like() {
   BlockLMConfig c;
@@ -68,98 +60,6 @@ BlockLMConfig gpt_neox_like() {
   return c;
 }
 
-// Deterministic weights: matrices N(0, 0.4), norm weights 1 + N(0, 0.1), biases N(0, 0.1).
-void init(BlockLM& m, uint64_t seed) {
-  NormalGenerator rng(seed);
-  for (Parameter* p : m.params().list()) {
-    float* v = p->value.data<float>();
-    const bool vec = p->value.ndim() == 1;
-    const bool norm =
-        p->name.find("norm") != std::string::npos || p->name.find("layernorm") != std::string::npos;
-    rng.fill(v, p->numel(), vec && norm && p->name.ends_with(".weight") ? 1.0f : 0.0f,
-             vec ? 0.1f : 0.4f);
-  }
-}
-
-struct Batch {
-  int64_t B = 2, T = 5;
-  std::vector<int32_t> tokens, targets;
-};
-Batch batch(int64_t V) {
-  Batch b;
-  for (int64_t i = 0; i < b.B * b.T; ++i) {
-    b.tokens.push_back(static_cast<int32_t>((7 * i + 3) % V));
-    b.targets.push_back(i == 4 ? -100 : static_cast<int32_t>((5 * i + 1) % V));  // one ignored
-  }
-  return b;
-}
-
-// Worst |analytic - numeric| over the tensor, relative to tol_abs * scale + tol_rel * |numeric|
-// (scale = the tensor's largest numeric magnitude): <= 1 passes.
-double worst_ratio(const std::vector<float>& a, const std::vector<double>& n, double tol_abs,
-                   double tol_rel) {
-  double scale = 0.0;
-  for (double x : n) scale = std::max(scale, std::abs(x));
-  double worst = 0.0;
-  for (size_t i = 0; i < n.size(); ++i)
-    worst = std::max(worst, std::abs(a[i] - n[i]) / (tol_abs * scale + tol_rel * std::abs(n[i])));
-  return worst;
-}
-
-// Central differences of the double loss of a forward on the ref table (double accumulation
-// inside every kernel), against backward's gradients, for every element of every parameter.
-// Step 1e-2 (divided by the step representable in float): the activations between kernels are
-// fp32, so the loss carries rounding noise of about 1e-8 that a difference divides by the step;
-// measured, the error shrinks as the step grows from 3e-4 to 1e-2 (noise-dominated, not
-// truncation-dominated), and at 1e-2 the worst element (layer 1's k_proj) reaches 0.66 of the bound
-// below.
-void check_gradients(const test::BlockLMSpec& spec, uint64_t seed) {
-  Device dev(DeviceKind::cpu, &ref_op_table());
-  BlockLM m(spec, dev);
-  init(m, seed);
-  const Batch b = batch(spec.vocab);
-  m.forward(b.tokens.data(), b.targets.data(), b.B, b.T, true);
-  m.backward();
-  // Tolerance: 3e-4 of the tensor's largest gradient plus 2e-3 of the element's own. A gradient
-  // off by 1% of the scale fails it (checked below for every tensor).
-  constexpr double kAbs = 3e-4, kRel = 2e-3;
-  int64_t checked = 0;
-  for (Parameter* p : m.params().list()) {
-    ASSERT_TRUE(p->grad.defined()) << p->name;
-    float* v = p->value.data<float>();
-    const float* g = p->grad.data<float>();
-    std::vector<float> analytic(g, g + p->numel());
-    std::vector<double> numeric(analytic.size());
-    for (int64_t i = 0; i < p->numel(); ++i) {
-      const float orig = v[i];
-      const float hi = orig + 1e-2f, lo = orig - 1e-2f;
-      v[i] = hi;
-      const double lp = m.forward(b.tokens.data(), b.targets.data(), b.B, b.T, false);
-      v[i] = lo;
-      const double lm = m.forward(b.tokens.data(), b.targets.data(), b.B, b.T, false);
-      v[i] = orig;
-      numeric[static_cast<size_t>(i)] =
-          (lp - lm) / (static_cast<double>(hi) - static_cast<double>(lo));
-    }
-    double scale = 0.0;
-    for (double x : numeric) scale = std::max(scale, std::abs(x));
-    EXPECT_GT(scale, 1e-4) << p->name << ": a vanishing gradient checks nothing";
-    const double worst = worst_ratio(analytic, numeric, kAbs, kRel);
-    EXPECT_LE(worst, 1.0) << p->name << " worst error ratio " << worst << " (scale " << scale
-                          << ")";
-    // The bound is meaningful: the largest element off by 1% of the scale is caught.
-    const size_t big = static_cast<size_t>(
-        std::max_element(numeric.begin(), numeric.end(),
-                         [](double x, double y) { return std::abs(x) < std::abs(y); }) -
-        numeric.begin());
-    std::vector<float> wrong = analytic;
-    wrong[big] += static_cast<float>(0.01 * scale);
-    EXPECT_GT(worst_ratio(wrong, numeric, kAbs, kRel), 1.0) << p->name;
-    checked += p->numel();
-  }
-  EXPECT_EQ(checked, count_params(m.params().list()));
-}
-
 TEST(ComposedModel, ParametersHaveHuggingFaceLlamaNames) {
   Device dev(DeviceKind::meta);
   BlockLM m(test::llama_style(llama_like()), dev);
@@ -184,11 +84,11 @@ TEST(ComposedModel, ParametersHaveHuggingFaceLlamaNames) {
 }
 
 TEST(ComposedModel, GradientsMatchFiniteDifferences) {
-  check_gradients(test::llama_style(llama_like()), 1);
+  check_gradients(test::llama_style(llama_like()), 1, batch(llama_like().vocab));
 }
 
 TEST(ComposedModel, OtherBlocksGradientsMatchFiniteDifferences) {
-  check_gradients(test::llama_style(neox_like()), 2);
+  check_gradients(test::llama_style(neox_like()), 2, batch(neox_like().vocab));
 }
 
 TEST(ComposedModel, ParametersHaveHuggingFaceGptNeoXNames) {
@@ -218,7 +118,7 @@ TEST(ComposedModel, ParametersHaveHuggingFaceGptNeoXNames) {
 }
 
 TEST(ComposedModel, GptNeoXGradientsMatchFiniteDifferences) {
-  check_gradients(test::neox_style(gpt_neox_like()), 5);
+  check_gradients(test::neox_style(gpt_neox_like()), 5, batch(gpt_neox_like().vocab));
 }
 
 // GPT-NeoX's interleaved projection refused where it cannot apply, naming the block.
@@ -250,7 +150,7 @@ TEST(ComposedModel, InterleavedProjectionEqualsSeparateProjectionsPermuted) {
   for (const OpTable* table : {&fast_op_table(), &ref_op_table()}) {
     Device d1(DeviceKind::cpu, table), d2(DeviceKind::cpu, table);
     BlockLM ms(sep, d1), mi(test::neox_style(cfg), d2);
-    init(ms, 6);
+    init_weights(ms, 6);
     // fused (3*NH*hs, cols) = the q, k, v parts (NH*hs, cols each) interleaved per head.
     const auto permute = [&](float* fused, const std::vector<float*>& parts, int64_t cols) {
       for (int64_t h = 0; h < NH; ++h)
@@ -321,8 +221,8 @@ TEST(ComposedModel, FastTableMatchesRefTable) {
         test::neox_style(gpt_neox_like())}) {
     Device fast(DeviceKind::cpu), ref(DeviceKind::cpu, &ref_op_table());
     BlockLM mf(spec, fast), mr(spec, ref);
-    init(mf, 3);
-    init(mr, 3);
+    init_weights(mf, 3);
+    init_weights(mr, 3);
     const Batch b = batch(spec.vocab);
     const double lf = mf.forward(b.tokens.data(), b.targets.data(), b.B, b.T, true);
     const double lr = mr.forward(b.tokens.data(), b.targets.data(), b.B, b.T, true);
@@ -343,9 +243,7 @@ TEST(ComposedModel, FastTableMatchesRefTable) {
   }
 }
 
-// Two training steps (forward, backward, forward, backward, zero_grad) on cpu and on meta: the
-// pool's peak, its split at the peak, every category's maximum, the live bytes and the number of
-// allocations agree to the byte.
+// Two training steps on cpu and on meta agree to the byte (support/block_lm_checks.h).
 TEST(ComposedModel, MetaRunEqualsCpuRunToTheByte) {
   for (const int variant : {0, 1, 2, 3}) {  // llama, neox-like, GPT-NeoX flash and naive
     BlockLMConfig cfg = variant == 0 ? llama_like() : variant == 1 ? neox_like() : gpt_neox_like();
@@ -357,9 +255,6 @@ TEST(ComposedModel, MetaRunEqualsCpuRunToTheByte) {
     cfg.kv_heads = cfg.parallel_residual ? 4 : 1;  // MQA for the first
     cfg.rotary_dim = cfg.parallel_residual ? 4 : 0;
     const test::BlockLMSpec spec = variant >= 2 ? test::neox_style(cfg) : test::llama_style(cfg);
-    Device cpu(DeviceKind::cpu), meta(DeviceKind::meta);
-    BlockLM mc(spec, cpu), mm(spec, meta);
-    init(mc, 4);
     Batch b;
     b.B = 3;
     b.T = 17;
@@ -367,22 +262,7 @@ TEST(ComposedModel, MetaRunEqualsCpuRunToTheByte) {
       b.tokens.push_back(static_cast<int32_t>((13 * i) % cfg.vocab));
       b.targets.push_back(static_cast<int32_t>((29 * i + 1) % cfg.vocab));
     }
-    for (BlockLM* m : {&mc, &mm}) {
-      for (int step = 0; step < 2; ++step) {
-        m->forward(b.tokens.data(), b.targets.data(), b.B, b.T, true);
-        m->backward();
-      }
-      m->params().zero_grad();
-    }
-    const MemoryStats c = cpu.pool().stats(), mt = meta.pool().stats();
-    EXPECT_EQ(c.peak_total, mt.peak_total);
-    EXPECT_EQ(c.peak_by_category, mt.peak_by_category);
-    EXPECT_EQ(c.max_by_category, mt.max_by_category);
-    EXPECT_EQ(c.live, mt.live);
-    EXPECT_EQ(c.alloc_count, mt.alloc_count);
-    EXPECT_EQ(c.free_count, mt.free_count);
-    // Nothing kept after backward: only the weights stay live.
-    EXPECT_EQ(c.live_total, c.live[static_cast<int>(Category::weights)]);
+    const MemoryStats c = test::expect_meta_equals_cpu(spec, b, 4);
     EXPECT_GT(c.max_by_category[static_cast<int>(Category::activations)], 0);
     EXPECT_GT(c.max_by_category[static_cast<int>(Category::temporary)], 0);
     EXPECT_EQ(c.max_by_category[static_cast<int>(Category::gradients)],

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/attention_dims.h"
 #include "kernels/op_table.h"
 #include "nn/block_util.h"
 
@@ -66,7 +67,7 @@ BlockLM::BlockLM(const BlockLMSpec& spec, Device& dev)
             spec.tie_word_embeddings ? embed_.weight() : nullptr) {}
 
 double BlockLM::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
-                        bool for_backward) {
+                        bool for_backward, const int32_t* position_ids) {
   const OpTable& ops = dev_->ops();
   const int64_t N = B * T, V = spec_.vocab;
   for (int64_t i = 0; i < N; ++i) {
@@ -79,12 +80,20 @@ double BlockLM::forward(const int32_t* tokens, const int32_t* targets, int64_t B
   s_.targets = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
   ops.copy_i32(tk.data<int32_t>(), tokens, N);
   ops.copy_i32(s_.targets.data<int32_t>(), targets, N);
+  nn::RunContext& ctx = ps_.context();
+  ctx.position_ids = Tensor();
+  if (position_ids) {
+    check_position_ids(position_ids, B, T, "position_ids");
+    ctx.position_ids = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
+    ops.copy_i32(ctx.position_ids.data<int32_t>(), position_ids, N);
+  }
 
   Tensor x = nn::activation(*dev_, {B, T, spec_.hidden});
   embed_.forward(tk, x, s_.emb);
   tk.reset();  // the embedding's Saved keeps the ids
   s_.layers.resize(layers_.size());
   for (size_t l = 0; l < layers_.size(); ++l) x = layers_[l].forward(x, s_.layers[l]);
+  ctx.position_ids = Tensor();  // the layers that need them keep them
   const Tensor xf = nn::activation(*dev_, {B, T, spec_.hidden});
   norm_.forward(x, xf, s_.norm);
   x.reset();

@@ -57,9 +57,10 @@ class BlockLM {
   BlockLM(const BlockLMSpec& spec, Device& dev);
 
   // tokens, targets: (B,T) host arrays (targets < 0 ignored). Returns the mean cross-entropy in
-  // double (0 on meta). Keeps what backward needs when for_backward.
+  // double (0 on meta). Keeps what backward needs when for_backward. position_ids (B,T), when
+  // given: packed documents, each starting at position 0 (RunContext::position_ids).
   double forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
-                 bool for_backward);
+                 bool for_backward, const int32_t* position_ids = nullptr);
   // Accumulates d(mean loss)/d(param) into every parameter's gradient; frees what forward kept.
   void backward();
 
