@@ -49,9 +49,10 @@ AttentionDims Attention::dims(int64_t B, int64_t T, const Tensor& pos) const {
   d.NH = cfg_.num_heads;
   d.NKV = cfg_.num_kv_heads;
   d.hs = hs_;
-  // Packed: q, k, v are column slices of one (B,T,Q+2KV) tensor; else each its own tensor.
-  d.ldq = packed() ? q_width_ + 2 * kv_width_ : q_width_;
-  d.ldk = d.ldv = packed() ? d.ldq : kv_width_;
+  // One [q|k|v] tensor: q, k, v are column slices of one (B,T,Q+2KV) tensor; else each its own
+  // tensor.
+  d.ldq = one_qkv_tensor() ? q_width_ + 2 * kv_width_ : q_width_;
+  d.ldk = d.ldv = one_qkv_tensor() ? d.ldq : kv_width_;
   d.ldo = q_width_;
   d.causal = cfg_.causal;
   d.pos = pos.defined() ? pos.data<int32_t>() : nullptr;
@@ -69,7 +70,7 @@ void Attention::forward(const Tensor& x, const Tensor& out, Saved& s) const {
     SNUG_CHECK(cfg_.causal, prefix_, ": position ids (per-document masks) need causal attention");
   }
   const AttentionDims d = dims(B, T, s.pos);
-  if (packed()) {
+  if (one_qkv_tensor()) {
     s.q = c.work({B, T, d.ldq});
   } else {
     s.q = c.work({B, T, q_width_});
@@ -82,7 +83,7 @@ void Attention::forward(const Tensor& x, const Tensor& out, Saved& s) const {
   else
     s.att = c.work({B, d.NH, T, T});
   const Tensor y = c.work({B, T, q_width_});
-  if (packed()) {
+  if (one_qkv_tensor()) {
     q_->forward(x, s.q, s.q_lin);
   } else if (fused_) {  // per-head interleaved: the projection's output is only split
     const Tensor qkv = temporary(c.device(), {B, T, q_width_ + 2 * kv_width_});
@@ -122,8 +123,8 @@ Tensor Attention::backward(const Tensor& dout, Saved& s) const {
   }
   c.round_half(dy);
   const auto [q, k, v] = qkv_of(s.q, s.k, s.v);
-  Tensor dq, dk, dv;  // packed: dq holds [dq|dk|dv]
-  if (packed()) {
+  Tensor dq, dk, dv;  // one [q|k|v] tensor: dq holds [dq|dk|dv]
+  if (one_qkv_tensor()) {
     dq = temporary(c.device(), {B, T, d.ldq});
   } else {
     dq = temporary(c.device(), {B, T, q_width_});
@@ -149,7 +150,8 @@ Tensor Attention::backward(const Tensor& dout, Saved& s) const {
   c.round_half(dq);
   c.round_half(dk);
   c.round_half(dv);
-  if (fused_ && !packed()) {  // per-head interleaved: the projection's gradient, interleaved
+  if (fused_ &&
+      !one_qkv_tensor()) {  // per-head interleaved: the projection's gradient, interleaved
     const Tensor dqkv = temporary(c.device(), {B, T, q_width_ + 2 * kv_width_});
     ops.qkv_interleaved_merge(f32(dqkv), dqp, dkp, dvp, B * T, d.NH, hs_);
     dq = dqkv;
@@ -198,7 +200,7 @@ void Attention::recompute(Saved& s) const {
 
 Attention::QKV Attention::qkv_of(const Tensor& q, const Tensor& k, const Tensor& v) const {
   float* base = f32(q);
-  if (packed()) return {base, offset(base, q_width_), offset(base, q_width_ + kv_width_)};
+  if (one_qkv_tensor()) return {base, offset(base, q_width_), offset(base, q_width_ + kv_width_)};
   return {base, f32(k), f32(v)};
 }
 

@@ -74,7 +74,7 @@ class Attention {
  public:
   struct Saved {
     Linear::Saved q_lin, k_lin, v_lin, o_lin;  // q_lin only for a fused projection; o_lin.in = y
-    Tensor q, k, v;  // [q|k|v] fused (packed()): q holds [q|k|v], k and v undefined
+    Tensor q, k, v;  // [q|k|v] fused (one_qkv_tensor()): q holds [q|k|v], k and v undefined
     Tensor lse, att;
     Tensor pos;  // the position ids, shared with the model (undefined: positions 0..T-1)
   };
@@ -109,8 +109,9 @@ class Attention {
  private:
   AttentionDims dims(int64_t B, int64_t T, const Tensor& pos) const;
   // q, k and v inside one saved [q|k|v] tensor (rather than three tensors).
-  bool packed() const { return fused_ && cfg_.fused_qkv_layout == FusedQKVLayout::blocks; }
-  // The saved q, k, v (or their gradients) as the kernels read them: columns of q when packed().
+  bool one_qkv_tensor() const { return fused_ && cfg_.fused_qkv_layout == FusedQKVLayout::blocks; }
+  // The saved q, k, v (or their gradients) as the kernels read them: columns of q when
+  // one_qkv_tensor().
   struct QKV {
     float *q, *k, *v;
   };
