@@ -7,7 +7,10 @@
 // dk and dv (the first overwrites, the rest accumulate). The causal structure is exploited by
 // blocks of kBlock query rows: rows [t0, t1) only ever see keys [0, t1), so the products are
 // computed on that rectangle only (the waste is the upper triangle of one diagonal block, not
-// half the matrix); bidirectional attention computes the full rows.
+// half the matrix); bidirectional attention computes the full rows. With position ids
+// (kernels/attention_dims.h) a block also skips the keys before its first row's document, and
+// each row's probabilities are 0 outside its own document; the backward then needs no change,
+// since it reads the mask from those zeros.
 // gemm_f32 is called from inside the OpenMP loop over (batch, head[, row block]) jobs, where
 // oneDNN runs single-threaded per call.
 //
@@ -29,10 +32,12 @@ namespace {
 
 constexpr int64_t kBlock = 32;
 
-// row[0..n) <- softmax(row[0..n)); row[n..T) <- 0.
-void masked_softmax_row(float* row, int64_t n, int64_t T) {
-  const float sum = detail::exp_shifted(row, row, n, detail::row_max(row, n));
-  detail::scale_row(row, n, 1.0f / sum);
+// row[lo..n) <- softmax(row[lo..n)); row[0..lo) and row[n..T) <- 0.
+void masked_softmax_row(float* row, int64_t lo, int64_t n, int64_t T) {
+  const float sum =
+      detail::exp_shifted(row + lo, row + lo, n - lo, detail::row_max(row + lo, n - lo));
+  detail::scale_row(row + lo, n - lo, 1.0f / sum);
+  std::fill(row, row + lo, 0.0f);
   std::fill(row + n, row + T, 0.0f);
 }
 
@@ -47,13 +52,19 @@ void attention_forward_gqa(float* out, float* att, const float* q, const float* 
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t job = 0; job < jobs; ++job) {
     const detail::QueryBlock blk = detail::query_block(d, kBlock, job, q, k, v, out);
-    const int64_t t0 = blk.t0, t1 = blk.t1, kend = blk.kend;
+    const int64_t t0 = blk.t0, t1 = blk.t1, kend = blk.kend, b = blk.bh / d.NH;
+    // Keys before row t0's document are visible to no row of the block (documents start in
+    // order): kb = 0 without position ids.
+    const int64_t kb = first_key(d, b, t0);
     float* a = att + blk.bh * T * T + t0 * T;
-    // Scores a[t0:t1, 0:kend] = scale * q[t0:t1] k[0:kend]^T.
-    gemm_f32(false, true, t1 - t0, kend, hs, scale, blk.q, d.ldq, blk.k, d.ldk, 0.0f, a, T);
-    for (int64_t t = t0; t < t1; ++t) masked_softmax_row(a + (t - t0) * T, d.causal ? t + 1 : T, T);
-    // out[t0:t1, head h] = a[t0:t1, 0:kend] v[0:kend].
-    gemm_f32(false, false, t1 - t0, hs, kend, 1.0f, a, T, blk.v, d.ldv, 0.0f, blk.out, d.ldo);
+    // Scores a[t0:t1, kb:kend] = scale * q[t0:t1] k[kb:kend]^T.
+    gemm_f32(false, true, t1 - t0, kend - kb, hs, scale, blk.q, d.ldq, blk.k + kb * d.ldk, d.ldk,
+             0.0f, a + kb, T);
+    for (int64_t t = t0; t < t1; ++t)
+      masked_softmax_row(a + (t - t0) * T, first_key(d, b, t), d.causal ? t + 1 : T, T);
+    // out[t0:t1, head h] = a[t0:t1, kb:kend] v[kb:kend].
+    gemm_f32(false, false, t1 - t0, hs, kend - kb, 1.0f, a + kb, T, blk.v + kb * d.ldv, d.ldv, 0.0f,
+             blk.out, d.ldo);
   }
 }
 

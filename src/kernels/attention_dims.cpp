@@ -13,6 +13,19 @@ void check_attention_dims(const AttentionDims& d, const char* what) {
                  d.ldv >= d.NKV * d.hs,
              what, ": row strides (q ", d.ldq, ", k ", d.ldk, ", v ", d.ldv, ", out ", d.ldo,
              ") do not hold ", d.NH, " query and ", d.NKV, " key/value heads of ", d.hs);
+  if (!d.pos) return;
+  SNUG_CHECK(d.causal, what, ": position ids (per-document masks) need the causal mask");
+  check_position_ids(d.pos, d.B, d.T, what);
+}
+
+void check_position_ids(const int32_t* pos, int64_t B, int64_t T, const char* what) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t p = pos[b * T + t];
+      SNUG_CHECK(p == 0 || (t > 0 && p == pos[b * T + t - 1] + 1), what, ": position id ", p,
+                 " at batch ", b, ", row ", t,
+                 " neither starts a document (0) nor follows the previous row's by one");
+    }
 }
 
 }  // namespace snug

@@ -1,5 +1,10 @@
 // Shape of one general attention call (attention_forward_gqa and flash_attention_forward_gqa):
 // which heads, how the operands are laid out, which mask.
+//
+// Packed sequences: with position ids pos (B,T) that restart at 0 where a document starts and
+// count up by one inside it, query row t sees keys [t - pos[t], t] only: its own document,
+// causally (what HF's flash-attention path does with position_ids: varlen attention over the
+// documents). pos == nullptr is the plain causal mask, keys [0, t], bit for bit as before.
 #pragma once
 
 #include <cstdint>
@@ -13,12 +18,22 @@ struct AttentionDims {
   int64_t hs = 0;        // head size
   // Row strides in floats: row (b,t) of q starts at q + (b*T + t)*ldq, head h at + h*hs.
   int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;
-  bool causal = true;  // key s visible to query t iff s <= t; else every key is visible
+  bool causal = true;            // key s visible to query t iff s <= t; else every key is visible
+  const int32_t* pos = nullptr;  // (B,T) position ids per document (causal only), or nullptr
 };
 
+// The first key visible to query row t of batch b: its document's start with position ids, else 0.
+inline int64_t first_key(const AttentionDims& d, int64_t b, int64_t t) {
+  return d.pos ? t - d.pos[b * d.T + t] : 0;
+}
+
 // Throws snug::Error naming `what` unless d describes a valid call (positive sizes, NH a multiple
-// of NKV, strides that hold every head).
+// of NKV, strides that hold every head; position ids only with the causal mask, each row's 0 or
+// the previous row's + 1).
 void check_attention_dims(const AttentionDims& d, const char* what);
+// Throws snug::Error naming `what` unless every position id of pos (B,T) is 0 (a document starts)
+// or the previous row's + 1: what models check on their host input before any op runs.
+void check_position_ids(const int32_t* pos, int64_t B, int64_t T, const char* what);
 
 // The fused projection qkv(B,T,3C) laid out [q|k|v], NH heads of C/NH each, causal: q = qkv,
 // k = qkv + C, v = qkv + 2C, all at row stride 3C; out (B,T,C). (C % NH == 0: the caller checks.)

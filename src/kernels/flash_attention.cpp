@@ -7,7 +7,11 @@
 // then per row the online softmax: the running max m and sum l are updated, the row's output
 // accumulator (kept directly in out) is rescaled by exp(m_old - m_new), and out += P V (gemm_f32,
 // beta = 1). At the end out /= l and lse = m + log(l). Masked entries (above the diagonal, only in
-// the diagonal tile) are never exponentiated; they are set to 0 before P V.
+// the diagonal tile) are never exponentiated; they are set to 0 before P V. With position ids
+// (kernels/attention_dims.h) the key tiles start at the one holding the query tile's first
+// document start, a row's keys before its own document are masked the same way, and a row whose
+// document starts after a key tile has no visible key there: it starts its softmax at the first
+// tile where it has one (its output accumulator holds only zeros until then).
 //
 // Backward, one job per (batch, kv head), so that the thread owns dk and dv of that kv head and
 // dq of its NH/NKV query heads, which it runs one after the other; per query head, for each
@@ -60,25 +64,36 @@ void flash_attention_forward_gqa(float* out, float* lse, const float* q, const f
     float* l = m + kBr;        // running row sum of exp(score - m)
 
     const detail::QueryBlock tile = detail::query_block(d, kBr, job, q, k, v, out);
-    const int64_t t0 = tile.t0, nr = tile.t1 - tile.t0, kend = tile.kend;
+    const int64_t t0 = tile.t0, nr = tile.t1 - tile.t0, kend = tile.kend, b = tile.bh / d.NH;
     const float *qp = tile.q, *kp = tile.k, *vp = tile.v;
     float* o = tile.out;
+    const int64_t sbeg = first_key(d, b, t0) / kBc * kBc;  // 0 without position ids
 
-    for (int64_t s0 = 0; s0 < kend; s0 += kBc) {
+    for (int64_t s0 = sbeg; s0 < kend; s0 += kBc) {
       const int64_t s1 = std::min(kend, s0 + kBc);
       const int64_t nc = s1 - s0;
-      const bool first = s0 == 0;
+      const bool first = s0 == sbeg;
       gemm_f32(false, true, nr, nc, hs, scale, qp, d.ldq, kp + s0 * d.ldk, d.ldk, 0.0f, S, kBc);
       for (int64_t r = 0; r < nr; ++r) {
         float* row = S + r * kBc;
-        // Keys s0 .. t0 + r are visible to row t0 + r (all keys when bidirectional); the first
-        // key tile always holds key 0, so every row has at least one visible key there and m, l
-        // start finite.
+        // Keys [lo, n) of the tile are visible to row t0 + r: from its document's start (0
+        // without position ids) to itself, or all keys when bidirectional. Without position ids
+        // the first key tile holds key 0, so every row has a visible key there and m, l start
+        // finite; with them a row may have none yet (m stays -inf, its output row 0).
+        const int64_t lo = std::clamp<int64_t>(first_key(d, b, t0 + r) - s0, 0, nc);
         const int64_t n = d.causal ? std::clamp<int64_t>(t0 + r + 1 - s0, 0, nc) : nc;
-        const float mx = detail::row_max(row, n, first ? -INFINITY : m[r]);
-        const float sum = detail::exp_shifted(row, row, n, mx);
+        if (lo >= n && (first || m[r] == -INFINITY)) {
+          std::fill(row, row + nc, 0.0f);
+          m[r] = -INFINITY;
+          l[r] = 0.0f;
+          continue;
+        }
+        const bool fresh = first || m[r] == -INFINITY;  // no visible key in the earlier tiles
+        const float mx = detail::row_max(row + lo, n - lo, fresh ? -INFINITY : m[r]);
+        const float sum = detail::exp_shifted(row + lo, row + lo, n - lo, mx);
+        std::fill(row, row + lo, 0.0f);
         std::fill(row + n, row + nc, 0.0f);
-        if (first) {
+        if (fresh) {
           l[r] = sum;
         } else if (mx != m[r]) {
           const float alpha = detail::fast_exp(m[r] - mx);
@@ -134,11 +149,12 @@ void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* 
         const int64_t t1 = std::min(T, t0 + kBr);
         const int64_t nr = t1 - t0;
         const int64_t kend = d.causal ? t1 : T;
+        const int64_t sbeg = first_key(d, job.b, t0) / kBc * kBc;  // 0 without position ids
         for (int64_t r = 0; r < nr; ++r) {
           Di[r] = detail::row_dot(dd + (t0 + r) * d.ldo, o + (t0 + r) * d.ldo, hs);
           li[r] = lh[t0 + r];
         }
-        for (int64_t s0 = 0; s0 < kend; s0 += kBc) {
+        for (int64_t s0 = sbeg; s0 < kend; s0 += kBc) {
           const int64_t s1 = std::min(kend, s0 + kBc);
           const int64_t nc = s1 - s0;
           // P = exp(scale Q_i K_j^T - lse_i), 0 where masked.
@@ -146,10 +162,12 @@ void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* 
                    0.0f, P, kBc);
           for (int64_t r = 0; r < nr; ++r) {
             float* row = P + r * kBc;
+            const int64_t lo = std::clamp<int64_t>(first_key(d, job.b, t0 + r) - s0, 0, nc);
             const int64_t n = d.causal ? std::clamp<int64_t>(t0 + r + 1 - s0, 0, nc) : nc;
             const float lr = li[r];
+            std::fill(row, row + lo, 0.0f);
 #pragma omp simd
-            for (int64_t j = 0; j < n; ++j) row[j] = detail::fast_exp(row[j] - lr);
+            for (int64_t j = lo; j < n; ++j) row[j] = detail::fast_exp(row[j] - lr);
             std::fill(row + n, row + nc, 0.0f);
           }
           // dV_j += P^T dO_i.
@@ -167,7 +185,7 @@ void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* 
           }
           // dQ_i += dS K_j (the first key tile overwrites); dK_j += dS^T Q_i.
           gemm_f32(false, false, nr, hs, nc, 1.0f, dS, kBc, kp + s0 * d.ldk, d.ldk,
-                   s0 == 0 ? 0.0f : 1.0f, dqp + t0 * d.ldq, d.ldq);
+                   s0 == sbeg ? 0.0f : 1.0f, dqp + t0 * d.ldq, d.ldq);
           gemm_f32(true, false, nc, hs, nr, 1.0f, dS, kBc, qp + t0 * d.ldq, d.ldq, 1.0f,
                    dkp + s0 * d.ldk, d.ldk);
         }

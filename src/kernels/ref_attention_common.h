@@ -1,7 +1,7 @@
 // Internal to the reference attention kernels (ref_attention.cpp, ref_flash_attention.cpp), which
 // walk the same rows and score them the same way, in double:
 //   for_each_query_row  every query row of every (batch, query head), with its kv head and the
-//                       keys visible to it;
+//                       keys visible to it (a range: its document's, with position ids);
 //   exp_scores          one row's exp(scaled score q . k - max), with its max and sum;
 //   AttentionGrads      the gradients of q (B*T rows of NH*hs) and of k, v (B*T rows of NKV*hs)
 //                       accumulated densely in double, then stored into the caller's strided
@@ -16,14 +16,16 @@
 
 namespace snug::ref::detail {
 
-// body(b, h, kh, t, n) for b, h, t in that nesting order: query row t of head h of batch b, kh the
-// kv head of h, keys [0, n) visible to the row (t + 1 if causal, else T).
+// body(b, h, kh, t, lo, n) for b, h, t in that nesting order: query row t of head h of batch b,
+// kh the kv head of h, keys [lo, n) visible to the row (n = t + 1 if causal, else T; lo its
+// document's first row with position ids, else 0).
 template <typename Body>
 void for_each_query_row(const AttentionDims& d, const Body& body) {
   const int64_t rep = d.NH / d.NKV;
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.NH; ++h)
-      for (int64_t t = 0; t < d.T; ++t) body(b, h, h / rep, t, d.causal ? t + 1 : d.T);
+      for (int64_t t = 0; t < d.T; ++t)
+        body(b, h, h / rep, t, first_key(d, b, t), d.causal ? t + 1 : d.T);
 }
 
 // Row t of batch b, head `head` of an operand with row stride ld.
@@ -37,19 +39,19 @@ inline double score_scale(const AttentionDims& d) {
   return 1.0 / std::sqrt(static_cast<double>(d.hs));
 }
 
-// The unnormalized softmax of query row t of head h (batch b) over keys [0, n) of kv head kh:
+// The unnormalized softmax of query row t of head h (batch b) over keys [lo, n) of kv head kh:
 // with the scores s[t2] = scale * q(b,t,h) . k(b,t2,kh), row[t2] = exp(s[t2] - max) for t2 in
-// [0, n); returns max and sum (the probabilities are row / sum, the log-sum-exp max + log(sum)).
+// [lo, n); returns max and sum (the probabilities are row / sum, the log-sum-exp max + log(sum)).
 struct ExpScores {
   double max, sum;
 };
 
 inline ExpScores exp_scores(double* row, const float* q, const float* k, const AttentionDims& d,
-                            int64_t b, int64_t h, int64_t kh, int64_t t, int64_t n) {
+                            int64_t b, int64_t h, int64_t kh, int64_t t, int64_t lo, int64_t n) {
   const double scale = score_scale(d);
   const float* qr = head_row(q, d.ldq, d, b, t, h);
   double maxv = -INFINITY;
-  for (int64_t t2 = 0; t2 < n; ++t2) {
+  for (int64_t t2 = lo; t2 < n; ++t2) {
     const float* kr = head_row(k, d.ldk, d, b, t2, kh);
     double dot = 0.0;
     for (int64_t i = 0; i < d.hs; ++i) dot += static_cast<double>(qr[i]) * kr[i];
@@ -57,7 +59,7 @@ inline ExpScores exp_scores(double* row, const float* q, const float* k, const A
     if (row[t2] > maxv) maxv = row[t2];
   }
   double sum = 0.0;
-  for (int64_t t2 = 0; t2 < n; ++t2) {
+  for (int64_t t2 = lo; t2 < n; ++t2) {
     row[t2] = std::exp(row[t2] - maxv);
     sum += row[t2];
   }

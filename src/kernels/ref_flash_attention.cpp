@@ -17,16 +17,17 @@ void flash_attention_forward_gqa(float* out, float* lse, const float* q, const f
   check_attention_dims(d, "flash_attention");
   const int64_t T = d.T, hs = d.hs;
   std::vector<double> row(static_cast<size_t>(T));
-  detail::for_each_query_row(d, [&](int64_t b, int64_t h, int64_t kh, int64_t t, int64_t n) {
-    const detail::ExpScores e = detail::exp_scores(row.data(), q, k, d, b, h, kh, t, n);
-    lse[(b * d.NH + h) * T + t] = static_cast<float>(e.max + std::log(e.sum));
-    float* o = out + (b * T + t) * d.ldo + h * hs;
-    for (int64_t i = 0; i < hs; ++i) {
-      double acc = 0.0;
-      for (int64_t t2 = 0; t2 < n; ++t2) acc += row[t2] * head_row(v, d.ldv, d, b, t2, kh)[i];
-      o[i] = static_cast<float>(acc / e.sum);
-    }
-  });
+  detail::for_each_query_row(
+      d, [&](int64_t b, int64_t h, int64_t kh, int64_t t, int64_t lo, int64_t n) {
+        const detail::ExpScores e = detail::exp_scores(row.data(), q, k, d, b, h, kh, t, lo, n);
+        lse[(b * d.NH + h) * T + t] = static_cast<float>(e.max + std::log(e.sum));
+        float* o = out + (b * T + t) * d.ldo + h * hs;
+        for (int64_t i = 0; i < hs; ++i) {
+          double acc = 0.0;
+          for (int64_t t2 = lo; t2 < n; ++t2) acc += row[t2] * head_row(v, d.ldv, d, b, t2, kh)[i];
+          o[i] = static_cast<float>(acc / e.sum);
+        }
+      });
 }
 
 void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout,
@@ -36,34 +37,35 @@ void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* 
   detail::AttentionGrads g(d);
   const int64_t T = d.T, hs = d.hs;
   const double scale = detail::score_scale(d);
-  detail::for_each_query_row(d, [&](int64_t b, int64_t h, int64_t kh, int64_t t, int64_t n) {
-    const float* qr = head_row(q, d.ldq, d, b, t, h);
-    const float* dd = head_row(dout, d.ldo, d, b, t, h);
-    const float* o = head_row(out, d.ldo, d, b, t, h);
-    const double l = lse[(b * d.NH + h) * T + t];
-    // D = sum_t2 p[t2] (d . v[t2]) = d . out[t].
-    double D = 0.0;
-    for (int64_t i = 0; i < hs; ++i) D += static_cast<double>(dd[i]) * o[i];
-    double* gqr = g.q(b * T + t, h);
-    for (int64_t t2 = 0; t2 < n; ++t2) {
-      const float* kr = head_row(k, d.ldk, d, b, t2, kh);
-      const float* vr = head_row(v, d.ldv, d, b, t2, kh);
-      double* gkr = g.k(b * T + t2, kh);
-      double* gvr = g.v(b * T + t2, kh);
-      double s = 0.0, dp = 0.0;
-      for (int64_t i = 0; i < hs; ++i) {
-        s += static_cast<double>(qr[i]) * kr[i];
-        dp += static_cast<double>(dd[i]) * vr[i];
-      }
-      const double p = std::exp(s * scale - l);
-      const double ds = p * (dp - D) * scale;  // gradient of the unscaled score q . k
-      for (int64_t i = 0; i < hs; ++i) {
-        gvr[i] += p * dd[i];
-        gqr[i] += ds * kr[i];
-        gkr[i] += ds * qr[i];
-      }
-    }
-  });
+  detail::for_each_query_row(
+      d, [&](int64_t b, int64_t h, int64_t kh, int64_t t, int64_t lo, int64_t n) {
+        const float* qr = head_row(q, d.ldq, d, b, t, h);
+        const float* dd = head_row(dout, d.ldo, d, b, t, h);
+        const float* o = head_row(out, d.ldo, d, b, t, h);
+        const double l = lse[(b * d.NH + h) * T + t];
+        // D = sum_t2 p[t2] (d . v[t2]) = d . out[t].
+        double D = 0.0;
+        for (int64_t i = 0; i < hs; ++i) D += static_cast<double>(dd[i]) * o[i];
+        double* gqr = g.q(b * T + t, h);
+        for (int64_t t2 = lo; t2 < n; ++t2) {
+          const float* kr = head_row(k, d.ldk, d, b, t2, kh);
+          const float* vr = head_row(v, d.ldv, d, b, t2, kh);
+          double* gkr = g.k(b * T + t2, kh);
+          double* gvr = g.v(b * T + t2, kh);
+          double s = 0.0, dp = 0.0;
+          for (int64_t i = 0; i < hs; ++i) {
+            s += static_cast<double>(qr[i]) * kr[i];
+            dp += static_cast<double>(dd[i]) * vr[i];
+          }
+          const double p = std::exp(s * scale - l);
+          const double ds = p * (dp - D) * scale;  // gradient of the unscaled score q . k
+          for (int64_t i = 0; i < hs; ++i) {
+            gvr[i] += p * dd[i];
+            gqr[i] += ds * kr[i];
+            gkr[i] += ds * qr[i];
+          }
+        }
+      });
   g.store(dq, dk, dv);
 }
 

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "kernels/attention_dims.h"
 #include "kernels/op_table.h"
 #include "nn/block_util.h"
 
@@ -18,6 +19,8 @@ struct DecoderLM::Saved {
   std::vector<Tensor> outs;  // each layer's output (B,T,C), the next one's input
   nn::NormSaved norm;
   nn::LMHeadLoss::Saved head;
+  Tensor position_ids;  // (B,T) int32 when set_position_ids() gave some: the layers read them in
+                        // forward and again when backward recomputes a segment
 };
 
 DecoderLM::DecoderLM(const DecoderLMSpec& spec, Device& dev, DType param_dtype,
@@ -136,6 +139,13 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
                  " is outside the vocabulary [0, ", V, ")");
       valid_targets_ += targets[i] >= 0 ? 1 : 0;
     }
+  if (!position_ids_.empty()) {
+    SNUG_CHECK(static_cast<int64_t>(position_ids_.size()) == N, "forward: ", position_ids_.size(),
+               " position ids for a batch of ", B, " x ", T);
+    SNUG_CHECK(spec_.positions_name.empty(), "forward: position ids with learned positions (",
+               spec_.positions_name, " of ", spec_.name, ") are not supported yet");
+    check_position_ids(position_ids_.data(), B, T, "forward: position_ids");
+  }
   saved_.reset();  // a new forward replaces whatever an earlier one kept
   nn::RunContext& c = ctx();
   const OpTable& ops = c.ops();
@@ -160,6 +170,11 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
   s->encoded = nn::activation(*dev_, {B, T, C});
   embed_->forward(tokens_t, s->encoded, s->emb);
   tokens_t.reset();  // the embedding's Saved keeps the ids
+  if (!position_ids_.empty()) {
+    s->position_ids = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
+    ops.copy_i32(s->position_ids.data<int32_t>(), position_ids_.data(), N);
+  }
+  c.position_ids = s->position_ids;  // for the layers (undefined: positions 0..T-1)
   if (for_backward && neftune_alpha_ > 0) {
     // NEFTune (Jain et al. 2023), as the HF Trainer's neftune_noise_alpha: U(-m, m) noise on the
     // input embeddings in training forwards, m = alpha / sqrt(T * C). A constant of the forward:
@@ -192,6 +207,8 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
     if (for_backward) layers_[l].compact(s->layers[l]);
   }
 
+  c.position_ids = Tensor();
+  if (!for_backward) s->position_ids.reset();
   pool.set_phase("forward lm_head");
   const Tensor xf = nn::activation(*dev_, {B, T, C});
   norm_->forward(s->outs.back(), xf, s->norm);
@@ -235,6 +252,7 @@ void DecoderLM::backward(float loss_scale) {
   for (size_t i = norm_params_.first; i < norm_params_.second; ++i) ready(list[i]);
   if (!spec_.tie_word_embeddings && !s.head.deferred) ready(head_->weight());
 
+  c.position_ids = s.position_ids;  // segments recomputed below read them
   for (size_t li = layers_.size(); li-- > 0;) {
     nn::DecoderLayer::Saved& a = s.layers[li];
     if (!a.attn.q.defined()) {
@@ -259,6 +277,7 @@ void DecoderLM::backward(float loss_scale) {
     layer_ready(li);
   }
 
+  c.position_ids = Tensor();
   if (s.head.deferred) {
     pool.set_phase("backward lm_head deferred");
     head_->weight_backward(s.head);

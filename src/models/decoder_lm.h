@@ -105,6 +105,10 @@ class DecoderLM : public CausalLM {
     grad_ready_ = std::move(hook);
   }
   void set_neftune_noise_alpha(double alpha) override { neftune_alpha_ = alpha; }
+  // Packed sequences: position ids (B,T) for the forwards that follow (each document restarting
+  // at 0: attention within documents, rotary by these positions; nn/attention.h). Empty: every
+  // row t is position t. Checked against each forward's B, T; not with learned positions yet.
+  void set_position_ids(std::vector<int32_t> ids) { position_ids_ = std::move(ids); }
   void set_forward_count(uint64_t n) override { ctx().forward_count = n; }
 
   // LoRA: an adapter pair on every Linear of the layers that `cfg` targets (PEFT's
@@ -152,6 +156,7 @@ class DecoderLM : public CausalLM {
   LogitsMode logits_ = LogitsMode::chunked;
   std::vector<LoraAdapter> lora_;
   double neftune_alpha_ = 0.0;
+  std::vector<int32_t> position_ids_;
   int64_t valid_targets_ = 0;
   std::function<void(Parameter&)> grad_ready_;
 };

@@ -7,7 +7,7 @@
 namespace snug::nn {
 
 Attention::Attention(ParameterStore& ps, const std::string& prefix, const AttentionConfig& cfg)
-    : ctx_(&ps.context()), cfg_(cfg), fused_(!cfg.fused_qkv_name.empty()) {
+    : ctx_(&ps.context()), prefix_(prefix), cfg_(cfg), fused_(!cfg.fused_qkv_name.empty()) {
   if (cfg_.num_kv_heads == 0) cfg_.num_kv_heads = cfg_.num_heads;
   SNUG_CHECK(cfg_.hidden > 0 && cfg_.num_heads > 0 && cfg_.num_kv_heads > 0, prefix,
              ": hidden size ", cfg_.hidden, ", ", cfg_.num_heads, " heads and ", cfg_.num_kv_heads,
@@ -22,6 +22,12 @@ Attention::Attention(ParameterStore& ps, const std::string& prefix, const Attent
   hs_ = cfg_.head_dim;
   SNUG_CHECK(cfg_.rotary_dim >= 0 && cfg_.rotary_dim % 2 == 0 && cfg_.rotary_dim <= hs_, prefix,
              ": rotary dims ", cfg_.rotary_dim, " must be even and at most the head size ", hs_);
+  if (cfg_.fused_qkv_layout == FusedQKVLayout::per_head_interleaved) {
+    SNUG_CHECK(fused_, prefix, ": the per-head interleaved q/k/v layout needs a fused projection");
+    SNUG_CHECK(cfg_.num_kv_heads == cfg_.num_heads, prefix,
+               ": the per-head interleaved q/k/v layout needs as many key/value heads (",
+               cfg_.num_kv_heads, ") as attention heads (", cfg_.num_heads, ")");
+  }
   q_width_ = cfg_.num_heads * hs_;
   kv_width_ = cfg_.num_kv_heads * hs_;
   const std::string p = prefix + ".";
@@ -36,18 +42,20 @@ Attention::Attention(ParameterStore& ps, const std::string& prefix, const Attent
   o_.emplace(ps, p + cfg_.o_name, q_width_, cfg_.hidden, cfg_.o_bias, cfg_.layout);
 }
 
-AttentionDims Attention::dims(int64_t B, int64_t T) const {
+AttentionDims Attention::dims(int64_t B, int64_t T, const Tensor& pos) const {
   AttentionDims d;
   d.B = B;
   d.T = T;
   d.NH = cfg_.num_heads;
   d.NKV = cfg_.num_kv_heads;
   d.hs = hs_;
-  // Fused: q, k, v are column slices of one (B,T,Q+2KV) tensor; else each its own tensor.
-  d.ldq = fused_ ? q_width_ + 2 * kv_width_ : q_width_;
-  d.ldk = d.ldv = fused_ ? d.ldq : kv_width_;
+  // One [q|k|v] tensor: q, k, v are column slices of one (B,T,Q+2KV) tensor; else each its own
+  // tensor.
+  d.ldq = one_qkv_tensor() ? q_width_ + 2 * kv_width_ : q_width_;
+  d.ldk = d.ldv = one_qkv_tensor() ? d.ldq : kv_width_;
   d.ldo = q_width_;
   d.causal = cfg_.causal;
+  d.pos = pos.defined() ? pos.data<int32_t>() : nullptr;
   return d;
 }
 
@@ -55,9 +63,14 @@ void Attention::forward(const Tensor& x, const Tensor& out, Saved& s) const {
   const RunContext& c = *ctx_;
   const OpTable& ops = c.ops();
   const int64_t B = x.dim(0), T = x.dim(1);
-  const AttentionDims d = dims(B, T);
-  float *q = nullptr, *k = nullptr, *v = nullptr;
-  if (fused_) {
+  s.pos = c.position_ids;
+  if (s.pos.defined()) {
+    SNUG_CHECK(s.pos.shape() == Shape({B, T}) && s.pos.dtype() == DType::i32, prefix_,
+               ": position ids must be int32 of the input's shape (", B, ", ", T, ")");
+    SNUG_CHECK(cfg_.causal, prefix_, ": position ids (per-document masks) need causal attention");
+  }
+  const AttentionDims d = dims(B, T, s.pos);
+  if (one_qkv_tensor()) {
     s.q = c.work({B, T, d.ldq});
   } else {
     s.q = c.work({B, T, q_width_});
@@ -70,22 +83,21 @@ void Attention::forward(const Tensor& x, const Tensor& out, Saved& s) const {
   else
     s.att = c.work({B, d.NH, T, T});
   const Tensor y = c.work({B, T, q_width_});
-  if (fused_) {
+  if (one_qkv_tensor()) {
     q_->forward(x, s.q, s.q_lin);
-    q = f32(s.q);
-    k = offset(q, q_width_);
-    v = offset(q, q_width_ + kv_width_);
+  } else if (fused_) {  // per-head interleaved: the projection's output is only split
+    const Tensor qkv = temporary(c.device(), {B, T, q_width_ + 2 * kv_width_});
+    q_->forward(x, qkv, s.q_lin);
+    ops.qkv_interleaved_split(f32(s.q), f32(s.k), f32(s.v), f32(qkv), B * T, d.NH, hs_);
   } else {
     q_->forward(x, s.q, s.q_lin);
     k_->forward(x, s.k, s.k_lin);
     v_->forward(x, s.v, s.v_lin);
-    q = f32(s.q);
-    k = f32(s.k);
-    v = f32(s.v);
   }
+  const auto [q, k, v] = qkv_of(s.q, s.k, s.v);
   if (cfg_.rotary_dim > 0) {
-    ops.rope_forward(q, B, T, d.NH, hs_, d.ldq, cfg_.rotary_dim, cfg_.rope_theta);
-    ops.rope_forward(k, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta);
+    ops.rope_forward(q, B, T, d.NH, hs_, d.ldq, cfg_.rotary_dim, cfg_.rope_theta, d.pos);
+    ops.rope_forward(k, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta, d.pos);
     c.round_half(s.q);  // 16-bit rotated queries and keys, as a 16-bit rotary would leave them
     c.round_half(s.k);
   }
@@ -102,7 +114,7 @@ Tensor Attention::backward(const Tensor& dout, Saved& s) const {
   const RunContext& c = *ctx_;
   const OpTable& ops = c.ops();
   const int64_t B = dout.dim(0), T = dout.dim(1);
-  const AttentionDims d = dims(B, T);
+  const AttentionDims d = dims(B, T, s.pos);
   Tensor y = s.o_lin.in;  // o's backward releases its Saved; flash's backward reads y after
   Tensor dy = temporary(c.device(), {B, T, q_width_});
   {
@@ -110,24 +122,16 @@ Tensor Attention::backward(const Tensor& dout, Saved& s) const {
     o_->backward(dout16, s.o_lin, dy, false);
   }
   c.round_half(dy);
-  const float* q = f32(s.q);
-  const float* k = fused_ ? offset(f32(s.q), q_width_) : f32(s.k);
-  const float* v = fused_ ? offset(f32(s.q), q_width_ + kv_width_) : f32(s.v);
-  Tensor dq, dk, dv;  // fused: dq holds [dq|dk|dv]
-  float *dqp = nullptr, *dkp = nullptr, *dvp = nullptr;
-  if (fused_) {
+  const auto [q, k, v] = qkv_of(s.q, s.k, s.v);
+  Tensor dq, dk, dv;  // one [q|k|v] tensor: dq holds [dq|dk|dv]
+  if (one_qkv_tensor()) {
     dq = temporary(c.device(), {B, T, d.ldq});
-    dqp = f32(dq);
-    dkp = offset(dqp, q_width_);
-    dvp = offset(dqp, q_width_ + kv_width_);
   } else {
     dq = temporary(c.device(), {B, T, q_width_});
     dk = temporary(c.device(), {B, T, kv_width_});
     dv = temporary(c.device(), {B, T, kv_width_});
-    dqp = f32(dq);
-    dkp = f32(dk);
-    dvp = f32(dv);
   }
+  const auto [dqp, dkp, dvp] = qkv_of(dq, dk, dv);
   if (cfg_.kernel == AttentionImpl::flash)
     ops.flash_attention_backward_gqa(dqp, dkp, dvp, f32(dy), q, k, v, f32(y), f32(s.lse), d);
   else
@@ -140,12 +144,20 @@ Tensor Attention::backward(const Tensor& dout, Saved& s) const {
   s.k.reset();
   s.v.reset();
   if (cfg_.rotary_dim > 0) {
-    ops.rope_backward(dqp, B, T, d.NH, hs_, d.ldq, cfg_.rotary_dim, cfg_.rope_theta);
-    ops.rope_backward(dkp, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta);
+    ops.rope_backward(dqp, B, T, d.NH, hs_, d.ldq, cfg_.rotary_dim, cfg_.rope_theta, d.pos);
+    ops.rope_backward(dkp, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta, d.pos);
   }
   c.round_half(dq);
   c.round_half(dk);
   c.round_half(dv);
+  if (fused_ &&
+      !one_qkv_tensor()) {  // per-head interleaved: the projection's gradient, interleaved
+    const Tensor dqkv = temporary(c.device(), {B, T, q_width_ + 2 * kv_width_});
+    ops.qkv_interleaved_merge(f32(dqkv), dqp, dkp, dvp, B * T, d.NH, hs_);
+    dq = dqkv;
+    dk.reset();
+    dv.reset();
+  }
   Tensor dx = temporary(c.device(), {B, T, cfg_.hidden});
   q_->backward(dq, s.q_lin, dx, false);
   if (!fused_) {
@@ -178,14 +190,18 @@ void Attention::recompute(Saved& s) const {
   // Naive attention's probabilities: the same call rewrites y with identical values.
   const RunContext& c = *ctx_;
   const int64_t B = s.o_lin.in.dim(0), T = s.o_lin.in.dim(1);
-  const AttentionDims d = dims(B, T);
+  const AttentionDims d = dims(B, T, s.pos);
   s.att = c.work({B, d.NH, T, T});
-  const float* q = f32(s.q);
-  const float* k = fused_ ? offset(f32(s.q), q_width_) : f32(s.k);
-  const float* v = fused_ ? offset(f32(s.q), q_width_ + kv_width_) : f32(s.v);
+  const auto [q, k, v] = qkv_of(s.q, s.k, s.v);
   c.ops().attention_forward_gqa(f32(s.o_lin.in), f32(s.att), q, k, v, d);
   c.round_half(s.att);
   c.round_half(s.o_lin.in);
+}
+
+Attention::QKV Attention::qkv_of(const Tensor& q, const Tensor& k, const Tensor& v) const {
+  float* base = f32(q);
+  if (one_qkv_tensor()) return {base, offset(base, q_width_), offset(base, q_width_ + kv_width_)};
+  return {base, f32(k), f32(v)};
 }
 
 std::vector<Linear*> Attention::linears() {

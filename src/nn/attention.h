@@ -1,6 +1,7 @@
 // Attention block: projections, optional rotary embedding, the attention kernel, output projection.
 //   q = x Wq (+bq), k = x Wk (+bk), v = x Wv (+bv)   separate projections (Llama layout), or
-//   [q|k|v] = x Wqkv (+b)                            one fused projection (GPT-2's c_attn);
+//   [q|k|v] = x Wqkv (+b)                            one fused projection (GPT-2's c_attn),
+//   [q_h|k_h|v_h per head] = x Wqkv (+b)             or GPT-NeoX's per-head interleaved one;
 //   q, k rotated in place (rotary_dim > 0: HF rotate_half on the first rotary_dim dims of a head);
 //   y = softmax(q k^T / sqrt(hs) [causal mask]) v    NH query heads over NKV kv heads (GQA/MQA);
 //   out = y Wo (+bo).
@@ -12,13 +13,23 @@
 //
 // Saved, for B batch, T length, Q = NH*hs, KV = NKV*hs:
 //   x    (B,T,C)      the projections' input (in the Linear Saveds, one shared tensor)
-//   q    (B,T,Q)      rotated queries      } or qkv (B,T,Q+2KV) for a fused projection
+//   q    (B,T,Q)      rotated queries      } or qkv (B,T,Q+2KV) for a [q|k|v] projection
 //   k, v (B,T,KV)     rotated keys, values }
 //   y    (B,T,Q)      attention output (o_proj's input, in o_lin; flash's backward reads it)
 //   lse  (B,NH,T)     flash: per-row log-sum-exp     | att (B,NH,T,T) naive: probabilities
+//   pos  (B,T) int32  the batch's position ids (RunContext::position_ids), when it has them
 //
-// Later steps (docs/design.md): padding and per-document masks with position_ids, a KV cache
-// with an incremental forward, attention dropout, GPT-NeoX's per-head interleaved fused layout.
+// Packed sequences: with position ids (restarting at 0 where each document starts) rotary
+// rotates row t by its position id and a query attends only to the earlier keys of its own
+// document (kernels/attention_dims.h): a packed batch computes what its documents would alone.
+//
+// The per-head interleaved projection (GPT-NeoX's query_key_value, output viewed (B,T,NH,3,hs))
+// is split by an op into separate q, k, v (the saved tensors, as for separate projections); its
+// (B,T,3Q) output is a temporary freed right after the split, and backward interleaves dq, dk,
+// dv back into one (B,T,3Q) temporary for the projection's backward.
+//
+// Later steps (docs/design.md): padding masks, a KV cache with an incremental forward, attention
+// dropout.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +45,12 @@
 
 namespace snug::nn {
 
+// How a fused projection's output columns are laid out.
+enum class FusedQKVLayout {
+  blocks,                // [q | k | v]: all query heads, then the keys', then the values' (GPT-2)
+  per_head_interleaved,  // per head h: [q_h | k_h | v_h] (GPT-NeoX); needs num_kv_heads == heads
+};
+
 struct AttentionConfig {
   int64_t hidden = 0;
   int64_t num_heads = 0;
@@ -47,17 +64,19 @@ struct AttentionConfig {
   AttentionImpl kernel = AttentionImpl::flash;
   LinearLayout layout = LinearLayout::linear;
   // Module names under the block's prefix. A non-empty fused_qkv_name makes one projection
-  // laid out [q|k|v] (and q/k/v names unused).
+  // laid out as fused_qkv_layout says (and q/k/v names unused).
   std::string q_name = "q_proj", k_name = "k_proj", v_name = "v_proj", o_name = "o_proj";
   std::string fused_qkv_name;
+  FusedQKVLayout fused_qkv_layout = FusedQKVLayout::blocks;
 };
 
 class Attention {
  public:
   struct Saved {
     Linear::Saved q_lin, k_lin, v_lin, o_lin;  // q_lin only for a fused projection; o_lin.in = y
-    Tensor q, k, v;                            // fused: q holds [q|k|v], k and v undefined
+    Tensor q, k, v;  // [q|k|v] fused (one_qkv_tensor()): q holds [q|k|v], k and v undefined
     Tensor lse, att;
+    Tensor pos;  // the position ids, shared with the model (undefined: positions 0..T-1)
   };
 
   // Checks the configuration (heads divide, rotary dims fit) naming `prefix`.
@@ -88,9 +107,18 @@ class Attention {
   void set_kernel(AttentionImpl k) { cfg_.kernel = k; }
 
  private:
-  AttentionDims dims(int64_t B, int64_t T) const;
+  AttentionDims dims(int64_t B, int64_t T, const Tensor& pos) const;
+  // q, k and v inside one saved [q|k|v] tensor (rather than three tensors).
+  bool one_qkv_tensor() const { return fused_ && cfg_.fused_qkv_layout == FusedQKVLayout::blocks; }
+  // The saved q, k, v (or their gradients) as the kernels read them: columns of q when
+  // one_qkv_tensor().
+  struct QKV {
+    float *q, *k, *v;
+  };
+  QKV qkv_of(const Tensor& q, const Tensor& k, const Tensor& v) const;
 
   RunContext* ctx_;
+  std::string prefix_;
   AttentionConfig cfg_;
   int64_t hs_, q_width_, kv_width_;
   // Registered in this order (HF's q, k, v, o); fused: q_ is the [q|k|v] projection, no k_, v_.

@@ -70,6 +70,10 @@ class RunContext {
   uint64_t forward_count = 0;  // training forwards so far: keys dropout masks and noise
   LoraConfig lora;             // the adapters' settings (dropout, scaling)
   uint64_t lora_seed = 0;
+  // Position ids (B,T) int32 of this forward's batch (input_data): packed documents, each
+  // restarting at 0, attend only within themselves and rotate by these positions (nn/attention.h).
+  // Undefined: every row t is position t of one sequence. Set by the model before its layers run.
+  Tensor position_ids;
 
   bool low_precision() const { return compute != ComputeDType::f32; }
   bool fp16() const { return compute == ComputeDType::f16; }

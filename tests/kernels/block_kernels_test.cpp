@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "kernels/op_table.h"
+#include "support/attention_case.h"
 #include "support/compare.h"
 #include "support/gradcheck.h"
 #include "support/random.h"
@@ -21,9 +22,13 @@ namespace snug {
 namespace {
 
 using test::all_close;
+using test::AttnCase;
+using test::AttnResult;
 using test::expect_grad_close;
 using test::numerical_grad;
 using test::random_floats;
+using test::run_attention;
+using test::used_columns;
 using Vec = std::vector<float>;
 
 double dot(const Vec& a, const Vec& b) {
@@ -136,7 +141,7 @@ TEST(BlockKernels, RopeMatchesRotateHalfAndLeavesThePassDims) {
   const float theta = 10000.0f;
   Vec x = random_floats(B * T * hs, 16);
   const Vec orig = x;
-  ref::rope_forward(x.data(), B, T, NH, hs, hs, R, theta);
+  ref::rope_forward(x.data(), B, T, NH, hs, hs, R, theta, nullptr);
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t j = 0; j < R / 2; ++j) {
       const double inv = 1.0 / std::pow(10000.0, 2.0 * static_cast<double>(j) / R);
@@ -158,13 +163,13 @@ TEST(BlockKernels, RopeGrad) {
   const Vec R_ = random_floats(B * T * ld, 18);
   auto loss = [&] {
     Vec y = x;
-    ref::rope_forward(y.data(), B, T, NH, hs, ld, R, theta);
+    ref::rope_forward(y.data(), B, T, NH, hs, ld, R, theta, nullptr);
     return dot(y, R_);
   };
   const auto n_x = numerical_grad(x, loss);
   for_both([&](const OpTable& ops, const std::string& name) {
     Vec dx = R_;
-    ops.rope_backward(dx.data(), B, T, NH, hs, ld, R, theta);
+    ops.rope_backward(dx.data(), B, T, NH, hs, ld, R, theta, nullptr);
     expect_grad_close(dx, n_x, name + " dx");
   });
 }
@@ -175,17 +180,17 @@ TEST(BlockKernels, RopeFastVsRef) {
   for (bool backward : {false, true}) {
     Vec f = x, r = x;
     if (backward) {
-      kernels::rope_backward(f.data(), B, T, NH, hs, ld, R, 10000.0f);
-      ref::rope_backward(r.data(), B, T, NH, hs, ld, R, 10000.0f);
+      kernels::rope_backward(f.data(), B, T, NH, hs, ld, R, 10000.0f, nullptr);
+      ref::rope_backward(r.data(), B, T, NH, hs, ld, R, 10000.0f, nullptr);
     } else {
-      kernels::rope_forward(f.data(), B, T, NH, hs, ld, R, 10000.0f);
-      ref::rope_forward(r.data(), B, T, NH, hs, ld, R, 10000.0f);
+      kernels::rope_forward(f.data(), B, T, NH, hs, ld, R, 10000.0f, nullptr);
+      ref::rope_forward(r.data(), B, T, NH, hs, ld, R, 10000.0f, nullptr);
     }
     EXPECT_TRUE(all_close(f, r, 1e-5, 1e-6)) << "backward " << backward;
   }
   Vec bad = x;
-  EXPECT_THROW(kernels::rope_forward(bad.data(), B, T, NH, hs, ld, 3, 1e4f), Error);
-  EXPECT_THROW(ref::rope_forward(bad.data(), B, T, NH, hs, ld, 18, 1e4f), Error);
+  EXPECT_THROW(kernels::rope_forward(bad.data(), B, T, NH, hs, ld, 3, 1e4f, nullptr), Error);
+  EXPECT_THROW(ref::rope_forward(bad.data(), B, T, NH, hs, ld, 18, 1e4f, nullptr), Error);
 }
 
 TEST(BlockKernels, SwigluAndGeluErfGrad) {
@@ -240,64 +245,6 @@ TEST(BlockKernels, ActivationsFastVsRefAndKnownValues) {
   EXPECT_NEAR(y, 0.8413447f, 1e-6);
   kernels::swiglu_forward(&y, &one, &two, 1);
   EXPECT_NEAR(y, 1.4621172f, 1e-6);
-}
-
-// Operands of one general attention call: q, k, v in separate row-strided buffers with a few
-// spare columns, so that strides are exercised.
-struct AttnCase {
-  AttentionDims d;
-  Vec q, k, v, dout;
-  AttnCase(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t hs, bool causal, uint64_t seed) {
-    d.B = B;
-    d.T = T;
-    d.NH = NH;
-    d.NKV = NKV;
-    d.hs = hs;
-    d.ldq = NH * hs + 1;
-    d.ldk = NKV * hs + 2;
-    d.ldv = NKV * hs + 3;
-    d.ldo = NH * hs + 1;
-    d.causal = causal;
-    q = random_floats(B * T * d.ldq, seed, -1.5f, 1.5f);
-    k = random_floats(B * T * d.ldk, seed + 1, -1.5f, 1.5f);
-    v = random_floats(B * T * d.ldv, seed + 2);
-    dout = random_floats(B * T * d.ldo, seed + 3);
-  }
-  int64_t rows() const { return d.B * d.T; }
-};
-
-// out, and dq/dk/dv from one forward + backward of `ops`, naive (flash = false) or flash.
-struct AttnResult {
-  Vec out, dq, dk, dv;
-};
-AttnResult run_attention(const OpTable& ops, const AttnCase& c, bool flash) {
-  const AttentionDims& d = c.d;
-  AttnResult r;
-  r.out.assign(static_cast<size_t>(c.rows() * d.ldo), 0.0f);
-  r.dq.assign(c.q.size(), 0.0f);
-  r.dk.assign(c.k.size(), 0.0f);
-  r.dv.assign(c.v.size(), 0.0f);
-  if (flash) {
-    Vec lse(static_cast<size_t>(d.B * d.NH * d.T));
-    ops.flash_attention_forward_gqa(r.out.data(), lse.data(), c.q.data(), c.k.data(), c.v.data(),
-                                    d);
-    ops.flash_attention_backward_gqa(r.dq.data(), r.dk.data(), r.dv.data(), c.dout.data(),
-                                     c.q.data(), c.k.data(), c.v.data(), r.out.data(), lse.data(),
-                                     d);
-  } else {
-    Vec att(static_cast<size_t>(d.B * d.NH * d.T * d.T));
-    ops.attention_forward_gqa(r.out.data(), att.data(), c.q.data(), c.k.data(), c.v.data(), d);
-    ops.attention_backward_gqa(r.dq.data(), r.dk.data(), r.dv.data(), c.dout.data(), c.q.data(),
-                               c.k.data(), c.v.data(), att.data(), d);
-  }
-  return r;
-}
-
-// Zeroes the spare columns of a strided buffer (they are not outputs).
-Vec used_columns(const Vec& x, int64_t rows, int64_t ld, int64_t width) {
-  Vec y(x.size(), 0.0f);
-  for (int64_t r = 0; r < rows; ++r) std::copy_n(x.begin() + r * ld, width, y.begin() + r * ld);
-  return y;
 }
 
 TEST(BlockKernels, AttentionGqaGrad) {

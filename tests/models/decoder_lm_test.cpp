@@ -4,7 +4,10 @@
 // every checkpoint policy gives bitwise the gradients of none (with LoRA dropout and bf16 in
 // play), the meta run equals the cpu run to the byte under each run option, the grad-ready hook
 // hands over every trainable parameter once with its final gradient, and NEFTune touches only
-// training forwards.
+// training forwards. The checkpoint and meta checks run on a GPT-NeoX-shaped spec too (LayerNorm,
+// parallel residual, exact GELU, partial rotary, the per-head interleaved fused projection), whose
+// split q, k, v go through mixed precision's compact/widen like separate projections'. And all of
+// it again on packed documents (set_position_ids): recomputed segments read the position ids too.
 #include "models/decoder_lm.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/error.h"
 #include "nn/init.h"
 #include "nn/param_fill.h"
 #include "support/block_lm.h"
@@ -25,8 +29,9 @@ namespace {
 
 class TinyLlama final : public DecoderLM {
  public:
-  TinyLlama(Device& dev, AttentionImpl kernel) : DecoderLM(spec(kernel), dev) {}
-  static DecoderLMSpec spec(AttentionImpl kernel) {
+  TinyLlama(Device& dev, AttentionImpl kernel, bool neox = false)
+      : DecoderLM(spec(kernel, neox), dev) {}
+  static DecoderLMSpec spec(AttentionImpl kernel, bool neox) {
     test::BlockLMConfig c;
     c.vocab = 13;
     c.hidden = 8;
@@ -36,14 +41,25 @@ class TinyLlama final : public DecoderLM {
     c.intermediate = 12;
     c.rope_theta = 100.0f;
     c.kernel = kernel;
-    const test::BlockLMSpec b = test::llama_style(c);
+    if (neox) {
+      c.kv_heads = c.heads;
+      c.rotary_dim = 2;
+      c.norm = nn::NormKind::layer;
+      c.act = nn::Activation::gelu_erf;
+      c.parallel_residual = true;
+    }
+    const test::BlockLMSpec b = neox ? test::neox_style(c) : test::llama_style(c);
     DecoderLMSpec s;
-    s.name = "tiny-llama";
+    s.name = neox ? "tiny-neox" : "tiny-llama";
     s.vocab = b.vocab;
     s.hidden = b.hidden;
     s.layers = b.layers;
     s.max_positions = 16;
+    s.embed_name = b.embed_name;
+    s.layer_prefix = b.layer_prefix;
     s.layer = b.layer;
+    s.final_norm_name = b.final_norm_name;
+    s.head_name = b.head_name;
     return s;
   }
   ModelSummary summary() const override { return {}; }
@@ -76,7 +92,11 @@ struct Options {
   bool hook = false;
   double neftune = 0.0;
   AttentionImpl kernel = AttentionImpl::flash;
+  bool neox = false;
+  bool packed = false;  // row 0 packs documents of 3 and 4 tokens, row 1 of 2 and 5
 };
+
+const std::vector<int32_t> kPackedPositions = {0, 1, 2, 0, 1, 2, 3, 0, 1, 0, 1, 2, 3, 4};
 
 struct Outcome {
   float loss = 0.0f;
@@ -87,7 +107,7 @@ struct Outcome {
 
 Outcome run(DeviceKind kind, const Options& o) {
   Device dev(kind);
-  TinyLlama m(dev, o.kernel);
+  TinyLlama m(dev, o.kernel, o.neox);
   if (!dev.is_meta()) m.init_weights(3);
   if (o.lora) {
     LoraConfig lc;
@@ -102,6 +122,7 @@ Outcome run(DeviceKind kind, const Options& o) {
         for (int64_t i = 0; i < a.B->numel(); ++i)
           a.B->value.data<float>()[i] = 0.01f * static_cast<float>(i % 7 - 3);
   }
+  if (o.packed) m.set_position_ids(kPackedPositions);
   m.set_checkpointing(o.ckpt);
   m.set_compute_dtype(o.compute);
   m.set_neftune_noise_alpha(o.neftune);
@@ -133,23 +154,28 @@ CheckpointConfig policy(CheckpointPolicy p, int64_t k = 1) {
 }
 
 TEST(DecoderLM, EveryCheckpointPolicyGivesBitwiseTheGradientsOfNone) {
-  for (ComputeDType compute : {ComputeDType::f32, ComputeDType::bf16})
-    for (AttentionImpl kernel : {AttentionImpl::flash, AttentionImpl::naive}) {
-      Options o;
-      o.compute = compute;
-      o.kernel = kernel;
-      o.lora = true;
-      const Outcome none = run(DeviceKind::cpu, o);
-      ASSERT_EQ(none.grads.size(), 2u * 3u * 7u);  // A and B on 7 Linears in 3 layers
-      for (const CheckpointConfig& c :
-           {policy(CheckpointPolicy::every_layer), policy(CheckpointPolicy::every_k, 2),
-            policy(CheckpointPolicy::selective)}) {
-        o.ckpt = c;
-        const Outcome got = run(DeviceKind::cpu, o);
-        EXPECT_EQ(got.loss, none.loss);
-        EXPECT_EQ(got.grads, none.grads) << static_cast<int>(c.policy);
-      }
-    }
+  for (bool packed : {false, true})
+    for (bool neox : {false, true})
+      for (ComputeDType compute : {ComputeDType::f32, ComputeDType::bf16})
+        for (AttentionImpl kernel : {AttentionImpl::flash, AttentionImpl::naive}) {
+          Options o;
+          o.compute = compute;
+          o.kernel = kernel;
+          o.lora = true;
+          o.neox = neox;
+          o.packed = packed;
+          const Outcome none = run(DeviceKind::cpu, o);
+          // A and B on 7 Linears (NeoX: 4) in 3 layers
+          ASSERT_EQ(none.grads.size(), 2u * 3u * (neox ? 4u : 7u));
+          for (const CheckpointConfig& c :
+               {policy(CheckpointPolicy::every_layer), policy(CheckpointPolicy::every_k, 2),
+                policy(CheckpointPolicy::selective)}) {
+            o.ckpt = c;
+            const Outcome got = run(DeviceKind::cpu, o);
+            EXPECT_EQ(got.loss, none.loss);
+            EXPECT_EQ(got.grads, none.grads) << static_cast<int>(c.policy);
+          }
+        }
 }
 
 TEST(DecoderLM, MetaEqualsCpuToTheByteUnderEachRunOption) {
@@ -163,6 +189,14 @@ TEST(DecoderLM, MetaEqualsCpuToTheByteUnderEachRunOption) {
   all[4].hook = true;
   all[5].neftune = 5.0;
   all[5].ckpt = policy(CheckpointPolicy::every_layer);
+  for (size_t n = 0, count = all.size(); n < count; ++n) {  // each again on the NeoX shape
+    all.push_back(all[n]);
+    all.back().neox = true;
+  }
+  for (size_t n = 0, count = all.size(); n < count; ++n) {  // and on packed documents
+    all.push_back(all[n]);
+    all.back().packed = true;
+  }
   for (size_t i = 0; i < all.size(); ++i) {
     const Outcome cpu = run(DeviceKind::cpu, all[i]), meta = run(DeviceKind::meta, all[i]);
     EXPECT_EQ(meta.mem.peak_total, cpu.mem.peak_total) << i;
@@ -192,6 +226,43 @@ TEST(DecoderLM, GradReadyHookHandsOverEachParameterOnceWithItsFinalGradient) {
   // Last layer first, the embeddings last.
   EXPECT_EQ(got.ready_order.front(), "model.norm.weight");
   EXPECT_EQ(got.ready_order.back(), "model.embed_tokens.weight");
+}
+
+// The packed batch's loss is its documents' losses run alone, weighted by their valid targets;
+// position ids that do not fit the batch are refused.
+TEST(DecoderLM, PackedDocumentsGiveTheirLossesAlone) {
+  for (bool neox : {false, true}) {
+    Device dev(DeviceKind::cpu);
+    TinyLlama m(dev, AttentionImpl::flash, neox);
+    m.init_weights(3);
+    const Batch b = batch();
+    const std::vector<std::vector<int64_t>> docs = {{3, 4}, {2, 5}};
+    double sum = 0.0;
+    int64_t valid = 0;
+    for (int64_t row = 0; row < B; ++row) {
+      int64_t t0 = 0;
+      for (int64_t len : docs[static_cast<size_t>(row)]) {
+        const int64_t at = row * T + t0;
+        int64_t n = 0;
+        for (int64_t i = at; i < at + len; ++i) n += b.targets[static_cast<size_t>(i)] >= 0;
+        sum += m.forward(b.tokens.data() + at, b.targets.data() + at, 1, len, false) *
+               static_cast<double>(n);
+        valid += n;
+        t0 += len;
+      }
+    }
+    m.set_position_ids(kPackedPositions);
+    const float packed = m.forward(b.tokens.data(), b.targets.data(), B, T, false);
+    EXPECT_NEAR(packed, sum / static_cast<double>(valid), 1e-5 * std::abs(packed)) << neox;
+    m.set_position_ids({});
+    EXPECT_GT(std::abs(m.forward(b.tokens.data(), b.targets.data(), B, T, false) - packed), 1e-4);
+    m.set_position_ids({0, 1, 2});
+    EXPECT_THROW(m.forward(b.tokens.data(), b.targets.data(), B, T, false), Error);
+    std::vector<int32_t> bad = kPackedPositions;
+    bad[4] = 5;
+    m.set_position_ids(bad);
+    EXPECT_THROW(m.forward(b.tokens.data(), b.targets.data(), B, T, false), Error);
+  }
 }
 
 TEST(DecoderLM, NeftuneNoiseChangesTrainingForwardsOnly) {

@@ -2,7 +2,10 @@
 // GQA attention with rotary, gated MLP, untied head; tests/support/block_lm.h) has every
 // parameter gradient confirmed by central finite differences, and its meta run equals its cpu
 // run's memory to the byte. A second composition (LayerNorm, parallel residual, exact GELU,
-// naive multi-head attention, tied head, partial rotary) covers the other blocks.
+// naive multi-head attention, tied head, partial rotary) covers the other blocks, and a GPT-NeoX
+// composition (HF GPTNeoX names: biased LayerNorms, parallel residual, exact GELU, partial rotary,
+// the per-head interleaved fused query_key_value with bias, untied embed_out) the interleaved
+// projection, which also gives a separate-q/k/v model's loss and gradients on permuted weights.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,29 +14,22 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/error.h"
 #include "kernels/op_table.h"
 #include "nn/init.h"
 #include "support/block_lm.h"
+#include "support/block_lm_checks.h"
 
 namespace snug {
 namespace {
 
 using test::BlockLM;
 using test::BlockLMConfig;
-
-BlockLMConfig llama_like() {
-  BlockLMConfig c;
-  c.vocab = 11;
-  c.hidden = 8;
-  c.layers = 2;
-  c.heads = 4;
-  c.kv_heads = 2;  // GQA: two query heads per kv head
-  c.intermediate = 12;
-  c.rope_theta = 100.0f;  // large angles even at T = 5, so the rotation matters
-  c.norm = nn::NormKind::rms;
-  c.act = nn::Activation::silu_gated;
-  return c;
-}
+using test::check_gradients;
+using test::init_weights;
+using test::llama_like;
+using Batch = test::BlockBatch;
+using test::batch;
 
 BlockLMConfig neox_like() {
   BlockLMConfig c;
@@ -54,96 +50,14 @@ BlockLMConfig neox_like() {
   return c;
 }
 
-// Deterministic weights: matrices N(0, 0.4), norm weights 1 + N(0, 0.1), biases N(0, 0.1).
-void init(BlockLM& m, uint64_t seed) {
-  NormalGenerator rng(seed);
-  for (Parameter* p : m.params().list()) {
-    float* v = p->value.data<float>();
-    const bool vec = p->value.ndim() == 1;
-    const bool norm =
-        p->name.find("norm") != std::string::npos || p->name.find("layernorm") != std::string::npos;
-    rng.fill(v, p->numel(), vec && norm && p->name.ends_with(".weight") ? 1.0f : 0.0f,
-             vec ? 0.1f : 0.4f);
-  }
-}
-
-struct Batch {
-  int64_t B = 2, T = 5;
-  std::vector<int32_t> tokens, targets;
-};
-Batch batch(int64_t V) {
-  Batch b;
-  for (int64_t i = 0; i < b.B * b.T; ++i) {
-    b.tokens.push_back(static_cast<int32_t>((7 * i + 3) % V));
-    b.targets.push_back(i == 4 ? -100 : static_cast<int32_t>((5 * i + 1) % V));  // one ignored
-  }
-  return b;
-}
-
-// Worst |analytic - numeric| over the tensor, relative to tol_abs * scale + tol_rel * |numeric|
-// (scale = the tensor's largest numeric magnitude): <= 1 passes.
-double worst_ratio(const std::vector<float>& a, const std::vector<double>& n, double tol_abs,
-                   double tol_rel) {
-  double scale = 0.0;
-  for (double x : n) scale = std::max(scale, std::abs(x));
-  double worst = 0.0;
-  for (size_t i = 0; i < n.size(); ++i)
-    worst = std::max(worst, std::abs(a[i] - n[i]) / (tol_abs * scale + tol_rel * std::abs(n[i])));
-  return worst;
-}
-
-// Central differences of the double loss of a forward on the ref table (double accumulation
-// inside every kernel), against backward's gradients, for every element of every parameter.
-// Step 1e-2 (divided by the step representable in float): the activations between kernels are
-// fp32, so the loss carries rounding noise of about 1e-8 that a difference divides by the step;
-// measured, the error shrinks as the step grows from 3e-4 to 1e-2 (noise-dominated, not
-// truncation-dominated), and at 1e-2 the worst element (layer 1's k_proj) reaches 0.66 of the bound
-// below.
-void check_gradients(const BlockLMConfig& cfg, uint64_t seed) {
-  Device dev(DeviceKind::cpu, &ref_op_table());
-  BlockLM m(test::llama_style(cfg), dev);
-  init(m, seed);
-  const Batch b = batch(cfg.vocab);
-  m.forward(b.tokens.data(), b.targets.data(), b.B, b.T, true);
-  m.backward();
-  // Tolerance: 3e-4 of the tensor's largest gradient plus 2e-3 of the element's own. A gradient
-  // off by 1% of the scale fails it (checked below for every tensor).
-  constexpr double kAbs = 3e-4, kRel = 2e-3;
-  int64_t checked = 0;
-  for (Parameter* p : m.params().list()) {
-    ASSERT_TRUE(p->grad.defined()) << p->name;
-    float* v = p->value.data<float>();
-    const float* g = p->grad.data<float>();
-    std::vector<float> analytic(g, g + p->numel());
-    std::vector<double> numeric(analytic.size());
-    for (int64_t i = 0; i < p->numel(); ++i) {
-      const float orig = v[i];
-      const float hi = orig + 1e-2f, lo = orig - 1e-2f;
-      v[i] = hi;
-      const double lp = m.forward(b.tokens.data(), b.targets.data(), b.B, b.T, false);
-      v[i] = lo;
-      const double lm = m.forward(b.tokens.data(), b.targets.data(), b.B, b.T, false);
-      v[i] = orig;
-      numeric[static_cast<size_t>(i)] =
-          (lp - lm) / (static_cast<double>(hi) - static_cast<double>(lo));
-    }
-    double scale = 0.0;
-    for (double x : numeric) scale = std::max(scale, std::abs(x));
-    EXPECT_GT(scale, 1e-4) << p->name << ": a vanishing gradient checks nothing";
-    const double worst = worst_ratio(analytic, numeric, kAbs, kRel);
-    EXPECT_LE(worst, 1.0) << p->name << " worst error ratio " << worst << " (scale " << scale
-                          << ")";
-    // The bound is meaningful: the largest element off by 1% of the scale is caught.
-    const size_t big = static_cast<size_t>(
-        std::max_element(numeric.begin(), numeric.end(),
-                         [](double x, double y) { return std::abs(x) < std::abs(y); }) -
-        numeric.begin());
-    std::vector<float> wrong = analytic;
-    wrong[big] += static_cast<float>(0.01 * scale);
-    EXPECT_GT(worst_ratio(wrong, numeric, kAbs, kRel), 1.0) << p->name;
-    checked += p->numel();
-  }
-  EXPECT_EQ(checked, count_params(m.params().list()));
+// The GPT-NeoX composition: flash attention (neox_like covers naive), 2 heads of 4 dims, 2 of
+// them rotated.
+BlockLMConfig gpt_neox_like() {
+  BlockLMConfig c = neox_like();
+  c.vocab = 10;
+  c.kernel = AttentionImpl::flash;
+  c.tie_word_embeddings = false;
+  return c;
 }
 
 TEST(ComposedModel, ParametersHaveHuggingFaceLlamaNames) {
@@ -170,21 +84,146 @@ TEST(ComposedModel, ParametersHaveHuggingFaceLlamaNames) {
 }
 
 TEST(ComposedModel, GradientsMatchFiniteDifferences) {
-  check_gradients(llama_like(), 1);
+  check_gradients(test::llama_style(llama_like()), 1, batch(llama_like().vocab));
 }
 
 TEST(ComposedModel, OtherBlocksGradientsMatchFiniteDifferences) {
-  check_gradients(neox_like(), 2);
+  check_gradients(test::llama_style(neox_like()), 2, batch(neox_like().vocab));
+}
+
+TEST(ComposedModel, ParametersHaveHuggingFaceGptNeoXNames) {
+  Device dev(DeviceKind::meta);
+  BlockLM m(test::neox_style(gpt_neox_like()), dev);
+  std::vector<std::string> want = {"gpt_neox.embed_in.weight"};
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "gpt_neox.layers." + std::to_string(l) + ".";
+    for (const char* s :
+         {"input_layernorm.weight", "input_layernorm.bias", "post_attention_layernorm.weight",
+          "post_attention_layernorm.bias", "attention.query_key_value.weight",
+          "attention.query_key_value.bias", "attention.dense.weight", "attention.dense.bias",
+          "mlp.dense_h_to_4h.weight", "mlp.dense_h_to_4h.bias", "mlp.dense_4h_to_h.weight",
+          "mlp.dense_4h_to_h.bias"})
+      want.push_back(p + s);
+  }
+  for (const char* s :
+       {"gpt_neox.final_layer_norm.weight", "gpt_neox.final_layer_norm.bias", "embed_out.weight"})
+    want.push_back(s);
+  std::vector<std::string> got;
+  for (const Parameter* p : m.params().list()) got.push_back(p->name);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(m.params().find("gpt_neox.layers.0.attention.query_key_value.weight")->shape(),
+            Shape({24, 8}));
+  EXPECT_EQ(m.params().find("gpt_neox.layers.0.attention.query_key_value.bias")->shape(),
+            Shape({24}));
+}
+
+TEST(ComposedModel, GptNeoXGradientsMatchFiniteDifferences) {
+  check_gradients(test::neox_style(gpt_neox_like()), 5, batch(gpt_neox_like().vocab));
+}
+
+// GPT-NeoX's interleaved projection refused where it cannot apply, naming the block.
+TEST(ComposedModel, InterleavedProjectionNeedsOneKvHeadPerHead) {
+  BlockLMConfig c = gpt_neox_like();
+  c.kv_heads = 1;
+  Device dev(DeviceKind::meta);
+  try {
+    BlockLM m(test::neox_style(c), dev);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gpt_neox.layers.0.attention"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("interleaved"), std::string::npos) << e.what();
+  }
+}
+
+// The per-head interleaved projection is a permutation of separate q/k/v projections: a model
+// with q_proj/k_proj/v_proj and the interleaved model with those weights (and biases) interleaved
+// per head, row (h*3 + part)*hs + i = part's row h*hs + i, give the same loss and the permuted
+// gradients, on both tables (the split/merge ops only move values; the GEMMs' per-element sums
+// are the same but may be blocked differently for a 3x wider output).
+TEST(ComposedModel, InterleavedProjectionEqualsSeparateProjectionsPermuted) {
+  const BlockLMConfig cfg = gpt_neox_like();
+  const int64_t NH = cfg.heads, hs = cfg.hidden / cfg.heads;
+  test::BlockLMSpec sep = test::neox_style(cfg);
+  sep.layer.attn.fused_qkv_name.clear();
+  sep.layer.attn.fused_qkv_layout = nn::FusedQKVLayout::blocks;
+  for (const OpTable* table : {&fast_op_table(), &ref_op_table()}) {
+    Device d1(DeviceKind::cpu, table), d2(DeviceKind::cpu, table);
+    BlockLM ms(sep, d1), mi(test::neox_style(cfg), d2);
+    init_weights(ms, 6);
+    // fused (3*NH*hs, cols) = the q, k, v parts (NH*hs, cols each) interleaved per head.
+    const auto permute = [&](float* fused, const std::vector<float*>& parts, int64_t cols) {
+      for (int64_t h = 0; h < NH; ++h)
+        for (int64_t part = 0; part < 3; ++part)
+          for (int64_t i = 0; i < hs; ++i)
+            for (int64_t c = 0; c < cols; ++c)
+              fused[((h * 3 + part) * hs + i) * cols + c] =
+                  parts[static_cast<size_t>(part)][(h * hs + i) * cols + c];
+    };
+    // The separate model's q, k, v values (or gradients) for the interleaved parameter n, whose
+    // "query_key_value." starts at `at`.
+    const std::string fused = "query_key_value.";
+    const auto parts_of = [&](const std::string& n, size_t at, bool grad) {
+      const std::string pre = n.substr(0, at), suffix = n.substr(at + fused.size());
+      std::vector<float*> parts;
+      for (const char* q : {"q_proj.", "k_proj.", "v_proj."}) {
+        const Parameter* src = ms.params().find(pre + q + suffix);
+        parts.push_back(grad ? src->grad.data<float>() : src->value.data<float>());
+      }
+      return parts;
+    };
+    for (Parameter* p : mi.params().list()) {
+      const std::string& n = p->name;
+      const size_t at = n.find(fused);
+      if (at == std::string::npos) {
+        const Parameter* src = ms.params().find(n);
+        ASSERT_NE(src, nullptr) << n;
+        std::copy_n(src->value.data<float>(), p->numel(), p->value.data<float>());
+      } else {
+        permute(p->value.data<float>(), parts_of(n, at, false),
+                p->value.ndim() == 2 ? cfg.hidden : 1);
+      }
+    }
+    const Batch b = batch(cfg.vocab);
+    const double ls = ms.forward(b.tokens.data(), b.targets.data(), b.B, b.T, true);
+    const double li = mi.forward(b.tokens.data(), b.targets.data(), b.B, b.T, true);
+    EXPECT_NEAR(li, ls, 1e-6 * std::abs(ls)) << table->impl;
+    EXPECT_GT(ls, 0.5);
+    ms.backward();
+    mi.backward();
+    int64_t compared = 0;
+    for (Parameter* p : mi.params().list()) {
+      const std::string& n = p->name;
+      std::vector<float> want(static_cast<size_t>(p->numel()));
+      const size_t at = n.find(fused);
+      if (at == std::string::npos) {
+        const float* g = ms.params().find(n)->grad.data<float>();
+        want.assign(g, g + p->numel());
+      } else {  // the separate model's gradients interleaved as the weights were
+        permute(want.data(), parts_of(n, at, true), p->value.ndim() == 2 ? cfg.hidden : 1);
+      }
+      double scale = 0.0;
+      for (float w : want) scale = std::max(scale, static_cast<double>(std::abs(w)));
+      EXPECT_GT(scale, 1e-4) << n;
+      for (int64_t j = 0; j < p->numel(); ++j)
+        ASSERT_NEAR(p->grad.data<float>()[j], want[static_cast<size_t>(j)], 1e-6 * scale)
+            << table->impl << " " << n << "[" << j << "]";
+      compared += p->numel();
+    }
+    EXPECT_EQ(compared, count_params(ms.params().list()));
+  }
 }
 
 // The fast table gives the reference table's loss and gradients.
 TEST(ComposedModel, FastTableMatchesRefTable) {
-  for (const BlockLMConfig& cfg : {llama_like(), neox_like()}) {
+  for (const test::BlockLMSpec& spec :
+       {test::llama_style(llama_like()), test::llama_style(neox_like()),
+        test::neox_style(gpt_neox_like())}) {
     Device fast(DeviceKind::cpu), ref(DeviceKind::cpu, &ref_op_table());
-    BlockLM mf(test::llama_style(cfg), fast), mr(test::llama_style(cfg), ref);
-    init(mf, 3);
-    init(mr, 3);
-    const Batch b = batch(cfg.vocab);
+    BlockLM mf(spec, fast), mr(spec, ref);
+    init_weights(mf, 3);
+    init_weights(mr, 3);
+    const Batch b = batch(spec.vocab);
     const double lf = mf.forward(b.tokens.data(), b.targets.data(), b.B, b.T, true);
     const double lr = mr.forward(b.tokens.data(), b.targets.data(), b.B, b.T, true);
     EXPECT_NEAR(lf, lr, 1e-5 * std::abs(lr));
@@ -204,20 +243,18 @@ TEST(ComposedModel, FastTableMatchesRefTable) {
   }
 }
 
-// Two training steps (forward, backward, forward, backward, zero_grad) on cpu and on meta: the
-// pool's peak, its split at the peak, every category's maximum, the live bytes and the number of
-// allocations agree to the byte.
+// Two training steps on cpu and on meta agree to the byte (support/block_lm_checks.h).
 TEST(ComposedModel, MetaRunEqualsCpuRunToTheByte) {
-  for (BlockLMConfig cfg : {llama_like(), neox_like()}) {
+  for (const int variant : {0, 1, 2, 3}) {  // llama, neox-like, GPT-NeoX flash and naive
+    BlockLMConfig cfg = variant == 0 ? llama_like() : variant == 1 ? neox_like() : gpt_neox_like();
+    if (variant == 3) cfg.kernel = AttentionImpl::naive;
     cfg.vocab = 97;  // a head scratch and activations of some size
     cfg.hidden = 32;
     cfg.intermediate = 64;
     cfg.heads = 4;
     cfg.kv_heads = cfg.parallel_residual ? 4 : 1;  // MQA for the first
     cfg.rotary_dim = cfg.parallel_residual ? 4 : 0;
-    Device cpu(DeviceKind::cpu), meta(DeviceKind::meta);
-    BlockLM mc(test::llama_style(cfg), cpu), mm(test::llama_style(cfg), meta);
-    init(mc, 4);
+    const test::BlockLMSpec spec = variant >= 2 ? test::neox_style(cfg) : test::llama_style(cfg);
     Batch b;
     b.B = 3;
     b.T = 17;
@@ -225,22 +262,7 @@ TEST(ComposedModel, MetaRunEqualsCpuRunToTheByte) {
       b.tokens.push_back(static_cast<int32_t>((13 * i) % cfg.vocab));
       b.targets.push_back(static_cast<int32_t>((29 * i + 1) % cfg.vocab));
     }
-    for (BlockLM* m : {&mc, &mm}) {
-      for (int step = 0; step < 2; ++step) {
-        m->forward(b.tokens.data(), b.targets.data(), b.B, b.T, true);
-        m->backward();
-      }
-      m->params().zero_grad();
-    }
-    const MemoryStats c = cpu.pool().stats(), mt = meta.pool().stats();
-    EXPECT_EQ(c.peak_total, mt.peak_total);
-    EXPECT_EQ(c.peak_by_category, mt.peak_by_category);
-    EXPECT_EQ(c.max_by_category, mt.max_by_category);
-    EXPECT_EQ(c.live, mt.live);
-    EXPECT_EQ(c.alloc_count, mt.alloc_count);
-    EXPECT_EQ(c.free_count, mt.free_count);
-    // Nothing kept after backward: only the weights stay live.
-    EXPECT_EQ(c.live_total, c.live[static_cast<int>(Category::weights)]);
+    const MemoryStats c = test::expect_meta_equals_cpu(spec, b, 4);
     EXPECT_GT(c.max_by_category[static_cast<int>(Category::activations)], 0);
     EXPECT_GT(c.max_by_category[static_cast<int>(Category::temporary)], 0);
     EXPECT_EQ(c.max_by_category[static_cast<int>(Category::gradients)],

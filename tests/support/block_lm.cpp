@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/attention_dims.h"
 #include "kernels/op_table.h"
 #include "nn/block_util.h"
 
@@ -30,6 +31,25 @@ BlockLMSpec llama_style(const BlockLMConfig& c) {
   return s;
 }
 
+BlockLMSpec neox_style(const BlockLMConfig& c) {
+  BlockLMSpec s = llama_style(c);
+  s.embed_name = "gpt_neox.embed_in.weight";
+  s.layer_prefix = "gpt_neox.layers.";
+  s.final_norm_name = "gpt_neox.final_layer_norm";
+  s.head_name = "embed_out";
+  nn::DecoderLayerConfig& l = s.layer;
+  l.order = nn::LayerParamOrder::norms_first;
+  l.attn_name = "attention";
+  l.attn.fused_qkv_name = "query_key_value";
+  l.attn.fused_qkv_layout = nn::FusedQKVLayout::per_head_interleaved;
+  l.attn.o_name = "dense";
+  l.attn.qkv_bias = l.attn.o_bias = true;
+  l.mlp.bias = true;
+  l.mlp.up_name = "dense_h_to_4h";
+  l.mlp.down_name = "dense_4h_to_h";
+  return s;
+}
+
 BlockLM::BlockLM(const BlockLMSpec& spec, Device& dev)
     : spec_(spec),
       dev_(&dev),
@@ -47,7 +67,7 @@ BlockLM::BlockLM(const BlockLMSpec& spec, Device& dev)
             spec.tie_word_embeddings ? embed_.weight() : nullptr) {}
 
 double BlockLM::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
-                        bool for_backward) {
+                        bool for_backward, const int32_t* position_ids) {
   const OpTable& ops = dev_->ops();
   const int64_t N = B * T, V = spec_.vocab;
   for (int64_t i = 0; i < N; ++i) {
@@ -60,12 +80,20 @@ double BlockLM::forward(const int32_t* tokens, const int32_t* targets, int64_t B
   s_.targets = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
   ops.copy_i32(tk.data<int32_t>(), tokens, N);
   ops.copy_i32(s_.targets.data<int32_t>(), targets, N);
+  nn::RunContext& ctx = ps_.context();
+  ctx.position_ids = Tensor();
+  if (position_ids) {
+    check_position_ids(position_ids, B, T, "position_ids");
+    ctx.position_ids = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
+    ops.copy_i32(ctx.position_ids.data<int32_t>(), position_ids, N);
+  }
 
   Tensor x = nn::activation(*dev_, {B, T, spec_.hidden});
   embed_.forward(tk, x, s_.emb);
   tk.reset();  // the embedding's Saved keeps the ids
   s_.layers.resize(layers_.size());
   for (size_t l = 0; l < layers_.size(); ++l) x = layers_[l].forward(x, s_.layers[l]);
+  ctx.position_ids = Tensor();  // the layers that need them keep them
   const Tensor xf = nn::activation(*dev_, {B, T, spec_.hidden});
   norm_.forward(x, xf, s_.norm);
   x.reset();

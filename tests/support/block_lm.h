@@ -46,15 +46,21 @@ struct BlockLMSpec {
 
 // HF Llama names and layout (nn.Linear weights, no biases, blocks-first parameter order).
 BlockLMSpec llama_style(const BlockLMConfig& c);
+// HF GPT-NeoX names and layout (gpt_neox.embed_in, norms-first layers with biased LayerNorms,
+// attention.query_key_value fused per-head interleaved with bias, attention.dense, mlp.
+// dense_h_to_4h / dense_4h_to_h with biases, gpt_neox.final_layer_norm, untied embed_out); the
+// blocks' kinds (norm, activation, residual, rotary dims, kernel) come from c.
+BlockLMSpec neox_style(const BlockLMConfig& c);
 
 class BlockLM {
  public:
   BlockLM(const BlockLMSpec& spec, Device& dev);
 
   // tokens, targets: (B,T) host arrays (targets < 0 ignored). Returns the mean cross-entropy in
-  // double (0 on meta). Keeps what backward needs when for_backward.
+  // double (0 on meta). Keeps what backward needs when for_backward. position_ids (B,T), when
+  // given: packed documents, each starting at position 0 (RunContext::position_ids).
   double forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
-                 bool for_backward);
+                 bool for_backward, const int32_t* position_ids = nullptr);
   // Accumulates d(mean loss)/d(param) into every parameter's gradient; frees what forward kept.
   void backward();
 
