@@ -23,6 +23,8 @@ const OpTable kFast = {
 #include "kernels/flash_ops.inc"
 #include "kernels/lm_head_ops.inc"
 #include "kernels/ops.inc"
+#include "kernels/optim_ops.inc"
+#include "kernels/quant_ops.inc"
 #undef SNUG_OP
 };
 
@@ -32,6 +34,8 @@ const OpTable kRef = {
 #include "kernels/flash_ops.inc"
 #include "kernels/lm_head_ops.inc"
 #include "kernels/ops.inc"
+#include "kernels/optim_ops.inc"
+#include "kernels/quant_ops.inc"
 #undef SNUG_OP
 };
 
@@ -41,6 +45,8 @@ const OpTable kMeta = {
 #include "kernels/flash_ops.inc"
 #include "kernels/lm_head_ops.inc"
 #include "kernels/ops.inc"
+#include "kernels/optim_ops.inc"
+#include "kernels/quant_ops.inc"
 #undef SNUG_OP
 };
 

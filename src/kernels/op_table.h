@@ -1,8 +1,10 @@
 // The per-device op table: one function pointer per kernel op, generated from the op lists
-// (kernels/ops.inc, flash_ops.inc, lm_head_ops.inc), so an op added there is in every table.
+// (kernels/ops.inc, flash_ops.inc, lm_head_ops.inc, optim_ops.inc, quant_ops.inc), so an op
+// added there is in every table.
 //
-// Why: model and block code (src/nn) reaches kernels only through `dev.ops()` (core/device.h)
-// and never asks which device it runs on. Three tables exist:
+// Why: model and block code (src/nn), the optimizers (src/optim) and the quantized weights
+// (src/quant) reach kernels only through `dev.ops()` (core/device.h) and never ask which device
+// they run on. Three tables exist:
 //   fast  snug::kernels (oneDNN GEMM, OpenMP), the table of a cpu Device;
 //   ref   snug::ref, the plain loops, for tests (a cpu Device built with &ref_op_table());
 //   meta  every op does nothing and returns 0: a meta Device's tensors have no bytes, so its
@@ -18,6 +20,8 @@
 #include "kernels/flash_attention.h"
 #include "kernels/kernels.h"
 #include "kernels/lm_head.h"
+#include "kernels/optim_ops.h"
+#include "kernels/quant_ops.h"
 
 namespace snug {
 
@@ -27,6 +31,8 @@ struct OpTable {
 #include "kernels/flash_ops.inc"
 #include "kernels/lm_head_ops.inc"
 #include "kernels/ops.inc"
+#include "kernels/optim_ops.inc"
+#include "kernels/quant_ops.inc"
 #undef SNUG_OP
 };
 

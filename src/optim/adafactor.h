@@ -19,6 +19,7 @@
 // scratch; it uses untracked scratch of rows + cols floats (no more than the state itself).
 #pragma once
 
+#include "optim/factored_moment.h"
 #include "optim/optimizer.h"
 
 namespace snug {
@@ -32,22 +33,15 @@ class Adafactor final : public Optimizer {
   nlohmann::json extra_state() const override;
   void load_extra_state(const nlohmann::json& state) override;
 
-  static constexpr float kEps1 = 1e-30f;
-  static constexpr double kEps2 = 1e-3;
-  static constexpr double kClipThreshold = 1.0;
-  static constexpr double kDecayRate = -0.8;
-
   // Bytes of state for one parameter of this shape.
-  static int64_t state_bytes(const Shape& shape);
+  static int64_t state_bytes(const Shape& shape) { return FactoredMoment::state_bytes(shape); }
 
  private:
   struct State {
     Parameter* p;
-    Tensor row, col;  // factored (ndim >= 2)
-    Tensor full;      // vectors
+    FactoredMoment moment;
     int64_t step = 0;
   };
-  static void allocate(State& s);
   void update_one(State& s, float lr);
   std::vector<State> state_;
   OptimizerOptions opts_;

@@ -1,7 +1,7 @@
 #include "optim/adamw.h"
 
 #include "core/error.h"
-#include "kernels/kernels.h"
+#include "kernels/op_table.h"
 #include "kernels/stochastic_round.h"
 
 namespace snug {
@@ -36,22 +36,22 @@ void AdamW::step(float lr) {
     Parameter& p = *s.p;
     if (!p.grad.defined()) continue;
     if (!s.exp_avg.defined()) allocate(s);
-    if (p.value.is_meta()) continue;
+    const OpTable& ops = p.value.device().ops();
     const float wd = p.decay ? opts_.weight_decay : 0.0f;
     if (p.value.dtype() == DType::bf16) {
       // --bf16-full: bf16 weights, gradient and moments; stochastic rounding keyed by (seed,
       // step, tensor) so that runs and resumed runs are bit-reproducible.
       SNUG_CHECK(p.grad.dtype() == DType::bf16, "adamw: bf16 parameter '", p.name, "' has a ",
                  dtype_name(p.grad.dtype()), " gradient");
-      kernels::adamw_update_bf16(
+      ops.adamw_update_bf16(
           p.value.data_u16(), p.grad.data_u16(), s.exp_avg.data_u16(), s.exp_avg_sq.data_u16(),
           p.value.numel(), lr, opts_.beta1, opts_.beta2, opts_.eps, wd, steps_,
           kernels::rounding_key(opts_.rounding_seed, steps_, static_cast<int64_t>(i)));
       continue;
     }
-    kernels::adamw_update(p.value.data<float>(), p.grad.data<float>(), s.exp_avg.data<float>(),
-                          s.exp_avg_sq.data<float>(), p.value.numel(), lr, opts_.beta1, opts_.beta2,
-                          opts_.eps, wd, steps_);
+    ops.adamw_update(p.value.data<float>(), p.grad.data<float>(), s.exp_avg.data<float>(),
+                     s.exp_avg_sq.data<float>(), p.value.numel(), lr, opts_.beta1, opts_.beta2,
+                     opts_.eps, wd, steps_);
   }
 }
 

@@ -19,36 +19,24 @@
 // tensors use the same update formula. 8-bit tensors cost 2 bytes/param + 8 bytes per block.
 #pragma once
 
-#include "optim/optimizer.h"
+#include <string>
+
+#include "optim/optimizer8bit.h"
 
 namespace snug {
 
-class AdamW8bit final : public Optimizer {
+class AdamW8bit final : public Optimizer8bit {
  public:
   AdamW8bit(const ParameterList& params, const OptimizerOptions& opts, std::string name);
-  void step(float lr) override;
   std::string name() const override { return name_; }
-  // "<name>.exp_avg", ".exp_avg_sq" (u8 codes or f32), ".absmax_exp_avg", ".absmax_exp_avg_sq".
-  std::vector<std::pair<std::string, Tensor*>> state_tensors() override;
-
-  // Whether `p` gets 8-bit states under `opts`.
-  static bool uses_8bit(const Parameter& p, const OptimizerOptions& opts);
   // Bytes of state for one parameter.
-  static int64_t state_bytes(const Parameter& p, const OptimizerOptions& opts);
-
-  struct State {
-    Parameter* p;
-    bool q8 = false;
-    Tensor m, v;                // u8 codes (q8) or f32 values; flat, undefined before step 1
-    Tensor absmax_m, absmax_v;  // f32, one per block (q8 only)
-  };
-  // The state kept for `p` (for tests and inspection); throws if p is not optimized here.
-  const State& state_of(const Parameter* p) const;
+  static int64_t state_bytes(const Parameter& p, const OptimizerOptions& opts) {
+    return Optimizer8bit::state_bytes(p, opts, 2);
+  }
 
  private:
-  static void allocate(State& s);
-  std::vector<State> state_;
-  OptimizerOptions opts_;
+  void update(State& s, const OpTable& ops, float* w, const float* g, int64_t n, float lr,
+              float wd) override;
   std::string name_;
 };
 

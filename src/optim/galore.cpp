@@ -4,8 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "kernels/kernels.h"
-#include "optim/top_singular.h"
+#include "kernels/op_table.h"
 
 namespace snug {
 
@@ -89,80 +88,46 @@ void GaLoreAdamW::step(float lr) {
 void GaLoreAdamW::update_one(State& s, float lr) {
   Parameter& p = *s.p;
   Device& dev = p.value.device();
-  const bool real = !p.value.is_meta();
+  const OpTable& ops = dev.ops();
   const bool refresh = s.step % opts_.galore_update_proj_gap == 0;
   ++s.step;
   const double t = static_cast<double>(s.step);
   const float b1 = opts_.beta1, b2 = opts_.beta2, eps = opts_.eps;
-  const float one_minus_b1 = static_cast<float>(1.0 - static_cast<double>(b1));
-  const float one_minus_b2 = static_cast<float>(1.0 - static_cast<double>(b2));
   const double bc1 = 1.0 - std::pow(static_cast<double>(b1), t);
   const double bc2 = 1.0 - std::pow(static_cast<double>(b2), t);
   const float neg_step = static_cast<float>(-static_cast<double>(lr) * std::sqrt(bc2) / bc1);
   const double wd = p.decay ? static_cast<double>(opts_.weight_decay) : 0.0;
   const float decay_alpha = static_cast<float>(-static_cast<double>(lr) * wd);
-
-  const int64_t m = p.value.ndim() == 2 ? p.value.dim(0) : 0;
-  const int64_t n = p.value.ndim() == 2 ? p.value.dim(1) : 0;
-  const int64_t r = s.rank;
-  // low: the projected gradient, turned into the normalized update N in place.
-  Tensor low_t, back_t;
-  if (r > 0) {
-    low_t = Tensor::empty(s.exp_avg.shape(), DType::f32, Category::temporary, dev);
-    back_t = Tensor::empty({m, n}, DType::f32, Category::temporary, dev);
-  }
-  if (!real) return;
+  const bool decay = wd != 0.0;
 
   float* w = p.value.data<float>();
   const float* g = p.grad.data<float>();
   float* ea = s.exp_avg.data<float>();
   float* es = s.exp_avg_sq.data<float>();
-  const int64_t nl = s.exp_avg.numel();
-  if (r > 0) {
-    float* P = s.projector.data<float>();
-    if (refresh) {
-      if (s.right)
-        top_right_singular_vectors(g, m, n, r, P);
-      else
-        top_left_singular_vectors(g, m, n, r, P);
-    }
-    float* low = low_t.data<float>();
-    if (s.right)  // low (m, r) = G (m, n) @ P^T
-      kernels::gemm_f32(false, true, m, r, n, 1.0f, g, n, P, n, 0.0f, low, r);
-    else  // low (r, n) = P^T @ G, P (m, r)
-      kernels::gemm_f32(true, false, r, n, m, 1.0f, P, r, g, n, 0.0f, low, n);
-      // Adam on low; the normalized update N replaces low.
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < nl; ++i) {
-      const float gi = low[i];
-      ea[i] = ea[i] * b1 + one_minus_b1 * gi;
-      es[i] = es[i] * b2 + one_minus_b2 * (gi * gi);
-      low[i] = ea[i] / (std::sqrt(es[i]) + eps);
-    }
-    float* back = back_t.data<float>();
-    if (s.right)  // back (m, n) = N (m, r) @ P (r, n)
-      kernels::gemm_f32(false, false, m, n, r, 1.0f, low, r, P, n, 0.0f, back, n);
-    else  // back (m, n) = P (m, r) @ N (r, n)
-      kernels::gemm_f32(false, false, m, n, r, 1.0f, P, r, low, n, 0.0f, back, n);
-    const float scale = opts_.galore_scale;
-    const int64_t total = m * n;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < total; ++i) {
-      float wi = w[i] + neg_step * (back[i] * scale);
-      if (wd != 0.0) wi = wi + decay_alpha * wi;
-      w[i] = wi;
-    }
+  const int64_t r = s.rank;
+  if (r == 0) {
+    ops.galore_adam_update(w, g, ea, es, p.value.numel(), b1, b2, eps, neg_step, decay_alpha,
+                           decay);
     return;
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < nl; ++i) {
-    const float gi = g[i];
-    ea[i] = ea[i] * b1 + one_minus_b1 * gi;
-    es[i] = es[i] * b2 + one_minus_b2 * (gi * gi);
-    float wi = w[i] + neg_step * (ea[i] / (std::sqrt(es[i]) + eps));
-    if (wd != 0.0) wi = wi + decay_alpha * wi;
-    w[i] = wi;
-  }
+  const int64_t m = p.value.dim(0), n = p.value.dim(1);
+  // low: the projected gradient, turned into the normalized update N in place.
+  Tensor low_t = Tensor::empty(s.exp_avg.shape(), DType::f32, Category::temporary, dev);
+  Tensor back_t = Tensor::empty({m, n}, DType::f32, Category::temporary, dev);
+  float* P = s.projector.data<float>();
+  if (refresh) ops.galore_projector(P, g, m, n, r, s.right);
+  float* low = low_t.data<float>();
+  if (s.right)  // low (m, r) = G (m, n) @ P^T
+    ops.gemm_f32(false, true, m, r, n, 1.0f, g, n, P, n, 0.0f, low, r);
+  else  // low (r, n) = P^T @ G, P (m, r)
+    ops.gemm_f32(true, false, r, n, m, 1.0f, P, r, g, n, 0.0f, low, n);
+  ops.galore_adam_normalize(low, ea, es, s.exp_avg.numel(), b1, b2, eps);
+  float* back = back_t.data<float>();
+  if (s.right)  // back (m, n) = N (m, r) @ P (r, n)
+    ops.gemm_f32(false, false, m, n, r, 1.0f, low, r, P, n, 0.0f, back, n);
+  else  // back (m, n) = P (m, r) @ N (r, n)
+    ops.gemm_f32(false, false, m, n, r, 1.0f, P, r, low, n, 0.0f, back, n);
+  ops.galore_apply(w, back, m * n, neg_step, opts_.galore_scale, decay_alpha, decay);
 }
 
 }  // namespace snug

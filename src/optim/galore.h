@@ -7,7 +7,7 @@
 // For a target G (m, n), with r = min(galore_rank, m, n):
 //   every update_proj_gap steps (at the parameter's steps 0, gap, 2 gap, ... before counting
 //   the current one), P = the top-r singular vectors of G on its shorter side
-//   (optim/top_singular.h): m >= n: P = Vh[:r] (r, n), low = G P^T (m, r);
+//   (kernels/top_singular.h): m >= n: P = Vh[:r] (r, n), low = G P^T (m, r);
 //                           m <  n: P = U[:, :r] (m, r), low = P^T G (r, n);
 //   Adam on low, in galore_torch's (transformers-style) order:
 //     m = b1 m + (1 - b1) low;  v = b2 v + (1 - b2) low^2;  N = m / (sqrt(v) + eps)

@@ -12,40 +12,28 @@
 // then the block's new absmax = max |m| and each m is requantized to the nearest code with
 // bitsandbytes' sign fix. Codes and absmax start at 0 (bitsandbytes' initial state).
 //
-// Which tensors are 8-bit follows AdamW8bit::uses_8bit (bitsandbytes min_8bit_size = 4096; the
+// Which tensors are 8-bit follows Optimizer8bit::uses_8bit (bitsandbytes min_8bit_size = 4096; the
 // embeddings stay fp32 unless optim_8bit_embeddings, as the HF Trainer overrides nn.Embedding);
 // the others keep an fp32 exp_avg and the same update. Bytes: 8-bit tensors 1 byte/param + 4
 // bytes per block (about 1.016 bytes/param), fp32 ones 4 bytes/param. Betas are lion_beta1/2.
 #pragma once
 
-#include "optim/optimizer.h"
+#include "optim/optimizer8bit.h"
 
 namespace snug {
 
-class Lion8bit final : public Optimizer {
+class Lion8bit final : public Optimizer8bit {
  public:
   Lion8bit(const ParameterList& params, const OptimizerOptions& opts);
-  void step(float lr) override;
   std::string name() const override { return "lion_8bit"; }
-  // "<name>.exp_avg" (u8 codes or f32) and, for 8-bit tensors, "<name>.absmax_exp_avg".
-  std::vector<std::pair<std::string, Tensor*>> state_tensors() override;
-
   // Bytes of state for one parameter.
-  static int64_t state_bytes(const Parameter& p, const OptimizerOptions& opts);
-
-  struct State {
-    Parameter* p;
-    bool q8 = false;
-    Tensor m;         // u8 codes (q8) or f32 values; flat, undefined before step 1
-    Tensor absmax_m;  // f32, one per block (q8 only)
-  };
-  // The state kept for `p` (for tests); throws if p is not optimized here.
-  const State& state_of(const Parameter* p) const;
+  static int64_t state_bytes(const Parameter& p, const OptimizerOptions& opts) {
+    return Optimizer8bit::state_bytes(p, opts, 1);
+  }
 
  private:
-  static void allocate(State& s);
-  std::vector<State> state_;
-  OptimizerOptions opts_;
+  void update(State& s, const OpTable& ops, float* w, const float* g, int64_t n, float lr,
+              float wd) override;
 };
 
 }  // namespace snug

@@ -24,6 +24,7 @@
 // (LOMO's two-pass grad_norm + fused_backward); 1 when clipping is off.
 #pragma once
 
+#include "optim/factored_moment.h"
 #include "optim/optimizer.h"
 
 namespace snug {
@@ -35,14 +36,15 @@ class InBackwardOptimizer : public Optimizer {
   // (global-norm clipping coefficient; 1 for none). Counts the step.
   void begin_step(float lr, float grad_coef);
   // Updates `p` from its gradient (times grad_coef) and frees the gradient. No-op for parameters
-  // without a gradient or not trainable. On meta: allocates the state, frees the gradient.
+  // without a gradient or not trainable. The arithmetic runs through the device's op table (none
+  // on meta), the allocation and the freeing everywhere.
   void update(Parameter& p);
   // The non-fused form (tests, or a caller that ran an ordinary backward): begin_step(lr, 1),
   // then update() every parameter that holds a gradient.
   void step(float lr) override;
 
  protected:
-  virtual void update_values(Parameter& p) = 0;  // real device, p.grad defined
+  virtual void update_values(Parameter& p) = 0;  // p.grad defined, state allocated
   virtual void allocate(Parameter& /*p*/) {}
   float lr_ = 0.0f;
   float coef_ = 1.0f;
@@ -65,18 +67,13 @@ class AdaLomo final : public InBackwardOptimizer {
   std::string name() const override { return "adalomo"; }
   std::vector<std::pair<std::string, Tensor*>> state_tensors() override;
 
-  static constexpr float kEps1 = 1e-30f;
-  static constexpr double kEps2 = 1e-3;
-  static constexpr double kClipThreshold = 1.0;
-  static constexpr double kDecayRate = -0.8;
   // Bytes of state for one parameter of this shape (1-D or 2-D).
-  static int64_t state_bytes(const Shape& shape);
+  static int64_t state_bytes(const Shape& shape) { return FactoredMoment::state_bytes(shape); }
 
  private:
   struct State {
     Parameter* p;
-    Tensor row, col;  // matrices
-    Tensor full;      // vectors
+    FactoredMoment moment;
   };
   State& state_for(const Parameter& p);
   void allocate(Parameter& p) override;

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "nn/parameter.h"
 
 namespace snug {
@@ -85,6 +86,15 @@ class Optimizer {
  protected:
   int64_t steps_ = 0;
 };
+
+// The entry of `states` (structs with a `Parameter* p`) that belongs to `p`; throws snug::Error
+// "<who>: parameter '<name>' is not optimized here" when none does.
+template <typename States>
+auto& find_state(States& states, const Parameter* p, const char* who) {
+  for (auto& s : states)
+    if (s.p == p) return s;
+  throw Error(detail::concat(who, ": parameter '", p->name, "' is not optimized here"));
+}
 
 // Whether optimizer `name` updates bf16 parameters (--bf16-full): adamw_torch/adamw (bf16
 // moments, 4 bytes per parameter) and sgd (bf16 momentum buffer). Others throw in

@@ -1,52 +1,11 @@
 #include "optim/quant8.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
-#include <limits>
 
 #include "core/error.h"
 
 namespace snug::quant8 {
-
-Code::Code(const std::vector<float>& values) {
-  SNUG_CHECK(values.size() == 256, "quant8::Code: need 256 values, got ", values.size());
-  std::copy(values.begin(), values.end(), values_.begin());
-  for (size_t i = 0; i + 1 < 256; ++i) mid_[i] = (values_[i] + values_[i + 1]) / 2.0f;
-  // Bucket k holds the floats whose top 16 bits are k. Its smallest value is k << 16 when the
-  // sign bit is clear and (k << 16) | 0xFFFF (the largest magnitude) when it is set; the lower
-  // bound of that value cannot exceed the lower bound of any x in the bucket.
-  start_.resize(65536);
-  for (uint32_t k = 0; k < 65536; ++k) {
-    const uint32_t bits = (k << 16) | ((k & 0x8000u) ? 0xFFFFu : 0u);
-    start_[k] = nearest_reference(std::bit_cast<float>(bits));
-  }
-}
-
-uint8_t Code::nearest_reference(float x) const {
-  // torch.bucketize(x, mid, right=False): the first midpoint >= x.
-  const auto it = std::lower_bound(mid_.begin(), mid_.end(), x);
-  return static_cast<uint8_t>(it - mid_.begin());
-}
-
-uint8_t Code::nearest(float x) const {
-  // NaN and inf share buckets with each other; the binary search orders them as the reference.
-  if (!(std::fabs(x) <= std::numeric_limits<float>::max())) return nearest_reference(x);
-  unsigned q = start_[std::bit_cast<uint32_t>(x) >> 16];
-  while (q < 255 && mid_[q] < x) ++q;  // the bucket's midpoints below x: usually none or one
-  return static_cast<uint8_t>(q);
-}
-
-uint8_t Code::nearest_signed(float x) const {
-  int q = nearest(x);
-  if (std::signbit(values_[static_cast<size_t>(q)]) != std::signbit(x)) {
-    if (x > 0.0f && q < 255)
-      ++q;
-    else if (!(x > 0.0f) && q > 0)
-      --q;
-  }
-  return static_cast<uint8_t>(q);
-}
 
 namespace {
 std::vector<float> map_values(bool is_signed) {
@@ -89,6 +48,26 @@ void dequantize_blockwise(const uint8_t* q, const float* absmax, int64_t n, cons
     const int64_t i0 = b * block, i1 = std::min(n, i0 + block);
     for (int64_t i = i0; i < i1; ++i) x[i] = code.value(q[i]) * absmax[b];
   }
+}
+
+int64_t moment_bytes(int64_t n, bool q8, int64_t moments) {
+  return moments * (q8 ? n + 4 * num_blocks(n, kOptimizerBlock) : 4 * n);
+}
+
+void allocate_moments(const std::vector<Moment>& moments, int64_t n, bool q8, Device& dev) {
+  for (const Moment& m : moments)
+    *m.values = Tensor::zeros({n}, q8 ? DType::u8 : DType::f32, Category::optimizer_state, dev);
+  if (!q8) return;
+  for (const Moment& m : moments)
+    *m.absmax =
+        Tensor::zeros({num_blocks(n, kOptimizerBlock)}, DType::f32, Category::optimizer_state, dev);
+}
+
+void append_moments(const std::vector<Moment>& moments, const std::string& prefix, bool q8,
+                    std::vector<std::pair<std::string, Tensor*>>& out) {
+  for (const Moment& m : moments) out.emplace_back(prefix + "." + m.name, m.values);
+  if (!q8) return;
+  for (const Moment& m : moments) out.emplace_back(prefix + ".absmax_" + m.name, m.absmax);
 }
 
 }  // namespace snug::quant8

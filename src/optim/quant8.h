@@ -8,41 +8,20 @@
 // code[q] * absmax. The optimizer states use block 256 (bitsandbytes >= 0.44.0).
 #pragma once
 
-#include <array>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "core/tensor.h"
+#include "kernels/quant8_code.h"
 #include "quant/quant.h"
 
 namespace snug::quant8 {
 
-inline constexpr int64_t kOptimizerBlock = 256;
-
 // The dynamic map itself is owned by src/quant (quant::create_dynamic_map, quant::dynamic_map:
 // bnb's create_dynamic_map in float32, bit-exact); the optimizers read it from there.
 using quant::create_dynamic_map;
-
-// A 256-entry code with the midpoints for nearest-value search.
-class Code {
- public:
-  explicit Code(const std::vector<float>& values);  // 256 sorted values
-  float value(uint8_t q) const { return values_[q]; }
-  const std::array<float, 256>& values() const { return values_; }
-  // Index of the nearest code value (ties: the lower one). The fast path starts from a table
-  // indexed by the top 16 bits of x (sign, exponent, 7 mantissa bits: the lower bound of the
-  // bucket's smallest value) and steps over the few midpoints left inside the bucket; it equals
-  // nearest_reference (a binary search over the midpoints) for every float, NaN and inf included.
-  uint8_t nearest(float x) const;
-  uint8_t nearest_reference(float x) const;
-  // nearest(x) with bitsandbytes' sign fix for signed states: when the chosen code value's sign
-  // differs from x's (a small negative x landing on 0), move one code towards x's sign.
-  uint8_t nearest_signed(float x) const;
-
- private:
-  std::array<float, 256> values_{};
-  std::array<float, 255> mid_{};
-  std::vector<uint8_t> start_;  // 65536 entries: nearest_reference(smallest float of the bucket)
-};
 
 // The two maps the 8-bit optimizers use (quant::dynamic_map(true/false), built once).
 const Code& signed_code();    // first moment (exp_avg)
@@ -58,5 +37,23 @@ void quantize_blockwise(const float* x, int64_t n, const Code& code, int64_t blo
                         float* absmax);
 void dequantize_blockwise(const uint8_t* q, const float* absmax, int64_t n, const Code& code,
                           int64_t block, float* x);
+
+// One moment of an 8-bit optimizer's per-parameter state (8-bit AdamW keeps exp_avg and
+// exp_avg_sq, 8-bit Lion exp_avg): `values` holds n u8 codes (8-bit) or n f32 values, `absmax`
+// one f32 per kOptimizerBlock elements (8-bit only). Pointers into the optimizer's own State.
+struct Moment {
+  const char* name;  // "exp_avg", "exp_avg_sq"
+  Tensor* values;
+  Tensor* absmax;
+};
+// Bytes of `moments` such moments of n elements: n + 4 per block each when 8-bit, else 4 n each.
+int64_t moment_bytes(int64_t n, bool q8, int64_t moments);
+// Zeroed optimizer_state tensors on dev, in bitsandbytes' order: every moment's values, then
+// (8-bit) every moment's absmax.
+void allocate_moments(const std::vector<Moment>& moments, int64_t n, bool q8, Device& dev);
+// The checkpoint names in the same order: "<prefix>.<name>" for each, then (8-bit)
+// "<prefix>.absmax_<name>".
+void append_moments(const std::vector<Moment>& moments, const std::string& prefix, bool q8,
+                    std::vector<std::pair<std::string, Tensor*>>& out);
 
 }  // namespace snug::quant8

@@ -1,9 +1,7 @@
 #include "optim/sgd.h"
 
-#include <algorithm>
-
 #include "core/error.h"
-#include "kernels/kernels.h"
+#include "kernels/op_table.h"
 #include "kernels/stochastic_round.h"
 
 namespace snug {
@@ -56,38 +54,22 @@ void SGD::step(float lr) {
       s.momentum_buffer = Tensor::empty(p.value.shape(), state_dtype(p), Category::optimizer_state,
                                         p.value.device());
     if (use_momentum) s.started = true;
-    if (p.value.is_meta()) continue;
+    const OpTable& ops = p.value.device().ops();
     const float wd = p.decay ? opts_.weight_decay : 0.0f;
     const float mu = opts_.momentum;
     if (p.value.dtype() == DType::bf16) {
       // --bf16-full: the same step on bf16 storage, weights stochastically rounded.
       SNUG_CHECK(p.grad.dtype() == DType::bf16, "sgd: bf16 parameter '", p.name, "' has a ",
                  dtype_name(p.grad.dtype()), " gradient");
-      kernels::sgd_update_bf16(
+      ops.sgd_update_bf16(
           p.value.data_u16(), p.grad.data_u16(),
           use_momentum ? s.momentum_buffer.data_u16() : nullptr, p.value.numel(), lr, mu, wd, first,
           kernels::rounding_key(opts_.rounding_seed, steps_, static_cast<int64_t>(si)));
       continue;
     }
-    float* w = p.value.data<float>();
-    const float* g = p.grad.data<float>();
-    float* buf = use_momentum ? s.momentum_buffer.data<float>() : nullptr;
-    const int64_t n = p.value.numel();
-    constexpr int64_t kGrain = 8192;
-#pragma omp parallel for schedule(static)
-    for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-      const int64_t i1 = std::min(n, i0 + kGrain);
-      for (int64_t i = i0; i < i1; ++i) {
-        float d = g[i];
-        if (wd != 0.0f) d = d + wd * w[i];
-        if (buf) {
-          // torch: buf = clone(d) at the first step, else buf.mul_(momentum).add_(d).
-          d = first ? d : buf[i] * mu + d;
-          buf[i] = d;
-        }
-        w[i] = w[i] + (-lr) * d;
-      }
-    }
+    ops.sgd_update(p.value.data<float>(), p.grad.data<float>(),
+                   use_momentum ? s.momentum_buffer.data<float>() : nullptr, p.value.numel(), lr,
+                   mu, wd, first);
   }
 }
 

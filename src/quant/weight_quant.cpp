@@ -1,17 +1,14 @@
 #include "quant/weight_quant.h"
 
-#include <algorithm>
-#include <array>
 #include <functional>
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/op_table.h"
 
 namespace snug {
 
 namespace {
-
-constexpr int64_t kParallelMin = int64_t{1} << 16;  // below this, one thread is faster
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -19,6 +16,12 @@ int64_t ceil_div(int64_t a, int64_t b) {
 
 bool is_4bit(quant::Format f) {
   return f == quant::Format::nf4 || f == quant::Format::fp4;
+}
+
+// t's data, or nullptr for a tensor this format does not use (e.g. absmax under double quant).
+template <typename T>
+T* data_of(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
 }
 
 quant::Options options_of(const WeightQuantConfig& rc) {
@@ -40,18 +43,16 @@ void named(const std::string& name, const std::function<void()>& f) {
   }
 }
 
-// Writes w's codes into q's tensors; the fp32 block absmax goes to `absmax` (q.absmax itself
-// without double quantization, else a scratch of num_blocks floats that is centred in place and
-// quantized again).
-void fill_codes(QuantizedWeight& q, const float* w, float* absmax, const std::string& name) {
-  if (is_4bit(q.cfg.format)) q.codes.zero_();  // nibbles are merged into shared bytes
+// Writes w's codes into q's tensors through the device's op table (nothing on meta). Under double
+// quantization the fp32 block absmax goes to `staging` (num_blocks floats), or to host memory
+// inside the op when it is nullptr.
+void fill_codes(QuantizedWeight& q, const float* w, float* staging, const std::string& name) {
+  float* absmax = q.cfg.double_quant ? staging : q.absmax.data<float>();
   named(name, [&] {
-    quant::quantize_blockwise_into(w, q.numel, q.cfg.format, q.cfg.block, q.codes.data<uint8_t>(),
-                                   absmax);
+    q.codes.device().ops().quantize_weight_codes(
+        q.codes.data<uint8_t>(), absmax, data_of<uint8_t>(q.dq_codes), data_of<float>(q.dq_absmax),
+        data_of<float>(q.dq_offset), w, q.numel, q.cfg.format, q.cfg.block, q.cfg.double_quant);
   });
-  if (q.cfg.double_quant)
-    q.dq_offset.data<float>()[0] = quant::double_quantize_into(
-        absmax, q.num_blocks(), q.dq_codes.data<uint8_t>(), q.dq_absmax.data<float>());
 }
 
 QuantizedWeight quantize_into_tracked(const float* w, const Shape& shape,
@@ -60,17 +61,19 @@ QuantizedWeight quantize_into_tracked(const float* w, const Shape& shape,
   named(name, [&] {
     cfg.resolved();
     SNUG_CHECK(shape_numel(shape) > 0, "empty weight ", shape_str(shape), " (nothing to quantize)");
-    SNUG_CHECK(dev.is_meta() || w != nullptr, "no data for a weight of shape ", shape_str(shape),
-               " on ", dev.name());
   });
   QuantizedWeight q = empty_quantized_weight(shape, cfg, dev);
+  // Values are needed wherever the codes have bytes to hold them (not on meta).
+  named(name, [&] {
+    SNUG_CHECK(w != nullptr || q.codes.raw() == nullptr, "no data for a weight of shape ",
+               shape_str(shape), " on ", dev.name());
+  });
   // Under double quantization the fp32 absmax is only the input of the second quantization: a
   // temporary, dropped on return.
   Tensor scratch;
   if (q.cfg.double_quant)
     scratch = Tensor::empty({q.num_blocks()}, DType::f32, Category::temporary, dev);
-  if (!dev.is_meta())
-    fill_codes(q, w, q.cfg.double_quant ? scratch.data<float>() : q.absmax.data<float>(), name);
+  fill_codes(q, w, data_of<float>(scratch), name);
   return q;
 }
 
@@ -115,8 +118,7 @@ QuantizedWeight quantize_weight(const Tensor& w, const WeightQuantConfig& cfg,
     SNUG_CHECK(w.dtype() == DType::f32, "expected an f32 tensor, got ", dtype_name(w.dtype()),
                " of shape ", shape_str(w.shape()));
   });
-  return quantize_into_tracked(w.is_meta() ? nullptr : w.data<float>(), w.shape(), cfg, w.device(),
-                               name);
+  return quantize_into_tracked(w.data<float>(), w.shape(), cfg, w.device(), name);
 }
 
 QuantizedWeight quantize_weight(const float* w, const Shape& shape, const WeightQuantConfig& cfg,
@@ -146,60 +148,18 @@ QuantizedWeight empty_quantized_weight(const Shape& shape, const WeightQuantConf
 }
 
 void quantize_weight_into(QuantizedWeight& q, const float* w, const std::string& name) {
-  if (q.codes.is_meta()) return;
-  SNUG_CHECK(w != nullptr, "quantize_weight ", name, ": no data");
-  std::vector<float> staged;  // double quantization's fp32 absmax, in host memory
-  if (q.cfg.double_quant) staged.resize(static_cast<size_t>(q.num_blocks()));
-  fill_codes(q, w, q.cfg.double_quant ? staged.data() : q.absmax.data<float>(), name);
+  fill_codes(q, w, nullptr, name);  // double quantization's fp32 absmax staged in host memory
 }
 
 void dequantize_weight(const QuantizedWeight& q, float* out) {
-  if (q.numel == 0 || q.codes.is_meta()) return;
-  SNUG_ASSERT(out != nullptr);
-  const int64_t n = q.numel, block = q.cfg.block, nb = q.num_blocks();
-  const uint8_t* c = q.codes.data<uint8_t>();
-  if (q.cfg.format == quant::Format::int8_blockwise) {
-    const int8_t* c8 = reinterpret_cast<const int8_t*>(c);
-    const float* am = q.absmax.data<float>();
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-    for (int64_t b = 0; b < nb; ++b) {
-      const float s = am[b] / 127.0f;  // as quant::dequantize: divide, then multiply
-      const int64_t begin = b * block, end = std::min(n, begin + block);
-      for (int64_t i = begin; i < end; ++i) out[i] = static_cast<float>(c8[i]) * s;
-    }
-    return;
-  }
-  const std::array<float, 16>& code =
-      q.cfg.format == quant::Format::nf4 ? quant::nf4_code() : quant::fp4_code();
-  const bool dq = q.cfg.double_quant;
-  const float* am = dq ? nullptr : q.absmax.data<float>();
-  const uint8_t* dq_codes = dq ? q.dq_codes.data<uint8_t>() : nullptr;
-  const float* dq_absmax = dq ? q.dq_absmax.data<float>() : nullptr;
-  const float dq_offset = dq ? q.dq_offset.data<float>()[0] : 0.0f;
-  // Blocks write disjoint ranges of out and only read the packed codes, so any block length
-  // (odd ones share a byte with the neighbour) runs in parallel.
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t b = 0; b < nb; ++b) {
-    const float a = dq ? quant::double_dequant_absmax(
-                             dq_codes[b], dq_absmax[b / quant::kDoubleQuantBlock], dq_offset)
-                       : am[b];
-    const int64_t begin = b * block, end = std::min(n, begin + block);
-    int64_t i = begin;
-    if (i & 1) {  // block starts in a low nibble
-      out[i] = code[c[i >> 1] & 0x0Fu] * a;
-      ++i;
-    }
-    for (; i + 1 < end; i += 2) {  // whole bytes: high nibble first
-      const uint8_t byte = c[i >> 1];
-      out[i] = code[byte >> 4] * a;
-      out[i + 1] = code[byte & 0x0Fu] * a;
-    }
-    if (i < end) out[i] = code[c[i >> 1] >> 4] * a;
-  }
+  q.codes.device().ops().dequantize_weight_codes(
+      out, q.codes.data<uint8_t>(), data_of<float>(q.absmax), data_of<uint8_t>(q.dq_codes),
+      data_of<float>(q.dq_absmax), data_of<float>(q.dq_offset), q.numel, q.cfg.format, q.cfg.block,
+      q.cfg.double_quant);
 }
 
 quant::Quantized to_quantized(const QuantizedWeight& q) {
-  SNUG_CHECK(!q.codes.is_meta(), "to_quantized: a meta weight has no values");
+  SNUG_CHECK(q.codes.raw() != nullptr, "to_quantized: a meta weight has no values");
   quant::Quantized r;
   r.format = q.cfg.format;
   r.shape = q.shape;
@@ -227,7 +187,6 @@ quant::Quantized to_quantized(const QuantizedWeight& q) {
 }
 
 void dequantize_weight_reference(const QuantizedWeight& q, float* out) {
-  if (q.numel == 0 || q.codes.is_meta()) return;
   quant::dequantize(to_quantized(q), out);
 }
 

@@ -74,14 +74,15 @@ QuantizedWeight empty_quantized_weight(const Shape& shape, const WeightQuantConf
 // Quantizes w (numel floats in host memory: the loader's staging, like the fp32 source on a
 // GPU machine, is not device memory) into q's existing tensors, bit-identical to
 // quantize_weight. Under double quantization the fp32 block absmax is staged in host memory too.
-// No-op on meta.
+// Runs the device's quantize_weight_codes op (kernels/quant_ops.inc): nothing on meta.
 void quantize_weight_into(QuantizedWeight& q, const float* w, const std::string& name = "weight");
 
-// out[0..numel) = the dequantized weight, bit-identical to quant::dequantize of the same values.
-// No-op on meta. OpenMP over blocks, no allocation.
+// out[0..numel) = the dequantized weight, bit-identical to quant::dequantize of the same values:
+// the device's dequantize_weight_codes op (kernels/quant_ops.inc; nothing on meta), no allocation.
 void dequantize_weight(const QuantizedWeight& q, float* out);
 // The plain reference: copies the tensors into a quant::Quantized (to_quantized) and runs
-// quant::dequantize. For tests; allocates untracked host memory.
+// quant::dequantize. For tests; reads host values (throws for a meta weight) and allocates
+// untracked host memory.
 void dequantize_weight_reference(const QuantizedWeight& q, float* out);
 // The tensors' contents as a quant::Quantized (host copies; not on meta). For tests and for
 // quant::compute_stats.

@@ -12,7 +12,7 @@ Oracles, all float32 on the CPU:
 - galore_adamw: galore_torch/adamw.py + galore_projector.py (proj_type "std") written out
   with torch ops, the projector from numpy.linalg.svd in float64 cast to float32, each singular
   vector's sign fixed so that its largest-magnitude component is positive (the convention of
-  src/optim/top_singular.h; the update does not depend on signs within one projector, and the
+  src/kernels/top_singular.h; the update does not depend on signs within one projector, and the
   fixed convention makes refreshes comparable). Three steps with update_proj_gap 2 (refresh at
   steps 0 and 2), rank 8, on a (24, 40) matrix (left projector), a (40, 24) matrix (right
   projector) and a (40,) bias (plain AdamW, no decay).

@@ -27,6 +27,8 @@ TEST(OpTable, FastAndRefEntriesAreTheNamespacesFunctions) {
 #include "kernels/flash_ops.inc"
 #include "kernels/lm_head_ops.inc"
 #include "kernels/ops.inc"
+#include "kernels/optim_ops.inc"
+#include "kernels/quant_ops.inc"
 #undef SNUG_OP
   EXPECT_GT(n, 30);
   EXPECT_STREQ(fast.impl, "fast");
@@ -52,6 +54,8 @@ TEST(OpTable, MetaOpsTouchNothingAndReturnZero) {
 #include "kernels/flash_ops.inc"
 #include "kernels/lm_head_ops.inc"
 #include "kernels/ops.inc"
+#include "kernels/optim_ops.inc"
+#include "kernels/quant_ops.inc"
 #undef SNUG_OP
   // With real buffers and sizes the outputs keep their sentinel values.
   std::vector<float> a(16, 1.0f), b(16, 2.0f), c(16, -7.0f);

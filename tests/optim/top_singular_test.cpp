@@ -1,6 +1,6 @@
 // GaLore's projector: the top singular vectors of matrices built from a known SVD
 // G = U diag(s) V^T (orthonormal U, V from Gram-Schmidt in double, distinct s), against U and V.
-#include "optim/top_singular.h"
+#include "kernels/top_singular.h"
 
 #include <gtest/gtest.h>
 

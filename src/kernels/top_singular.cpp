@@ -1,4 +1,4 @@
-#include "optim/top_singular.h"
+#include "kernels/top_singular.h"
 
 #include <algorithm>
 #include <cmath>
@@ -90,24 +90,38 @@ void gram_cols(const float* G, int64_t m, int64_t n, double* S) {
 
 }  // namespace
 
+namespace {
+
+// The top-r eigenvectors, as rows of an (r, k) matrix, of the Gram matrix of G's `left` side
+// (k = m, G G^T) or right side (k = n, G^T G). `what` names the caller in the rank error.
+std::vector<double> top_gram_eigenvectors(const char* what, const float* G, int64_t m, int64_t n,
+                                          int64_t r, bool left) {
+  SNUG_CHECK(r >= 1 && r <= std::min(m, n), what, ": rank ", r, " outside [1, ", std::min(m, n),
+             "]");
+  const int64_t k = left ? m : n;
+  std::vector<double> S(static_cast<size_t>(k * k)), w(static_cast<size_t>(r)),
+      Z(static_cast<size_t>(r * k));
+  if (left)
+    gram_rows(G, m, n, S.data());
+  else
+    gram_cols(G, m, n, S.data());
+  top_eigenpairs_symmetric(S.data(), k, r, w.data(), Z.data());
+  return Z;
+}
+
+}  // namespace
+
 void top_left_singular_vectors(const float* G, int64_t m, int64_t n, int64_t r, float* U) {
-  SNUG_CHECK(r >= 1 && r <= std::min(m, n), "top_left_singular_vectors: rank ", r, " outside [1, ",
-             std::min(m, n), "]");
-  std::vector<double> S(static_cast<size_t>(m * m)), w(static_cast<size_t>(r)),
-      Z(static_cast<size_t>(r * m));
-  gram_rows(G, m, n, S.data());
-  top_eigenpairs_symmetric(S.data(), m, r, w.data(), Z.data());
+  const std::vector<double> Z =
+      top_gram_eigenvectors("top_left_singular_vectors", G, m, n, r, true);
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < r; ++j) U[i * r + j] = static_cast<float>(Z[j * m + i]);
+    for (int64_t j = 0; j < r; ++j)
+      U[i * r + j] = static_cast<float>(Z[static_cast<size_t>(j * m + i)]);
 }
 
 void top_right_singular_vectors(const float* G, int64_t m, int64_t n, int64_t r, float* Vh) {
-  SNUG_CHECK(r >= 1 && r <= std::min(m, n), "top_right_singular_vectors: rank ", r, " outside [1, ",
-             std::min(m, n), "]");
-  std::vector<double> S(static_cast<size_t>(n * n)), w(static_cast<size_t>(r)),
-      Z(static_cast<size_t>(r * n));
-  gram_cols(G, m, n, S.data());
-  top_eigenpairs_symmetric(S.data(), n, r, w.data(), Z.data());
+  const std::vector<double> Z =
+      top_gram_eigenvectors("top_right_singular_vectors", G, m, n, r, false);
   for (int64_t j = 0; j < r * n; ++j) Vh[j] = static_cast<float>(Z[static_cast<size_t>(j)]);
 }
 
