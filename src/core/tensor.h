@@ -1,7 +1,8 @@
 // Tensor: a contiguous, row-major n-d array with a dtype, on a Device, whose bytes come from that
 // device's MemoryPool under one Category. Copies share storage (like torch.Tensor); the storage is
 // returned to the pool when the last Tensor referring to it is dropped or reset(). On the meta
-// device data() is nullptr and kernels must not touch it (see kernels/: they check `is_meta`).
+// device data() is nullptr: callers pass it to the device's op table (kernels/op_table.h), whose
+// meta entries do nothing, so model code never asks which device runs.
 #pragma once
 
 #include <cstdint>
