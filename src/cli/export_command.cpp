@@ -62,7 +62,7 @@ int run_export(const TrainingArguments& args, const ExportFlags& f) {
   SNUG_CHECK(!f.output.empty() || !f.batches_out.empty(),
              "snug export-init: give -o FILE.safetensors and/or --batches-out FILE");
   set_num_threads(args.threads);
-  const ModelConfig cfg = resolve_model(args.model);
+  const ModelConfig cfg = args.model_config();  // --model with the shape flags and overrides
   check_seq_len(args.seq_len, cfg);
   if (!f.output.empty()) {
     Device dev(DeviceKind::cpu);
