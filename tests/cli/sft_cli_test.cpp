@@ -125,6 +125,12 @@ TEST(SftCli, BadInputIsOneMessageNamingWhere) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("--packing: "));
   EXPECT_THAT(r.err, HasSubstr("has learned positions"));
+  r = run_snug("export-init --data " + tmp.path("data.jsonl") + " --max-steps 1 --batches-out " +
+                   tmp.path("b.tok"),
+               60);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--batches-out: --data " + tmp.path("data.jsonl") +
+                               " is jsonl records; only token streams"));
   r = run_snug("train --data " + tmp.path("data.jsonl") + " --max-steps 1", 60);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("jsonl records need a tokenizer: pass --tokenizer"));
