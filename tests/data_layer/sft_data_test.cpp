@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "data/batches.h"
+#include "data/prefetch.h"
 #include "data_layer/expect_error.h"
 #include "data_layer/temp_dir.h"
 #include "io/json_input.h"
@@ -260,6 +262,32 @@ TEST(ExampleLoader, GroupsByLengthLongestFirstWithinMegabatches) {
   ExampleLoader again(ex, 1, 64, 7, how);
   again.seek(1, 0);
   EXPECT_EQ(again.row_at(0), first);
+}
+
+TEST(ExampleLoader, PrefetchedBatchesAreTheSynchronousOnes) {
+  std::vector<int> lengths;
+  for (int i = 0; i < 40; ++i) lengths.push_back(1 + (i * 7) % 13);
+  const std::vector<Example> ex = examples(lengths, 1);
+  for (const bool packing : {false, true}) {
+    ExampleBatching how;
+    how.packing = packing;
+    ExampleLoader sync(ex, 3, 16, 5, how), async_loader(ex, 3, 16, 5, how);
+    Device dev(DeviceKind::cpu);
+    Prefetcher p(async_loader, 2, 2, dev);
+    for (int b = 0; b < 12; ++b) {  // more than an epoch
+      std::vector<int32_t> in1(48, -7), tg1(48, -7), pos1(48, -7);
+      std::vector<int32_t> in2(48, -7), tg2(48, -7), pos2(48, -7);
+      const int64_t c1 = sync.next_rows(3, in1.data(), tg1.data(), pos1.data());
+      const int64_t c2 = p.next(in2.data(), tg2.data(), pos2.data());
+      ASSERT_EQ(c1, c2) << b;
+      EXPECT_EQ(in1, in2) << b;
+      EXPECT_EQ(tg1, tg2) << b;
+      EXPECT_EQ(pos1, pos2) << b;
+      if (packing) {
+        EXPECT_EQ(c1, 16);
+      }
+    }
+  }
 }
 
 TEST(OpenData, SplitsAStreamAndJsonlForEvaluation) {
