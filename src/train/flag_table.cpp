@@ -35,8 +35,8 @@ std::vector<TrainingFlag> make_table() {
       {.names = "--model",
        .key = "model",
        .help =
-           "Model preset (gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b) or a Hugging Face "
-           "config.json",
+           "Model preset (gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b), a Hugging Face "
+           "config.json, or a model folder holding one (and the tokenizer.json for jsonl data)",
        .target = &TA::model,
        .shown = S::always},
       // Shape overrides on top of --model: any GPT-2-shaped model from flags (7B: --n-layer 32

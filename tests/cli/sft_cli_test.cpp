@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -52,13 +53,14 @@ std::string records() {
   return s;
 }
 
+// --model names the folder: its config.json and its tokenizer.json.
 TEST(SftCli, TrainsOnJsonlWithEvaluationInTheLogAndReport) {
   TempDir tmp;
   const std::string model = model_folder(tmp);
   write(tmp.path("data.jsonl"), records());
   const std::string report = tmp.path("r.json");
   const CliResult r = run_snug(
-      "train --model " + tmp.path("config.json") + " --data " + tmp.path("data.jsonl") +
+      "train --model " + model + " --data " + tmp.path("data.jsonl") +
           " --max-length 48 --per-device-train-batch-size 4 --max-steps 4 --eval-split 0.25 "
           "--eval-steps 2 --per-device-eval-batch-size 3 --group-by-length --assistant-only-loss "
           "--completion-only-loss false --report-json " +
@@ -131,6 +133,12 @@ TEST(SftCli, BadInputIsOneMessageNamingWhere) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("--batches-out: --data " + tmp.path("data.jsonl") +
                                " is jsonl records; only token streams"));
+  r = run_snug("train --model " + tmp.path("none") + " --max-steps 1", 60);
+  EXPECT_EQ(r.exit_code, 1);
+  std::filesystem::create_directories(tmp.path("empty"));
+  r = run_snug("train --model " + tmp.path("empty") + " --max-steps 1", 60);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("model folder " + tmp.path("empty") + " has no config.json"));
   r = run_snug("train --data " + tmp.path("data.jsonl") + " --max-steps 1", 60);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("jsonl records need a tokenizer: pass --tokenizer"));
