@@ -23,6 +23,8 @@
 
 namespace snug {
 
+class DataLoader;
+
 struct StepLog {
   int64_t step;  // 1-based, completed optimizer steps
   int64_t total;
@@ -85,8 +87,15 @@ class Trainer {
   // start step and loader state.
   void resume(const std::string& from);
 
+  // The task's batch: the masked-LM collator or the row labels on the loader's window
+  // (data/collator.h); nothing for causal-lm.
+  void prepare_batch(int32_t* inputs, int32_t* targets, int64_t step, int64_t micro, int64_t epoch,
+                     int64_t position, const DataLoader& loader) const;
+
   TrainingArguments args_;
   CausalLM& model_;
+  ModelTask task_ = ModelTask::causal_lm;
+  int64_t num_labels_ = 0, mask_token_id_ = -1, vocab_ = 0;
   const TokenSource* data_;
   std::unique_ptr<Optimizer> optimizer_;
   InBackwardOptimizer* fused_ = nullptr;  // optimizer_ when it runs inside backward (lomo)

@@ -33,6 +33,11 @@ struct TrainingArguments {
   // --config-override KEY=VALUE (repeatable): config.json keys of the model by their Hugging
   // Face names, applied after model_shape (models/config_override.h).
   std::vector<std::string> config_override;
+  // --task: the model's head (models/model_config.h): causal-lm, masked-lm or
+  // sequence-classification; empty: the model's own (causal-lm for decoders; a BERT config's
+  // architectures). --num-labels: sequence classification's classes (0: the config's).
+  std::string task;
+  int64_t num_labels = 0;
   std::string data = "builtin";
   int64_t seq_len = 128;
   int64_t per_device_train_batch_size = 8;
