@@ -107,6 +107,14 @@ ModelConfig with_task(const ModelConfig& cfg, ModelTask task, int64_t num_labels
   }
   SNUG_CHECK(num_labels <= 0 || task == ModelTask::sequence_classification,
              "--num-labels: needs --task sequence-classification");
+  std::string tasks;
+  bool ok = false;
+  for (ModelTask t : a.tasks) {
+    ok = ok || t == task;
+    tasks += std::string(tasks.empty() ? "" : ", ") + task_name(t);
+  }
+  SNUG_CHECK(ok, "--task ", task_name(task), ": model '", cfg.shape.name, "' (",
+             cfg.shape.model_type, ") has no such head (its tasks: ", tasks, ")");
   return a.set_task(cfg, task, num_labels);
 }
 
