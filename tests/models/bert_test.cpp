@@ -15,6 +15,7 @@
 #include "core/device.h"
 #include "data/collator.h"
 #include "data/dataset.h"
+#include "kernels/gemm_path.h"
 #include "kernels/op_table.h"
 #include "models/config_override.h"
 #include "models/registry.h"
@@ -69,6 +70,9 @@ StepMemory step(const ModelConfig& cfg, DeviceKind kind, AttentionImpl impl, Che
   ck.every_k = 1;
   m->set_checkpointing(ck);
   m->set_compute_dtype(dt);
+  // bf16 runs on this machine's bf16 GEMM path when it has one (the saved GEMM inputs then stay
+  // bf16 and the nn.Linear layouts widen them in backward).
+  m->set_gemm_path(kernels::resolve_gemm_path("auto"));
   const Batch b = batch(cfg);
   StepMemory r;
   r.loss = m->forward(b.ids.data(), b.targets.data(), b.B, b.T, true, 1.0f);
@@ -81,11 +85,13 @@ TEST(Bert, MetaEqualsCpuToTheByte) {
   for (ModelTask task : {ModelTask::masked_lm, ModelTask::sequence_classification})
     for (AttentionImpl impl : {AttentionImpl::naive, AttentionImpl::flash})
       for (CheckpointPolicy pol : {CheckpointPolicy::none, CheckpointPolicy::every_layer})
-        for (ComputeDType dt : {ComputeDType::f32, ComputeDType::f16}) {
+        for (ComputeDType dt : {ComputeDType::f32, ComputeDType::f16, ComputeDType::bf16}) {
           SCOPED_TRACE(std::string(task_name(task)) +
                        (impl == AttentionImpl::naive ? " naive" : " flash") +
                        (pol == CheckpointPolicy::none ? "" : " ckpt") +
-                       (dt == ComputeDType::f32 ? "" : " fp16"));
+                       (dt == ComputeDType::f32   ? ""
+                        : dt == ComputeDType::f16 ? " fp16"
+                                                  : " bf16"));
           const ModelConfig cfg = tiny(task);
           const StepMemory cpu = step(cfg, DeviceKind::cpu, impl, pol, dt);
           const StepMemory meta = step(cfg, DeviceKind::meta, impl, pol, dt);
