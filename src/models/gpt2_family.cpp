@@ -86,7 +86,9 @@ const Architecture& gpt2_architecture() {
                               load_weights,
                               save_weights,
                               flops_per_token,
-                              layer_activation_bytes};
+                              layer_activation_bytes,
+                              {ModelTask::causal_lm},
+                              nullptr};
   return a;
 }
 

@@ -10,10 +10,31 @@ namespace snug {
 
 // Each family defines its entry in its own folder.
 const Architecture& gpt2_architecture();
+const Architecture& bert_architecture();
 
 const std::vector<const Architecture*>& architectures() {
-  static const std::vector<const Architecture*> all = {&gpt2_architecture()};
+  static const std::vector<const Architecture*> all = {&gpt2_architecture(), &bert_architecture()};
   return all;
+}
+
+const char* task_name(ModelTask t) {
+  switch (t) {
+    case ModelTask::causal_lm:
+      return "causal-lm";
+    case ModelTask::masked_lm:
+      return "masked-lm";
+    case ModelTask::sequence_classification:
+      return "sequence-classification";
+  }
+  return "?";
+}
+
+ModelTask parse_task(const std::string& name, const std::string& where) {
+  for (ModelTask t :
+       {ModelTask::causal_lm, ModelTask::masked_lm, ModelTask::sequence_classification})
+    if (name == task_name(t)) return t;
+  throw Error(detail::concat(where, ": unknown task '", name,
+                             "' (causal-lm, masked-lm or sequence-classification)"));
 }
 
 namespace {
@@ -83,9 +104,39 @@ ModelConfig resolve_model(const std::string& spec, const ModelShapeOverrides& o,
   return apply_config_overrides(*arch, c, o, config_overrides);
 }
 
+ModelConfig with_task(const ModelConfig& cfg, ModelTask task, int64_t num_labels) {
+  const Architecture& a = architecture(cfg.shape.model_type);
+  if (a.set_task == nullptr) {
+    SNUG_CHECK(task == cfg.task && num_labels <= 0, "--task ", task_name(task),
+               num_labels > 0 ? " --num-labels" : "", ": model '", cfg.shape.name, "' (",
+               cfg.shape.model_type, ") has only the ", task_name(cfg.task), " head");
+    return cfg;
+  }
+  SNUG_CHECK(num_labels <= 0 || task == ModelTask::sequence_classification,
+             "--num-labels: needs --task sequence-classification");
+  std::string tasks;
+  bool ok = false;
+  for (ModelTask t : a.tasks) {
+    ok = ok || t == task;
+    tasks += std::string(tasks.empty() ? "" : ", ") + task_name(t);
+  }
+  SNUG_CHECK(ok, "--task ", task_name(task), ": model '", cfg.shape.name, "' (",
+             cfg.shape.model_type, ") has no such head (its tasks: ", tasks, ")");
+  return a.set_task(cfg, task, num_labels);
+}
+
 std::unique_ptr<CausalLM> create_model(const ModelConfig& cfg, Device& dev, DType param_dtype,
                                        const std::optional<WeightQuantConfig>& quant) {
-  return architecture(cfg.shape.model_type).create(cfg, dev, param_dtype, quant);
+  const Architecture& a = architecture(cfg.shape.model_type);
+  bool ok = false;
+  std::string tasks;
+  for (ModelTask t : a.tasks) {
+    ok = ok || t == cfg.task;
+    tasks += std::string(tasks.empty() ? "" : ", ") + task_name(t);
+  }
+  SNUG_CHECK(ok, "--task ", task_name(cfg.task), ": model '", cfg.shape.name, "' (",
+             cfg.shape.model_type, ") has no such head (its tasks: ", tasks, ")");
+  return a.create(cfg, dev, param_dtype, quant);
 }
 
 void load_model_weights(CausalLM& model, const std::string& path) {

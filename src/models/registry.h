@@ -59,7 +59,16 @@ struct Architecture {
   // al. 2022's per-layer count, for the closed-form estimate).
   int64_t (*layer_activation_bytes)(const ModelConfig& cfg, int64_t s, int64_t b, int64_t e,
                                     bool keep_scores);
+  // The heads the family builds (ModelConfig::task); create_model refuses any other by name.
+  std::vector<ModelTask> tasks;
+  // The same model with another head (--task, --num-labels > 0); nullptr for a family with one
+  // task. The resolved config.json says so as transformers would (BERT: architectures, id2label).
+  ModelConfig (*set_task)(const ModelConfig& cfg, ModelTask task, int64_t num_labels) = nullptr;
 };
+
+// `cfg` for --task `task` (and --num-labels when > 0); throws naming the flag when the family has
+// no such head.
+ModelConfig with_task(const ModelConfig& cfg, ModelTask task, int64_t num_labels);
 
 // Every registered family, in registry order.
 const std::vector<const Architecture*>& architectures();

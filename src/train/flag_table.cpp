@@ -34,9 +34,9 @@ std::vector<TrainingFlag> make_table() {
   return {
       {.names = "--model",
        .key = "model",
-       .help =
-           "Model preset (gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b), a Hugging Face "
-           "config.json, or a model folder holding one (and the tokenizer.json for jsonl data)",
+       .help = "Model preset (gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b, bert-tiny, "
+               "bert-base-uncased, bert-large-uncased), a Hugging Face config.json, or a model "
+               "folder holding one (and the tokenizer.json for jsonl data)",
        .target = &TA::model,
        .shown = S::always},
       // Shape overrides on top of --model: any GPT-2-shaped model from flags (7B: --n-layer 32
@@ -74,6 +74,18 @@ std::vector<TrainingFlag> make_table() {
                "string), e.g. n_layer=4 or layer_norm_epsilon=1e-6; the five flags above are "
                "aliases of it",
        .target = &TA::config_override,
+       .shown = S::changed},
+      {.names = "--task",
+       .key = "task",
+       .help = "The model's head: causal-lm, masked-lm (15% of tokens masked by the collator) or "
+               "sequence-classification (one label per sequence); default: the model's own "
+               "(causal-lm for GPT-2, a BERT config.json's architectures)",
+       .target = &TA::task,
+       .shown = S::changed},
+      {.names = "--num-labels",
+       .key = "num_labels",
+       .help = "Sequence classification: number of classes (0: the config.json's id2label, or 2)",
+       .target = &TA::num_labels,
        .shown = S::changed},
       {.names = "--data",
        .key = "data",

@@ -24,6 +24,8 @@
 
 namespace snug {
 
+class DataLoader;
+
 struct StepLog {
   int64_t step;  // 1-based, completed optimizer steps
   int64_t total;
@@ -118,9 +120,15 @@ class Trainer {
   // Evaluates, logs and keeps the result in r (and tracks the best with
   // --load-best-model-at-end).
   void run_eval(TrainResult& r, TrainCallback* callback);
+  // The task's batch (B, T) at inputs/targets: the masked-LM collator or the row labels on the
+  // loader's window (data/collator.h); nothing for causal-lm.
+  void prepare_batch(int32_t* inputs, int32_t* targets, int64_t T, int64_t step, int64_t micro,
+                     int64_t epoch, int64_t position, const BatchSource& source) const;
 
   TrainingArguments args_;
   CausalLM& model_;
+  ModelTask task_ = ModelTask::causal_lm;
+  int64_t num_labels_ = 0, mask_token_id_ = -1, vocab_ = 0;
   std::unique_ptr<TrainData> owned_data_;  // the TokenSource constructor's wrapper
   const TrainData* data_;
   const TrainData* eval_ = nullptr;
