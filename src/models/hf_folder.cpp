@@ -150,7 +150,11 @@ nlohmann::json hf_config_json(const ModelConfig& cfg, DType dtype) {
         read_input_file(cfg.config_path, cfg.config_path, int64_t{1} << 24), cfg.config_path);
     if (src.is_object()) j = src;
   }
-  for (const auto& [k, v] : cfg.hf.items()) j[k] = v;
+  // A null the resolved config holds for a key the source did not set ("head_dim": null, for
+  // "derived from the other keys") is not written: transformers would read it as an explicit
+  // None, which is not what leaving it out means to its config classes.
+  for (const auto& [k, v] : cfg.hf.items())
+    if (!v.is_null() || j.contains(k)) j[k] = v;
   const Architecture& arch = architecture(cfg.shape.model_type);
   if (arch.hf_class != nullptr) j["architectures"] = nlohmann::json::array({arch.hf_class});
   j.erase("torch_dtype");  // transformers 5 writes "dtype" (and reads either)
@@ -252,12 +256,17 @@ HfFolderWritten save_hf_folder(const std::string& dir, const nlohmann::json& con
   }
   // What an earlier save left that this one replaces (save_pretrained removes them too).
   const std::set<std::string> mine(w.weight_files.begin(), w.weight_files.end());
+  std::vector<fs::path> stale;
   for (const fs::directory_entry& e : fs::directory_iterator(d, ec)) {
     const std::string n = e.path().filename().string();
     const bool stale_weights =
         (n == kHfSingleWeightsFile || is_shard_name(n)) && mine.count(n) == 0;
     const bool stale_index = n == kHfWeightsIndexFile && w.weight_files.size() == 1;
-    if (e.is_regular_file() && (stale_weights || stale_index)) fs::remove(e.path(), ec);
+    if (e.is_regular_file() && (stale_weights || stale_index)) stale.push_back(e.path());
+  }
+  for (const fs::path& p : stale) {
+    fs::remove(p, ec);
+    SNUG_CHECK(!ec, p.string(), ": cannot remove the weights of an earlier save: ", ec.message());
   }
   const std::string cfg_path = (d / kHfConfigFile).string();
   write_output_file(cfg_path, config.dump(2) + "\n", cfg_path);

@@ -151,6 +151,11 @@ TEST(HfFolder, AFolderLoadsBackBitForBitWholeOrSharded) {
   const auto again = create_model(resolve_model(dir), cpu);
   load_model_weights(*again, dir);
   EXPECT_EQ(raw(*again), raw(*src));
+  // And sharded once more: model.safetensors goes, the index is back.
+  w = save_hf_folder(dir, hf_config_json(cfg, DType::f32), hf_model_tensors(*src), "", o);
+  EXPECT_EQ(w.weight_files.size(), 13u);
+  EXPECT_FALSE(fs::exists(dir + "/model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir + "/model.safetensors.index.json"));
 }
 
 TEST(HfFolder, Bf16FolderHoldsTheRoundedValuesAndSaysSoInConfig) {

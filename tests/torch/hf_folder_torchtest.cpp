@@ -191,7 +191,11 @@ TEST(HfFolderTorch, EveryFixtureFamilyMergedLoadsInTransformers) {
     HfFolderOptions o;
     o.max_shard_bytes = 50000;
     save_hf_folder(out, hf_config_json(cfg, DType::f32), merged_tensors(*m), d.string(), o);
-    const int64_t B = 2, T = std::min<int64_t>(24, cfg.shape.n_positions);
+    // Within the context, and within a sliding window (transformers' key) where snug has none.
+    int64_t T = std::min<int64_t>(24, cfg.shape.n_positions);
+    if (cfg.hf.contains("sliding_window") && cfg.hf["sliding_window"].is_number_integer())
+      T = std::min(T, cfg.hf["sliding_window"].get<int64_t>());
+    const int64_t B = 2;
     const std::vector<int32_t> tokens =
         random_ints(B * T, 13, 0, static_cast<int32_t>(cfg.shape.vocab_size - 1));
     const std::vector<float> mine = snug_logits_of_folder(out, tokens, B, T);
