@@ -276,6 +276,12 @@ HfFolderWritten save_hf_folder(const std::string& dir, const nlohmann::json& con
   return w;
 }
 
+bool hf_folder_has_weights(const std::string& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(fs::path(dir) / kHfSingleWeightsFile, ec) ||
+         fs::is_regular_file(fs::path(dir) / kHfWeightsIndexFile, ec);
+}
+
 bool is_folder_output(const std::string& path) {
   const std::string suf = ".safetensors";
   return !(path.size() >= suf.size() &&

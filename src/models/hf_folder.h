@@ -99,6 +99,9 @@ HfFolderWritten save_hf_folder(const std::string& dir, const nlohmann::json& con
                                const std::vector<HfTensor>& tensors,
                                const std::string& source_folder, const HfFolderOptions& o);
 
+// True when folder `dir` holds weights: model.safetensors or model.safetensors.index.json.
+bool hf_folder_has_weights(const std::string& dir);
+
 // True when `path` names a folder to write (not a ".safetensors" file): the export commands'
 // -o takes either.
 bool is_folder_output(const std::string& path);

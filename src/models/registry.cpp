@@ -85,8 +85,8 @@ ModelConfig resolve_model(const std::string& spec, const ModelShapeOverrides& o,
     std::string config_path = spec;
     if (fs::is_directory(spec, ec)) {
       config_path = (fs::path(spec) / "config.json").string();
-      SNUG_CHECK(fs::is_regular_file(config_path, ec), "model folder '", spec,
-                 "' has no config.json (a Hugging Face model folder holds config.json and "
+      SNUG_CHECK(fs::is_regular_file(config_path, ec), "model folder ", spec,
+                 " has no config.json (a Hugging Face model folder holds config.json and "
                  "model.safetensors or model.safetensors.index.json with its shards)");
     }
     // A folder's model is named by the folder; messages about its keys name the file.

@@ -202,23 +202,24 @@ TEST_F(HfFolderCli, MistakesAreNamed) {
   const std::string bare = tmp_->path("bare");
   fs::create_directories(bare);
   fs::copy_file(src() + "/config.json", bare + "/config.json");
-  CliResult r = run_snug("train --max-steps 1 --model " + bare);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err,
-              HasSubstr("--model " + bare +
-                        ": the model folder has config.json but no weights "
-                        "(model.safetensors or model.safetensors.index.json); give --model " +
-                        bare +
-                        "/config.json to start from initialized weights, or "
-                        "--init-from FILE"));
-  // With --init-from the folder's config is enough.
-  r = run_snug("train --max-steps 1 --model " + bare + " --init-from " + src() + kShape);
+  // A folder without weights (config.json, perhaps a tokenizer: a from-scratch run) starts from
+  // --seed, as its config.json would, and says so.
+  const PlanAndTrain b = plan_and_train(*tmp_, "--model " + bare + kShape, "bare");
+  const PlanAndTrain p = plan_and_train(*tmp_, "--model gpt2-tiny" + kShape, "preset");
+  ASSERT_EQ(b.train.exit_code, 0) << b.train.err;
+  EXPECT_THAT(b.train.out, HasSubstr("snug: the model folder " + bare +
+                                     " has no weights (model.safetensors or "
+                                     "model.safetensors.index.json): initialized from --seed 42"));
+  EXPECT_EQ(b.train_json["loss"], p.train_json["loss"]);
+  // With --init-from the folder's config is enough, and the note is not printed.
+  CliResult r = run_snug("train --max-steps 1 --model " + bare + " --init-from " + src() + kShape);
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("has no weights")));
   const std::string empty = tmp_->path("empty");
   fs::create_directories(empty);
   r = run_snug("plan --model " + empty);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("model folder '" + empty + "' has no config.json"));
+  EXPECT_THAT(r.err, HasSubstr("model folder " + empty + " has no config.json"));
   r = run_snug("export-init --model gpt2-tiny --dtype bf16 -o " + tmp_->path("x.safetensors"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("--dtype applies to a model folder (-o DIR), not to the file " +

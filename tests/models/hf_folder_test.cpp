@@ -249,8 +249,8 @@ TEST(HfFolder, BadFoldersAreNamed) {
   const std::string empty = tmp.path("empty");
   fs::create_directories(empty);
   EXPECT_EQ(error_of([&] { resolve_model(empty); }),
-            "model folder '" + empty +
-                "' has no config.json (a Hugging Face model folder holds config.json and "
+            "model folder " + empty +
+                " has no config.json (a Hugging Face model folder holds config.json and "
                 "model.safetensors or model.safetensors.index.json with its shards)");
   const std::string alien = tmp.path("alien");
   fs::create_directories(alien);
