@@ -156,7 +156,10 @@ nlohmann::json hf_config_json(const ModelConfig& cfg, DType dtype) {
   for (const auto& [k, v] : cfg.hf.items())
     if (!v.is_null() || j.contains(k)) j[k] = v;
   const Architecture& arch = architecture(cfg.shape.model_type);
-  if (arch.hf_class != nullptr) j["architectures"] = nlohmann::json::array({arch.hf_class});
+  // The class: the resolved config's own "architectures" (a family whose head varies writes it),
+  // else the family's causal LM class, over whatever the source named.
+  if (!cfg.hf.contains("architectures") && arch.hf_class != nullptr)
+    j["architectures"] = nlohmann::json::array({arch.hf_class});
   j.erase("torch_dtype");  // transformers 5 writes "dtype" (and reads either)
   j["dtype"] = torch_dtype_name(dtype);
   return j;

@@ -56,7 +56,7 @@ std::vector<std::string> copy_hf_side_files(const std::string& from, const std::
 // config.json for `cfg` with tensors stored as `dtype`, as transformers writes it: the keys of
 // the config.json the model was read from (cfg.config_path: keys snug does not model, such as
 // bos_token_id, are kept), overlaid with the resolved cfg.hf (which wins; its nulls only
-// where the source has the key), "architectures" (the
+// where the source has the key), "architectures" (the resolved config's when it has one, else the
 // family's Hugging Face class when it names one) and "dtype" ("float32", "bfloat16", "float16").
 nlohmann::json hf_config_json(const ModelConfig& cfg, DType dtype);
 

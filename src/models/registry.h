@@ -60,8 +60,8 @@ struct Architecture {
   int64_t (*layer_activation_bytes)(const ModelConfig& cfg, int64_t s, int64_t b, int64_t e,
                                     bool keep_scores);
   // The transformers class of the causal LM ("GPT2LMHeadModel"): the "architectures" entry of a
-  // config.json snug writes (models/hf_folder.h). nullptr: none written (AutoModelForCausalLM
-  // then goes by model_type).
+  // config.json snug writes (models/hf_folder.h) unless the resolved config.json has its own.
+  // nullptr: none written (AutoModelForCausalLM then goes by model_type).
   const char* hf_class = nullptr;
 };
 
