@@ -88,7 +88,8 @@ const Architecture& gpt2_architecture() {
                               flops_per_token,
                               layer_activation_bytes,
                               {ModelTask::causal_lm},
-                              nullptr};
+                              nullptr,
+                              "GPT2LMHeadModel"};
   return a;
 }
 

@@ -28,6 +28,12 @@ struct ModelConfig {
   ModelTask task = ModelTask::causal_lm;
   int64_t num_labels = 0;      // sequence classification: classes (0: the config.json's)
   int64_t mask_token_id = -1;  // masked LM: the id the collator writes for a masked token
+  // Where it came from (models/registry.h, resolve_model): the Hugging Face model folder of
+  // `--model DIR` (its weights are the run's starting point, its tokenizer files go into exports
+  // and checkpoints), and the config.json file read (DIR/config.json, or `--model
+  // path/config.json`). Both "" for a preset.
+  std::string folder;
+  std::string config_path;
 };
 
 // Shape overrides on top of a preset or config.json (--n-layer, --n-embd, --n-head,

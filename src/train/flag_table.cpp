@@ -34,9 +34,10 @@ std::vector<TrainingFlag> make_table() {
   return {
       {.names = "--model",
        .key = "model",
-       .help = "Model preset (gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b, bert-tiny, "
-               "bert-base-uncased, bert-large-uncased), a Hugging Face config.json, or a model "
-               "folder holding one (and the tokenizer.json for jsonl data)",
+       .help = "Model preset (e.g. gpt2-tiny, gpt2-124m, bert-large-uncased; an unknown name lists "
+               "them all), a Hugging Face model folder (config.json and its weights, which the run "
+               "starts from unless --init-from is given; its tokenizer.json for jsonl data) or a "
+               "config.json (no weights, as a folder without them: initialized from --seed)",
        .target = &TA::model,
        .shown = S::always},
       // Shape overrides on top of --model: any GPT-2-shaped model from flags (7B: --n-layer 32
@@ -377,8 +378,9 @@ std::vector<TrainingFlag> make_table() {
        .target = &TA::resume_from},
       {.names = "--init-from",
        .key = "init_from",
-       .help = "Start from these weights (safetensors, Hugging Face GPT-2 names, e.g. from `snug "
-               "export-init`) instead of the seeded initialization",
+       .help = "Start from these weights (a safetensors file or a model folder, Hugging Face "
+               "names, e.g. from `snug export-init`) instead of the seeded initialization or the "
+               "--model folder's weights",
        .target = &TA::init_from},
       {.names = "--freeze",
        .key = "freeze",
