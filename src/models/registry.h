@@ -59,6 +59,8 @@ struct Architecture {
   // al. 2022's per-layer count, for the closed-form estimate).
   int64_t (*layer_activation_bytes)(const ModelConfig& cfg, int64_t s, int64_t b, int64_t e,
                                     bool keep_scores);
+  // PEFT's default LoRA target_modules for the model type (--target-modules when not given).
+  const char* default_lora_targets;
 };
 
 // Every registered family, in registry order.

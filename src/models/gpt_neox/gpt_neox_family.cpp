@@ -76,7 +76,8 @@ const Architecture& gpt_neox_architecture() {
                               load_weights,
                               save_weights,
                               flops_per_token,
-                              layer_activation_bytes};
+                              layer_activation_bytes,
+                              "query_key_value"};
   return a;
 }
 

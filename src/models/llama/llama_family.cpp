@@ -83,7 +83,8 @@ const Architecture& entry(const char* type) {
                               load_weights,
                               save_weights,
                               flops_per_token,
-                              layer_activation_bytes};
+                              layer_activation_bytes,
+                              "q_proj,v_proj"};
   return a;
 }
 
