@@ -86,7 +86,8 @@ const Architecture& gpt2_architecture() {
                               load_weights,
                               save_weights,
                               flops_per_token,
-                              layer_activation_bytes};
+                              layer_activation_bytes,
+                              "GPT2LMHeadModel"};
   return a;
 }
 

@@ -8,8 +8,8 @@
 // (vocab_size, n_positions, n_embd, n_layer, n_head, layer_norm_epsilon) plus "format": "pt",
 // which transformers expects of a safetensors checkpoint.
 //
-// Loading is strict: every parameter must be present once with its exact shape, and nothing
-// else may be there, except what a Hugging Face checkpoint legitimately adds:
+// Loading is models/hf_weights.h's, strict, with GPT-2's rules for what a Hugging Face checkpoint
+// legitimately adds:
 //   - names without the "transformer." prefix (the original gpt2 checkpoints on the Hub);
 //   - "lm_head.weight", accepted only when it equals transformer.wte.weight (snug ties them);
 //   - the causal-mask buffers "*.attn.bias" / "*.attn.masked_bias" of older transformers.
@@ -21,11 +21,15 @@
 #include <string>
 
 #include "models/gpt2.h"
+#include "models/hf_weights.h"
 
 namespace snug {
 
 // Hugging Face config.json keys of `cfg` as strings, plus "format": "pt" and "model": cfg.name.
 std::map<std::string, std::string> gpt2_weights_metadata(const GPT2Config& cfg);
+
+// What a GPT-2 checkpoint may add to the parameters (see above).
+HfWeightRules gpt2_weight_rules(const GPT2Config& cfg);
 
 // Writes every parameter value (cpu model) under its name, in parameters() order, with
 // gpt2_weights_metadata(config) merged with `extra` metadata. Atomic (see io/safetensors.h).

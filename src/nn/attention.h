@@ -61,6 +61,9 @@ struct AttentionConfig {
   bool o_bias = false;
   int64_t rotary_dim = 0;  // 0: no rotary embedding; else even and <= head_dim
   float rope_theta = 10000.0f;
+  // A scaled rope's rotary_dim / 2 inverse frequencies (config.json's rope_scaling, computed by
+  // the family); empty: 1 / rope_theta^(2j / rotary_dim).
+  std::vector<float> rope_inv_freq = {};
   AttentionImpl kernel = AttentionImpl::flash;
   LinearLayout layout = LinearLayout::linear;
   // Module names under the block's prefix. A non-empty fused_qkv_name makes one projection
@@ -108,6 +111,9 @@ class Attention {
 
  private:
   AttentionDims dims(int64_t B, int64_t T, const Tensor& pos) const;
+  const float* inv_freq() const {
+    return cfg_.rope_inv_freq.empty() ? nullptr : cfg_.rope_inv_freq.data();
+  }
   // q, k and v inside one saved [q|k|v] tensor (rather than three tensors).
   bool one_qkv_tensor() const { return fused_ && cfg_.fused_qkv_layout == FusedQKVLayout::blocks; }
   // The saved q, k, v (or their gradients) as the kernels read them: columns of q when

@@ -1,0 +1,199 @@
+#include "models/hf_weights.h"
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "io/json_input.h"
+#include "io/safetensors.h"
+#include "quant/weight_quant.h"
+
+namespace snug {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kIndex = "model.safetensors.index.json";
+constexpr const char* kSingle = "model.safetensors";
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The index's weight_map (tensor name -> shard file name), validated.
+std::map<std::string, std::string> read_index(const fs::path& index) {
+  const std::string what = "index '" + index.string() + "'";
+  const nlohmann::json j = parse_json_input(read_input_file(index.string(), what), what);
+  SNUG_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), what,
+             ": no 'weight_map' object");
+  std::map<std::string, std::string> map;
+  for (const auto& [name, file] : j["weight_map"].items()) {
+    SNUG_CHECK(file.is_string(), what, ": weight_map['", name, "'] is not a file name");
+    const std::string f = file.get<std::string>();
+    SNUG_CHECK(!f.empty() && f.find('/') == std::string::npos && f != "." && f != "..", what,
+               ": weight_map['", name, "'] = '", f, "' is not a file name in the folder");
+    map.emplace(name, f);
+  }
+  SNUG_CHECK(!map.empty(), what, ": the weight_map is empty");
+  return map;
+}
+
+struct WeightFiles {
+  std::vector<std::string> files;
+  std::map<std::string, std::string> index;  // name -> file path (sharded folders only)
+};
+
+WeightFiles weight_files(const std::string& path) {
+  WeightFiles w;
+  if (!fs::is_directory(path)) {
+    w.files.push_back(path);
+    return w;
+  }
+  const fs::path dir(path);
+  if (fs::exists(dir / kIndex)) {
+    std::set<std::string> seen;
+    for (const auto& [name, file] : read_index(dir / kIndex)) {
+      const std::string p = (dir / file).string();
+      w.index.emplace(name, p);
+      if (seen.insert(p).second) w.files.push_back(p);
+    }
+    return w;
+  }
+  SNUG_CHECK(fs::exists(dir / kSingle), path, ": no ", kSingle, " or ", kIndex,
+             " (the weights of a Hugging Face model folder)");
+  w.files.push_back((dir / kSingle).string());
+  return w;
+}
+
+std::string list_names(const std::vector<std::string>& names) {
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < 5; ++i) list += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > 5) list += ", ...";
+  return list;
+}
+
+}  // namespace
+
+std::vector<std::string> hf_weight_files(const std::string& path) {
+  return weight_files(path).files;
+}
+
+void load_hf_weights(CausalLM& model, const std::string& path, const HfWeightRules& rules) {
+  const WeightFiles wf = weight_files(path);
+  const std::string& desc = rules.model_desc;
+
+  // Pass 1 (headers only): which file holds which parameter, and that nothing else is there.
+  struct Source {
+    size_t file;
+    std::string name;  // as spelled in the file
+  };
+  std::map<const Parameter*, Source> source;
+  std::map<std::string, size_t> tied_at;  // rules.tied_name / tied_to spelled in the file
+  std::vector<std::string> unexpected;
+  for (size_t fi = 0; fi < wf.files.size(); ++fi) {
+    const SafetensorsFile f(wf.files[fi]);
+    for (const std::string& name : f.names()) {
+      if (!wf.index.empty()) {
+        const auto it = wf.index.find(name);
+        SNUG_CHECK(it != wf.index.end() && it->second == wf.files[fi], wf.files[fi], ": tensor '",
+                   name, "' is not mapped to this shard by ", kIndex);
+      }
+      Parameter* p = model.find(name);
+      const std::string& pre = rules.optional_prefix;
+      if (p == nullptr && !pre.empty() && name.rfind(pre, 0) != 0) p = model.find(pre + name);
+      if (p != nullptr) {
+        SNUG_CHECK(source.emplace(p, Source{fi, name}).second, path, ": parameter '", p->name,
+                   "' appears twice",
+                   pre.empty() ? "" : " (with and without the '" + pre + "' prefix)");
+      } else if (!rules.tied_name.empty() && name == rules.tied_name) {
+        tied_at[name] = fi;
+      } else {
+        bool ignored = false;
+        for (const std::string& s : rules.ignored_suffixes) ignored = ignored || ends_with(name, s);
+        if (!ignored) unexpected.push_back(name);
+      }
+    }
+  }
+  std::set<std::string> found;
+  for (const auto& [p, s] : source) found.insert(s.name);
+  for (const auto& [name, file] : wf.index) {
+    if (found.count(name) == 0 && tied_at.count(name) == 0) {
+      bool ignored = false;
+      for (const std::string& s : rules.ignored_suffixes) ignored = ignored || ends_with(name, s);
+      SNUG_CHECK(ignored, file, ": no tensor '", name, "', which ", kIndex, " maps to it");
+    }
+  }
+  SNUG_CHECK(unexpected.empty(), path, ": ", unexpected.size(), " tensor(s) that ", desc,
+             " does not have: ", list_names(unexpected));
+  for (const Parameter* p : model.parameters())
+    SNUG_CHECK(source.count(p) != 0, path, ": no tensor '", p->name, "' (needed by ", desc, ")");
+
+  // Pass 2: shard by shard, tensor by tensor, converted into the parameters' storage.
+  for (size_t fi = 0; fi < wf.files.size(); ++fi) {
+    std::unique_ptr<SafetensorsFile> f;
+    for (Parameter* p : model.parameters()) {
+      const Source& s = source.at(p);
+      if (s.file != fi) continue;
+      if (!f) f = std::make_unique<SafetensorsFile>(wf.files[fi]);
+      const SafetensorsFile::Info& inf = f->info(s.name);
+      SNUG_CHECK(inf.shape == p->shape(), wf.files[fi], ": tensor '", s.name, "' has shape ",
+                 shape_str(inf.shape), ", ", desc, " needs ", shape_str(p->shape()));
+      SNUG_CHECK(inf.dtype == "F32" || inf.dtype == "F16" || inf.dtype == "BF16", wf.files[fi],
+                 ": tensor '", s.name, "' is ", inf.dtype, "; weights must be F32, F16 or BF16");
+      if (!p->quantized()) {
+        f->read_into(s.name, p->value);
+        check_finite(p->value, wf.files[fi], s.name);
+      } else {
+        // --load-in-8bit/4bit: read into host staging and quantize (the fp32 tensor never
+        // occupies the device, as a bitsandbytes load; a meta weight keeps no codes).
+        Device staging(DeviceKind::cpu);
+        Tensor host = Tensor::empty(p->shape(), DType::f32, Category::weights, staging);
+        f->read_into(s.name, host);
+        check_finite(host, wf.files[fi], s.name);
+        quantize_weight_into(*p->quant, host.data<float>(), p->name);
+      }
+    }
+  }
+
+  // A tied head in the file must equal what it is tied to (snug keeps one tensor).
+  if (const auto it = tied_at.find(rules.tied_name); it != tied_at.end()) {
+    const Parameter* to = model.find(rules.tied_to);
+    SNUG_ASSERT(to != nullptr, "tied_to '", rules.tied_to, "' is not a parameter");
+    const Source& s = source.at(to);
+    const SafetensorsFile head(wf.files[it->second]);
+    const SafetensorsFile emb(wf.files[s.file]);
+    SNUG_CHECK(head.info(rules.tied_name).shape == emb.info(s.name).shape &&
+                   head.read_f32(rules.tied_name) == emb.read_f32(s.name),
+               path, ": '", rules.tied_name, "' differs from '", s.name, "'; ", rules.tie_note);
+  }
+}
+
+void save_hf_weights(const CausalLM& model, const std::string& path,
+                     const std::map<std::string, std::string>& extra) {
+  // (A meta model has no values: save_safetensors refuses its tensors, naming them.)
+  std::vector<std::pair<std::string, const Tensor*>> tensors;
+  // Quantized weights are written dequantized (fp32), staged outside the model's pool.
+  Device staging(DeviceKind::cpu);
+  std::vector<Tensor> dequantized;
+  dequantized.reserve(model.parameters().size());
+  for (const Parameter* p : model.parameters()) {
+    if (p->quantized()) {
+      dequantized.push_back(Tensor::empty(p->shape(), DType::f32, Category::weights, staging));
+      model.read_values(*p, dequantized.back().data<float>());
+      tensors.emplace_back(p->name, &dequantized.back());
+    } else {
+      tensors.emplace_back(p->name, &p->value);
+    }
+  }
+  std::map<std::string, std::string> meta = model.weights_metadata();
+  for (const auto& [k, v] : extra) meta[k] = v;
+  save_safetensors(path, tensors, meta);
+}
+
+}  // namespace snug

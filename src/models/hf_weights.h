@@ -1,0 +1,51 @@
+// Any model's weights under their Hugging Face state_dict names: one safetensors file, or a
+// model folder as `save_pretrained` writes it (model.safetensors, or shards listed by
+// model.safetensors.index.json). Every family's Architecture::load_weights/save_weights is this
+// plus its own HfWeightRules, so checkpoints, --init-from, PEFT merges and exports interoperate
+// with transformers whatever the family.
+//
+// Loading is strict: every parameter must be present once with its exact shape, and nothing else
+// may be there, except what the family's rules allow a Hugging Face checkpoint to add:
+//   - names without an optional prefix (GPT-2's "transformer.", as the original Hub files);
+//   - non-parameter buffers, by name suffix (older GPT-2 files' causal masks, rotary inv_freq);
+//   - a tied head's weight (e.g. "lm_head.weight"), accepted only when it equals the tensor it is
+//     tied to.
+// F32, F16 and BF16 tensors are accepted and converted as they load into the parameter's storage
+// (fp32, bf16 for --bf16-full, or quantized for --load-in-8bit/4bit), one tensor at a time and
+// shard by shard: the host never holds more than one tensor in fp32 besides the model itself.
+// Non-finite values are refused by name. Every problem is a snug::Error naming the file and the
+// tensor. On the meta device only names and shapes are checked.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/causal_lm.h"
+
+namespace snug {
+
+struct HfWeightRules {
+  std::string model_desc;                     // for messages: "gpt2-tiny (GPT-2)"
+  std::string optional_prefix;                // names may lack it ("transformer.")
+  std::vector<std::string> ignored_suffixes;  // buffers that are not parameters
+  // A tied head: a file may carry `tied_name`, only equal to `tied_to` (a parameter name).
+  std::string tied_name, tied_to;
+  std::string tie_note = "snug ties the LM head to the token embedding (tie_word_embeddings)";
+};
+
+// The safetensors files a weights path stands for, in load order: the file itself, or a folder's
+// model.safetensors, or the shards its model.safetensors.index.json lists (each once, checked to
+// hold exactly the tensors the index maps to it). Throws naming the path when there are none.
+std::vector<std::string> hf_weight_files(const std::string& path);
+
+// Loads `path` (a .safetensors file or a model folder) into `model`'s parameters (see above).
+void load_hf_weights(CausalLM& model, const std::string& path, const HfWeightRules& rules);
+
+// Writes every parameter value (cpu model; quantized weights dequantized to fp32) under its name,
+// in parameters() order, with model.weights_metadata() merged with `extra`, into one safetensors
+// file. Atomic (io/safetensors.h).
+void save_hf_weights(const CausalLM& model, const std::string& path,
+                     const std::map<std::string, std::string>& extra = {});
+
+}  // namespace snug
