@@ -14,6 +14,7 @@
 #include "plan/what_if.h"
 #include "report/memory_timeline.h"
 #include "report/report.h"
+#include "train/model_setup.h"
 #include "train/output_dir.h"
 #include "train/trainer.h"
 
@@ -51,8 +52,8 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
   const std::optional<int64_t> capacity = args.device_memory;
 
   auto model = create_model(cfg, dev, args.param_dtype(), args.weight_quant());
-  if (!dev.is_meta()) model->init_weights(args.seed);  // a dry run has no values to fill
-  if (!args.init_from.empty()) load_model_weights(*model, args.init_from);
+  // --init-from, the --model folder's weights, or --seed (train/model_setup.h).
+  load_initial_weights(*model, args, cfg);
   const auto data = open_dataset(args.data, cfg.shape.vocab_size, args.seed);
   std::unique_ptr<Trainer> made;
   try {

@@ -17,6 +17,12 @@ struct ModelConfig {
   ModelSummary shape;      // name, model_type and the dimensions reports show
   int64_t num_params = 0;  // parameters of the model as built, without adapters (tied: once)
   nlohmann::json hf;       // config.json keys as resolved (a preset's are what HF would write)
+  // Where it came from (models/registry.h, resolve_model): the Hugging Face model folder of
+  // `--model DIR` (its weights are the run's starting point, its tokenizer files go into exports
+  // and checkpoints), and the config.json file read (DIR/config.json, or `--model
+  // path/config.json`). Both "" for a preset.
+  std::string folder;
+  std::string config_path;
 };
 
 // Shape overrides on top of a preset or config.json (--n-layer, --n-embd, --n-head,

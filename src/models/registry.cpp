@@ -48,7 +48,11 @@ std::vector<std::string> model_preset_names() {
   return v;
 }
 
-ModelConfig parse_model_config(std::string_view text, const std::string& spec) {
+namespace {
+
+// A config.json's text, `spec` naming it in messages, `name` the model it describes.
+ModelConfig parse_config_text(std::string_view text, const std::string& spec,
+                              const std::string& name) {
   const nlohmann::json j = parse_json_input(text, spec);
   SNUG_CHECK(j.is_object(), spec, ": a config.json must be a JSON object");
   std::string type = "gpt2";  // older GPT-2 config.json files carry no model_type
@@ -56,7 +60,13 @@ ModelConfig parse_model_config(std::string_view text, const std::string& spec) {
     SNUG_CHECK(j["model_type"].is_string(), spec, ": key 'model_type' must be a string");
     type = j["model_type"].get<std::string>();
   }
-  return architecture(type, spec).parse(j, spec, spec);
+  return architecture(type, spec).parse(j, spec, name);
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(std::string_view text, const std::string& spec) {
+  return parse_config_text(text, spec, spec);
 }
 
 ModelConfig resolve_model(const std::string& spec, const ModelShapeOverrides& o,
@@ -70,17 +80,33 @@ ModelConfig resolve_model(const std::string& spec, const ModelShapeOverrides& o,
         c = a->parse(a->preset_config(name), name, name);
       }
   if (arch == nullptr) {
-    if (!std::filesystem::exists(spec)) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::exists(spec, ec)) {
       std::string names;
       for (const std::string& n : model_preset_names())
         names += std::string(names.empty() ? "" : ", ") + n;
       throw Error("unknown model '" + spec + "': not a preset (" + names +
-                  ") and no such config.json file");
+                  "), a config.json file or a Hugging Face model folder");
     }
-    c = parse_model_config(read_input_file(spec, spec, int64_t{1} << 24), spec);
+    std::string config_path = spec;
+    if (fs::is_directory(spec, ec)) {
+      config_path = (fs::path(spec) / "config.json").string();
+      SNUG_CHECK(fs::is_regular_file(config_path, ec), "model folder '", spec,
+                 "' has no config.json (a Hugging Face model folder holds config.json and "
+                 "model.safetensors or model.safetensors.index.json with its shards)");
+    }
+    // A folder's model is named by the folder; messages about its keys name the file.
+    c = parse_config_text(read_input_file(config_path, config_path, int64_t{1} << 24), config_path,
+                          spec);
+    c.config_path = config_path;
+    if (config_path != spec) c.folder = spec;
     arch = &architecture(c.shape.model_type);
   }
-  return apply_config_overrides(*arch, c, o, config_overrides);
+  ModelConfig r = apply_config_overrides(*arch, c, o, config_overrides);
+  r.folder = c.folder;
+  r.config_path = c.config_path;
+  return r;
 }
 
 std::unique_ptr<CausalLM> create_model(const ModelConfig& cfg, Device& dev, DType param_dtype,

@@ -59,8 +59,12 @@ struct Architecture {
   // al. 2022's per-layer count, for the closed-form estimate).
   int64_t (*layer_activation_bytes)(const ModelConfig& cfg, int64_t s, int64_t b, int64_t e,
                                     bool keep_scores);
+  // The transformers class of the causal LM ("GPT2LMHeadModel"): the "architectures" entry of a
+  // config.json snug writes (models/hf_folder.h). nullptr: none written (AutoModelForCausalLM
+  // then goes by model_type).
+  const char* hf_class = nullptr;
   // PEFT's default LoRA target_modules for the model type (--target-modules when not given).
-  const char* default_lora_targets;
+  const char* default_lora_targets = "";
 };
 
 // Every registered family, in registry order.
@@ -70,9 +74,12 @@ const Architecture& architecture(const std::string& model_type, const std::strin
 
 // Every preset name of every family.
 std::vector<std::string> model_preset_names();
-// A preset name or alias, or a path to a Hugging Face config.json (its model_type picks the
-// family; a config without one is read as gpt2, as older GPT-2 configs are), with the shape
-// flags `o` and the "KEY=VALUE" `config_overrides` applied (models/config_override.h).
+// A preset name or alias, a path to a Hugging Face config.json (its model_type picks the family;
+// a config without one is read as gpt2, as older GPT-2 configs are), or a Hugging Face model
+// folder (its config.json; the result's `folder` names it, so that its weights and tokenizer
+// files can follow: models/hf_weights.h, models/hf_folder.h), with the shape flags `o` and the
+// "KEY=VALUE" `config_overrides` applied (models/config_override.h). A folder without
+// config.json, an unreadable config or an unknown model_type is an error naming the path.
 ModelConfig resolve_model(const std::string& name_or_path, const ModelShapeOverrides& o = {},
                           const std::vector<std::string>& config_overrides = {});
 // The text of a config.json named `spec`, validated by its family.

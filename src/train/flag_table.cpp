@@ -35,8 +35,9 @@ std::vector<TrainingFlag> make_table() {
       {.names = "--model",
        .key = "model",
        .help =
-           "Model preset (gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b) or a Hugging Face "
-           "config.json",
+           "Model preset (gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b), a Hugging Face "
+           "model folder (config.json and its weights, which the run starts from unless "
+           "--init-from is given) or a config.json (no weights: initialized from --seed)",
        .target = &TA::model,
        .shown = S::always},
       // Shape overrides on top of --model: any GPT-2-shaped model from flags (7B: --n-layer 32
@@ -299,8 +300,9 @@ std::vector<TrainingFlag> make_table() {
        .target = &TA::resume_from},
       {.names = "--init-from",
        .key = "init_from",
-       .help = "Start from these weights (safetensors, Hugging Face GPT-2 names, e.g. from `snug "
-               "export-init`) instead of the seeded initialization",
+       .help = "Start from these weights (a safetensors file or a model folder, Hugging Face "
+               "names, e.g. from `snug export-init`) instead of the seeded initialization or the "
+               "--model folder's weights",
        .target = &TA::init_from},
       {.names = "--freeze",
        .key = "freeze",

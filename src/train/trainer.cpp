@@ -57,6 +57,8 @@ Trainer::Trainer(const TrainingArguments& args, CausalLM& model, const TokenSour
   const bool real = !model_.device().is_meta();
   const bool resuming = real && !args_.resume_from.empty();
   if (real && (args_.save_steps > 0 || resuming)) run_record_ = make_run_record(args_);
+  if (real && args_.save_steps > 0)
+    checkpoint_files_ = checkpoint_model_files(model_, args_.model_config());
   if (resuming) resume(args_.resume_from);
   // Before step 1: the output dir must hold no other run's checkpoints (train/output_dir.h).
   if (real && args_.save_steps > 0)
@@ -242,7 +244,8 @@ TrainResult Trainer::train(TrainCallback* callback) {
         st.seed = args_.seed;
         st.config = args_.to_json();
         st.run = run_record_;
-        r.checkpoints.push_back(save_checkpoint(args_.output_dir, st, model_, *optimizer_));
+        r.checkpoints.push_back(
+            save_checkpoint(args_.output_dir, st, model_, *optimizer_, checkpoint_files_));
         rotate_checkpoints(args_.output_dir, args_.save_total_limit, r.checkpoints.back());
       }
     }

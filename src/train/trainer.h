@@ -18,6 +18,7 @@
 #include "models/causal_lm.h"
 #include "optim/lomo.h"
 #include "optim/optimizer.h"
+#include "train/checkpoint.h"
 #include "train/grad_scaler.h"
 #include "train/training_args.h"
 
@@ -95,6 +96,7 @@ class Trainer {
   int64_t start_step_ = 0;
   int64_t data_epoch_ = 0, data_position_ = 0;  // loader state to seek to before training
   nlohmann::json run_record_;                   // train/run_record.h; recorded in each checkpoint
+  CheckpointModelFiles checkpoint_files_;       // config.json etc. of a full fine-tune's ones
   std::vector<std::string> removed_checkpoints_;
   std::vector<std::string> resume_changes_;
 };

@@ -77,6 +77,7 @@ const Architecture& gpt_neox_architecture() {
                               save_weights,
                               flops_per_token,
                               layer_activation_bytes,
+                              "GPTNeoXForCausalLM",
                               "query_key_value"};
   return a;
 }
