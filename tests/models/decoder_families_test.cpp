@@ -120,7 +120,8 @@ TEST(DecoderFamilies, MissingKeysTakeTransformersDefaults) {
   const ModelConfig m = parse_model_config(R"({"model_type": "mistral"})", "m.json");
   EXPECT_EQ(m.hf["num_key_value_heads"], 8);
   EXPECT_EQ(m.hf["sliding_window"], 4096);
-  EXPECT_EQ(m.shape.n_positions, 131072);
+  EXPECT_EQ(m.shape.n_positions, 4096);  // the window: the longest sequence snug trains
+  EXPECT_EQ(m.hf["max_position_embeddings"], 131072);
   const ModelConfig q = parse_model_config(R"({"model_type": "qwen2"})", "q.json");
   EXPECT_EQ(q.shape.vocab_size, 151936);
   const ModelConfig n = parse_model_config(R"({"model_type": "gpt_neox"})", "n.json");

@@ -1,5 +1,6 @@
 #include "models/llama/llama_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -240,6 +241,8 @@ LlamaConfig parse_llama_config(LlamaVariant variant, const nlohmann::json& j,
   r.finish();
   c.hf = r.resolved();
   c.hf["model_type"] = d.type;
+  // Qwen2Config has no head_dim argument: a null one would reach Qwen2Attention as None.
+  if (variant == LlamaVariant::qwen2 && c.hf["head_dim"].is_null()) c.hf.erase("head_dim");
 
   auto positive = [&](const char* key, int64_t v) {
     if (v <= 0 || v > kMaxDim)
@@ -302,7 +305,10 @@ ModelConfig llama_model_config(const LlamaConfig& c) {
   m.shape.n_embd = c.hidden_size;
   m.shape.n_head = c.num_attention_heads;
   m.shape.vocab_size = c.vocab_size;
-  m.shape.n_positions = c.max_position_embeddings;
+  // The longest sequence snug trains: mistral's window, when shorter (no window mask yet).
+  m.shape.n_positions = c.sliding_window
+                            ? std::min(c.max_position_embeddings, *c.sliding_window)
+                            : c.max_position_embeddings;
   m.num_params = c.num_params();
   m.hf = c.hf;
   return m;
