@@ -6,6 +6,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "models/registry.h"
 #include "optim/optimizer.h"
 #include "optim/registry.h"
 
@@ -34,10 +35,10 @@ std::vector<TrainingFlag> make_table() {
   return {
       {.names = "--model",
        .key = "model",
-       .help =
-           "Model preset (gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b), a Hugging Face "
-           "model folder (config.json and its weights, which the run starts from unless "
-           "--init-from is given) or a config.json (no weights: initialized from --seed)",
+       .help = "Model preset (" + joined(model_preset_names()) +
+               "), a Hugging Face "
+               "model folder (config.json and its weights, which the run starts from unless "
+               "--init-from is given) or a config.json (no weights: initialized from --seed)",
        .target = &TA::model,
        .shown = S::always},
       // Shape overrides on top of --model: any GPT-2-shaped model from flags (7B: --n-layer 32
