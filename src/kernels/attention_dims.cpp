@@ -13,6 +13,8 @@ void check_attention_dims(const AttentionDims& d, const char* what) {
                  d.ldv >= d.NKV * d.hs,
              what, ": row strides (q ", d.ldq, ", k ", d.ldk, ", v ", d.ldv, ", out ", d.ldo,
              ") do not hold ", d.NH, " query and ", d.NKV, " key/value heads of ", d.hs);
+  SNUG_CHECK(d.window >= 0 && (d.window == 0 || d.causal), what, ": sliding window ", d.window,
+             " must be >= 0 and needs the causal mask");
   if (!d.pos) return;
   SNUG_CHECK(d.causal, what, ": position ids (per-document masks) need the causal mask");
   check_position_ids(d.pos, d.B, d.T, what);

@@ -22,6 +22,8 @@ Attention::Attention(ParameterStore& ps, const std::string& prefix, const Attent
   hs_ = cfg_.head_dim;
   SNUG_CHECK(cfg_.rotary_dim >= 0 && cfg_.rotary_dim % 2 == 0 && cfg_.rotary_dim <= hs_, prefix,
              ": rotary dims ", cfg_.rotary_dim, " must be even and at most the head size ", hs_);
+  SNUG_CHECK(cfg_.sliding_window >= 0 && (cfg_.sliding_window == 0 || cfg_.causal), prefix,
+             ": sliding window ", cfg_.sliding_window, " must be >= 0 and needs causal attention");
   SNUG_CHECK(cfg_.rope_inv_freq.empty() ||
                  static_cast<int64_t>(cfg_.rope_inv_freq.size()) * 2 == cfg_.rotary_dim,
              prefix, ": ", cfg_.rope_inv_freq.size(), " rope inverse frequencies for ",
@@ -60,6 +62,7 @@ AttentionDims Attention::dims(int64_t B, int64_t T, const Tensor& pos) const {
   d.ldo = q_width_;
   d.causal = cfg_.causal;
   d.pos = pos.defined() ? pos.data<int32_t>() : nullptr;
+  d.window = cfg_.sliding_window;
   return d;
 }
 

@@ -28,6 +28,9 @@
 // (B,T,3Q) output is a temporary freed right after the split, and backward interleaves dq, dk,
 // dv back into one (B,T,3Q) temporary for the projection's backward.
 //
+// A sliding window (sliding_window W > 0) limits query t to the keys [t - W + 1, t]
+// (kernels/attention_dims.h), in every attention kernel.
+//
 // Later steps (docs/design.md): padding masks, a KV cache with an incremental forward, attention
 // dropout.
 #pragma once
@@ -57,6 +60,7 @@ struct AttentionConfig {
   int64_t num_kv_heads = 0;  // 0: = num_heads
   int64_t head_dim = 0;      // 0: hidden / num_heads
   bool causal = true;
+  int64_t sliding_window = 0;  // causal: query t sees the keys > t - sliding_window; 0: all
   bool qkv_bias = false;
   bool o_bias = false;
   int64_t rotary_dim = 0;  // 0: no rotary embedding; else even and <= head_dim

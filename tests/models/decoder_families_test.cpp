@@ -6,7 +6,7 @@
 //  - config.json parsing: transformers' defaults, Hub configs (v4 and v5 layouts) accepted, every
 //    unsupported value refused with one error naming the file and the key;
 //  - initialization statistics (normal(0, initializer_range), zero biases, unit norms) and
-//    determinism; LoRA with Hugging Face module names; mistral's window refused by name.
+//    determinism; LoRA with Hugging Face module names.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -120,8 +120,7 @@ TEST(DecoderFamilies, MissingKeysTakeTransformersDefaults) {
   const ModelConfig m = parse_model_config(R"({"model_type": "mistral"})", "m.json");
   EXPECT_EQ(m.hf["num_key_value_heads"], 8);
   EXPECT_EQ(m.hf["sliding_window"], 4096);
-  EXPECT_EQ(m.shape.n_positions, 4096);  // the window: the longest sequence snug trains
-  EXPECT_EQ(m.hf["max_position_embeddings"], 131072);
+  EXPECT_EQ(m.shape.n_positions, 131072);
   const ModelConfig q = parse_model_config(R"({"model_type": "qwen2"})", "q.json");
   EXPECT_EQ(q.shape.vocab_size, 151936);
   const ModelConfig n = parse_model_config(R"({"model_type": "gpt_neox"})", "n.json");
@@ -402,27 +401,6 @@ TEST(DecoderFamilies, DefaultLoraTargetsArePeftsPerModelType) {
   EXPECT_STREQ(architecture("mistral").default_lora_targets, "q_proj,v_proj");
   EXPECT_STREQ(architecture("qwen2").default_lora_targets, "q_proj,v_proj");
   EXPECT_STREQ(architecture("gpt_neox").default_lora_targets, "query_key_value");
-}
-
-TEST(DecoderFamilies, MistralRefusesSequencesBeyondItsWindowByName) {
-  for (DeviceKind kind : {DeviceKind::meta, DeviceKind::cpu}) {
-    Device dev(kind);
-    const auto model = create_model(resolve_model("mistral-tiny", {}, {"sliding_window=8"}), dev);
-    if (kind == DeviceKind::cpu) model->init_weights(1);
-    std::vector<int32_t> tokens(2 * 9, 3);
-    try {
-      model->forward(tokens.data(), tokens.data(), 2, 9);
-      ADD_FAILURE() << "accepted";
-    } catch (const Error& e) {
-      EXPECT_THAT(std::string(e.what()), HasSubstr("exceeds sliding_window 8"));
-    }
-    EXPECT_NO_THROW(model->forward(tokens.data(), tokens.data(), 2, 8));
-  }
-  // null: no window.
-  Device meta(DeviceKind::meta);
-  const auto open = create_model(resolve_model("mistral-tiny", {}, {"sliding_window=null"}), meta);
-  std::vector<int32_t> tokens(400, 3);
-  EXPECT_NO_THROW(open->forward(tokens.data(), tokens.data(), 1, 400));
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ DecoderLMSpec llama_spec(const LlamaConfig& c) {
   layer.attn.rotary_dim = c.rotary_dim();
   layer.attn.rope_theta = static_cast<float>(c.rope.theta);
   layer.attn.rope_inv_freq = c.rope_inv_freq();
+  layer.attn.sliding_window = c.sliding_window.value_or(0);
   layer.mlp.hidden = c.hidden_size;
   layer.mlp.intermediate = c.intermediate_size;
   layer.mlp.act = nn::Activation::silu_gated;
@@ -53,15 +54,6 @@ std::map<std::string, std::string> LlamaLM::weights_metadata() const {
 
 void LlamaLM::init_weights(uint64_t seed) {
   init_normal_weights(seed, static_cast<float>(cfg_.initializer_range));
-}
-
-float LlamaLM::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
-                       bool for_backward, float loss_scale) {
-  SNUG_CHECK(!cfg_.sliding_window || T <= *cfg_.sliding_window, "forward: sequence length ", T,
-             " exceeds sliding_window ", cfg_.sliding_window.value_or(0), " of ", cfg_.name, " (",
-             cfg_.model_type(),
-             "): snug has no sliding-window attention yet; use --seq-len <= the window");
-  return DecoderLM::forward(tokens, targets, B, T, for_backward, loss_scale);
 }
 
 }  // namespace snug

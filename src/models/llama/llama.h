@@ -2,8 +2,10 @@
 // DecoderLM (models/decoder_lm.h): token embeddings, L layers of
 //   h = x + o_proj(attn(rope(q_proj(rms1(x))), rope(k_proj(..)), v_proj(..)))   GQA
 //   out = h + down_proj(silu(gate_proj(rms2(h))) * up_proj(rms2(h)))
-// a final RMSNorm and lm_head (or the embedding, tied). Parameter names and order are Hugging
-// Face's named_parameters(): model.embed_tokens.weight, model.layers.{i}.self_attn.{q,k,v,o}_proj
+// a final RMSNorm and lm_head (or the embedding, tied). Mistral's sliding_window W limits each
+// query to the W latest keys, itself included (nn/attention.h). Parameter names and order are
+// Hugging Face's named_parameters(): model.embed_tokens.weight,
+// model.layers.{i}.self_attn.{q,k,v,o}_proj
 // (.weight, .bias where the config has them), .mlp.{gate,up,down}_proj, .input_layernorm,
 // .post_attention_layernorm, model.norm.weight, lm_head.weight (absent when tied). Linear weights
 // are nn.Linear's (out, in).
@@ -35,10 +37,6 @@ class LlamaLM final : public DecoderLM {
   // transformers' _init_weights: normal(0, initializer_range) for every Linear and Embedding
   // weight (lm_head too when untied), zero biases, RMSNorm weights 1.
   void init_weights(uint64_t seed) override;
-  // Mistral's sliding window: a sequence longer than the window is refused by name (snug has no
-  // sliding-window mask yet; within it the causal mask is the same).
-  float forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
-                bool for_backward = true, float loss_scale = 1.0f) override;
 
  private:
   LlamaConfig cfg_;

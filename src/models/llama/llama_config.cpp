@@ -1,6 +1,5 @@
 #include "models/llama/llama_config.h"
 
-#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -305,10 +304,7 @@ ModelConfig llama_model_config(const LlamaConfig& c) {
   m.shape.n_embd = c.hidden_size;
   m.shape.n_head = c.num_attention_heads;
   m.shape.vocab_size = c.vocab_size;
-  // The longest sequence snug trains: mistral's window, when shorter (no window mask yet).
-  m.shape.n_positions = c.sliding_window
-                            ? std::min(c.max_position_embeddings, *c.sliding_window)
-                            : c.max_position_embeddings;
+  m.shape.n_positions = c.max_position_embeddings;
   m.num_params = c.num_params();
   m.hf = c.hf;
   return m;

@@ -3,8 +3,7 @@
 // with rotate_half, GQA, SwiGLU, pre-norm sequential residual) and differ in their config.json
 // keys and defaults:
 //   llama    attention_bias (q, k, v and o), mlp_bias, head_dim, rope_scaling linear / llama3
-//   mistral  no biases; sliding_window (a forward longer than the window is refused by name:
-//            snug has no sliding-window mask yet; within the window the mask changes nothing)
+//   mistral  no biases; sliding_window (each query attends to the window's latest keys)
 //   qwen2    q/k/v biases, no o bias; use_sliding_window must be false
 // Every other key is read with transformers' class default, accepted as harmless, or refused by
 // name (models/config_reader.h).
@@ -54,7 +53,7 @@ struct LlamaConfig {
   LlamaRope rope;
   bool tie_word_embeddings = false;
   bool qkv_bias = false, o_bias = false, mlp_bias = false;
-  std::optional<int64_t> sliding_window;  // mistral: the longest sequence a forward takes
+  std::optional<int64_t> sliding_window;  // mistral: keys a query attends to, itself included
   nlohmann::json hf;                      // the resolved config.json
 
   const char* model_type() const;
