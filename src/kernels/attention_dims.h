@@ -6,9 +6,9 @@
 // causally (what HF's flash-attention path does with position_ids: varlen attention over the
 // documents). pos == nullptr is the plain causal mask, keys [0, t], bit for bit as before.
 //
-// Sliding window (Mistral's sliding_window W): query row t sees keys [t - W + 1, t] only, the W
-// latest including itself (transformers' sliding mask keeps key s iff t - W < s <= t), within
-// its document with position ids. window == 0: no window.
+// Sliding window (a config.json's sliding_window W): query row t sees keys [t - W + 1, t] only,
+// the W latest including itself (transformers' sliding mask keeps key s iff t - W < s <= t),
+// within its document with position ids. window == 0: no window.
 #pragma once
 
 #include <cstdint>
