@@ -19,6 +19,12 @@ namespace snug::cli {
 
 namespace {
 
+std::string preset_list() {
+  std::string s;
+  for (const std::string& n : model_preset_names()) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
 struct BenchSeedsFlags {
   SeedsOptions opts;
   int64_t seq_len = 0;  // 0: unset
@@ -132,8 +138,7 @@ Command add_bench_command(CLI::App& app) {
       "exceeded, as dry runs on meta");
   auto f = std::make_shared<BenchSeedsFlags>();
   sub->add_option("--model", f->opts.model,
-                  "Model preset (gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b, bert-tiny, "
-                  "bert-base-uncased, bert-large-uncased) or a Hugging Face config.json")
+                  "Model preset (" + preset_list() + ") or a Hugging Face config.json")
       ->capture_default_str();
   sub->add_option("--seq-len", f->seq_len,
                   "Tokens per sequence; default 512 (the seeds'), or the model's context if "

@@ -15,6 +15,8 @@ void check_attention_dims(const AttentionDims& d, const char* what) {
              ") do not hold ", d.NH, " query and ", d.NKV, " key/value heads of ", d.hs);
   SNUG_CHECK(d.dropout_p >= 0.0 && d.dropout_p < 1.0, what, ": dropout probability ", d.dropout_p,
              " must be in [0, 1)");
+  SNUG_CHECK(d.window >= 0 && (d.window == 0 || d.causal), what, ": sliding window ", d.window,
+             " must be >= 0 and needs the causal mask");
   if (!d.pos) return;
   SNUG_CHECK(d.causal, what, ": position ids (per-document masks) need the causal mask");
   check_position_ids(d.pos, d.B, d.T, what);

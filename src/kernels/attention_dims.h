@@ -5,6 +5,10 @@
 // count up by one inside it, query row t sees keys [t - pos[t], t] only: its own document,
 // causally (what HF's flash-attention path does with position_ids: varlen attention over the
 // documents). pos == nullptr is the plain causal mask, keys [0, t], bit for bit as before.
+//
+// Sliding window (a config.json's sliding_window W): query row t sees keys [t - W + 1, t] only,
+// the W latest including itself (transformers' sliding mask keeps key s iff t - W < s <= t),
+// within its document with position ids. window == 0: no window.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +24,7 @@ struct AttentionDims {
   int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;
   bool causal = true;            // key s visible to query t iff s <= t; else every key is visible
   const int32_t* pos = nullptr;  // (B,T) position ids per document (causal only), or nullptr
+  int64_t window = 0;            // sliding window W (causal only): keys > t - W; 0: none
   // Dropout on the attention probabilities (training, BERT's attention_probs_dropout_prob): with
   // dropout_p > 0, probability (b,h,t,s) is kept, scaled by 1/(1-p), iff
   // dropout_keep(dropout_key, dropout_index(d, b, h, t, s), p) (kernels/dropout_mask.h); the
@@ -39,9 +44,12 @@ inline int64_t dropout_index(const AttentionDims& d, int64_t b, int64_t h, int64
   return ((b * d.NH + h) * d.T + t) * d.T + s;
 }
 
-// The first key visible to query row t of batch b: its document's start with position ids, else 0.
+// The first key visible to query row t of batch b: its document's start with position ids (else
+// 0), or the window's first key when that is later. Non-decreasing in t (documents start in
+// order), so a block of rows starting at t0 sees no key before first_key(t0).
 inline int64_t first_key(const AttentionDims& d, int64_t b, int64_t t) {
-  return d.pos ? t - d.pos[b * d.T + t] : 0;
+  const int64_t doc = d.pos ? t - d.pos[b * d.T + t] : 0;
+  return d.window > 0 && t - d.window + 1 > doc ? t - d.window + 1 : doc;
 }
 
 // Throws snug::Error naming `what` unless d describes a valid call (positive sizes, NH a multiple

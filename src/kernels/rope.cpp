@@ -13,10 +13,10 @@ namespace {
 
 // sign = +1: forward rotation by +a; -1: the transpose (rotation by -a).
 void rope_apply(float* x, int64_t B, int64_t T, int64_t NH, int64_t hs, int64_t ld, int64_t R,
-                float theta, const int32_t* pos_ids, float sign) {
+                float theta, const int32_t* pos_ids, const float* inv_freq, float sign) {
   const int64_t half = R / 2;
   std::vector<float> inv(static_cast<size_t>(half));
-  for (int64_t j = 0; j < half; ++j) inv[j] = detail::rope_inv_freq(j, R, theta);
+  for (int64_t j = 0; j < half; ++j) inv[j] = detail::rope_inv_freq(j, R, theta, inv_freq);
 #pragma omp parallel for schedule(static)
   for (int64_t bt = 0; bt < B * T; ++bt) {
     thread_local std::vector<float> cs;

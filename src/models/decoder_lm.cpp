@@ -1,5 +1,6 @@
 #include "models/decoder_lm.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -7,6 +8,8 @@
 #include "kernels/attention_dims.h"
 #include "kernels/op_table.h"
 #include "nn/block_util.h"
+#include "nn/init.h"
+#include "nn/param_fill.h"
 
 namespace snug {
 
@@ -293,6 +296,25 @@ void DecoderLM::backward(float loss_scale) {
   saved_.reset();
   c.free_compute_weights();
   pool.set_phase("backward done");
+}
+
+void DecoderLM::init_normal_weights(uint64_t seed, float std) {
+  NormalGenerator rng(seed);
+  const std::string n1 = "." + spec_.layer.norm1_name + ".",
+                    n2 = "." + spec_.layer.norm2_name + ".";
+  const std::string final_norm = spec_.final_norm_name + ".";
+  for (Parameter* p : ps_.list()) {
+    const std::string& n = p->name;
+    const bool bias = n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0;
+    const bool norm = n.rfind(final_norm, 0) == 0 || n.find(n1) != std::string::npos ||
+                      n.find(n2) != std::string::npos;
+    nn::fill_values(*p, ctx().ops(), [&](float* d, int64_t cnt) {
+      if (bias || norm)
+        std::fill(d, d + cnt, bias ? 0.0f : 1.0f);
+      else
+        rng.fill(d, cnt, 0.0f, std);
+    });
+  }
 }
 
 void DecoderLM::add_lora(const LoraConfig& cfg, uint64_t seed) {

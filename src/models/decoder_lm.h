@@ -130,6 +130,11 @@ class DecoderLM : public CausalLM {
 
  protected:
   ParameterStore& store() { return ps_; }
+  // transformers' _init_weights for the modules of a DecoderLM without a family rule of its own:
+  // every weight of an nn.Linear or nn.Embedding (and an untied head) drawn from
+  // normal(0, std) in parameters() order, every bias 0, every norm weight 1 (the norms named by
+  // the spec). Deterministic for a seed on every platform; no-op values on meta.
+  void init_normal_weights(uint64_t seed, float std);
 
  private:
   struct Saved;

@@ -89,7 +89,8 @@ const Architecture& gpt2_architecture() {
                               layer_activation_bytes,
                               {ModelTask::causal_lm},
                               nullptr,
-                              "GPT2LMHeadModel"};
+                              "GPT2LMHeadModel",
+                              "c_attn"};
   return a;
 }
 

@@ -11,9 +11,16 @@ namespace snug {
 // Each family defines its entry in its own folder.
 const Architecture& gpt2_architecture();
 const Architecture& bert_architecture();
+const Architecture& llama_architecture();
+const Architecture& mistral_architecture();
+const Architecture& qwen2_architecture();
+const Architecture& gpt_neox_architecture();
 
 const std::vector<const Architecture*>& architectures() {
-  static const std::vector<const Architecture*> all = {&gpt2_architecture(), &bert_architecture()};
+  static const std::vector<const Architecture*> all = {
+      &gpt2_architecture(),  &llama_architecture(),    &mistral_architecture(),
+      &qwen2_architecture(), &gpt_neox_architecture(), &bert_architecture(),
+  };
   return all;
 }
 

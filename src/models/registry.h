@@ -68,6 +68,8 @@ struct Architecture {
   // config.json snug writes (models/hf_folder.h) unless the resolved config.json has its own.
   // nullptr: none written (AutoModelForCausalLM then goes by model_type).
   const char* hf_class = nullptr;
+  // PEFT's default LoRA target_modules for the model type (--target-modules when not given).
+  const char* default_lora_targets = "";
 };
 
 // `cfg` for --task `task` (and --num-labels when > 0); throws naming the flag when the family has

@@ -22,6 +22,12 @@ Attention::Attention(ParameterStore& ps, const std::string& prefix, const Attent
   hs_ = cfg_.head_dim;
   SNUG_CHECK(cfg_.rotary_dim >= 0 && cfg_.rotary_dim % 2 == 0 && cfg_.rotary_dim <= hs_, prefix,
              ": rotary dims ", cfg_.rotary_dim, " must be even and at most the head size ", hs_);
+  SNUG_CHECK(cfg_.sliding_window >= 0 && (cfg_.sliding_window == 0 || cfg_.causal), prefix,
+             ": sliding window ", cfg_.sliding_window, " must be >= 0 and needs causal attention");
+  SNUG_CHECK(cfg_.rope_inv_freq.empty() ||
+                 static_cast<int64_t>(cfg_.rope_inv_freq.size()) * 2 == cfg_.rotary_dim,
+             prefix, ": ", cfg_.rope_inv_freq.size(), " rope inverse frequencies for ",
+             cfg_.rotary_dim, " rotary dims (need half as many)");
   if (cfg_.fused_qkv_layout == FusedQKVLayout::per_head_interleaved) {
     SNUG_CHECK(fused_, prefix, ": the per-head interleaved q/k/v layout needs a fused projection");
     SNUG_CHECK(cfg_.num_kv_heads == cfg_.num_heads, prefix,
@@ -56,6 +62,7 @@ AttentionDims Attention::dims(int64_t B, int64_t T, const Tensor& pos) const {
   d.ldo = q_width_;
   d.causal = cfg_.causal;
   d.pos = pos.defined() ? pos.data<int32_t>() : nullptr;
+  d.window = cfg_.sliding_window;
   return d;
 }
 
@@ -119,8 +126,10 @@ void Attention::forward(const Tensor& x, const Tensor& out, Saved& s) const {
   }
   const auto [q, k, v] = qkv_of(s.q, s.k, s.v);
   if (cfg_.rotary_dim > 0) {
-    ops.rope_forward(q, B, T, d.NH, hs_, d.ldq, cfg_.rotary_dim, cfg_.rope_theta, d.pos);
-    ops.rope_forward(k, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta, d.pos);
+    ops.rope_forward(q, B, T, d.NH, hs_, d.ldq, cfg_.rotary_dim, cfg_.rope_theta, d.pos,
+                     inv_freq());
+    ops.rope_forward(k, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta, d.pos,
+                     inv_freq());
     c.round_half(s.q);  // 16-bit rotated queries and keys, as a 16-bit rotary would leave them
     c.round_half(s.k);
   }
@@ -142,7 +151,8 @@ Tensor Attention::backward(const Tensor& dout, Saved& s) const {
   Tensor y = s.o_lin.in;  // o's backward releases its Saved; flash's backward reads y after
   Tensor dy = temporary(c.device(), {B, T, q_width_});
   {
-    const Tensor dout16 = c.half_grad(dout, o_->weight(), o_->lora() != nullptr);
+    const Tensor dout16 =
+        c.half_grad(dout, o_->weight(), o_->lora() != nullptr || !o_->bf16_path());
     o_->backward(dout16, s.o_lin, dy, false);
   }
   c.round_half(dy);
@@ -170,8 +180,10 @@ Tensor Attention::backward(const Tensor& dout, Saved& s) const {
   s.k.reset();
   s.v.reset();
   if (cfg_.rotary_dim > 0) {
-    ops.rope_backward(dqp, B, T, d.NH, hs_, d.ldq, cfg_.rotary_dim, cfg_.rope_theta, d.pos);
-    ops.rope_backward(dkp, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta, d.pos);
+    ops.rope_backward(dqp, B, T, d.NH, hs_, d.ldq, cfg_.rotary_dim, cfg_.rope_theta, d.pos,
+                      inv_freq());
+    ops.rope_backward(dkp, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta, d.pos,
+                      inv_freq());
   }
   c.round_half(dq);
   c.round_half(dk);

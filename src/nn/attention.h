@@ -32,6 +32,9 @@
 // (B,T,3Q) output is a temporary freed right after the split, and backward interleaves dq, dk,
 // dv back into one (B,T,3Q) temporary for the projection's backward.
 //
+// A sliding window (sliding_window W > 0) limits query t to the keys [t - W + 1, t]
+// (kernels/attention_dims.h), in every attention kernel.
+//
 // Later steps (docs/design.md): padding masks, a KV cache with an incremental forward.
 #pragma once
 
@@ -60,10 +63,14 @@ struct AttentionConfig {
   int64_t num_kv_heads = 0;  // 0: = num_heads
   int64_t head_dim = 0;      // 0: hidden / num_heads
   bool causal = true;
+  int64_t sliding_window = 0;  // causal: query t sees the keys > t - sliding_window; 0: all
   bool qkv_bias = false;
   bool o_bias = false;
   int64_t rotary_dim = 0;  // 0: no rotary embedding; else even and <= head_dim
   float rope_theta = 10000.0f;
+  // A scaled rope's rotary_dim / 2 inverse frequencies (config.json's rope_scaling, computed by
+  // the family); empty: 1 / rope_theta^(2j / rotary_dim).
+  std::vector<float> rope_inv_freq = {};
   AttentionImpl kernel = AttentionImpl::flash;
   LinearLayout layout = LinearLayout::linear;
   // Module names under the block's prefix. A non-empty fused_qkv_name makes one projection
@@ -129,6 +136,9 @@ class Attention {
   AttentionDims dims(int64_t B, int64_t T, const Saved& s) const;
   // Naive attention with dropout: allocates the mask and the dropped probabilities.
   void alloc_dropout(int64_t B, int64_t T, Saved& s) const;
+  const float* inv_freq() const {
+    return cfg_.rope_inv_freq.empty() ? nullptr : cfg_.rope_inv_freq.data();
+  }
   // q, k and v inside one saved [q|k|v] tensor (rather than three tensors).
   bool one_qkv_tensor() const { return fused_ && cfg_.fused_qkv_layout == FusedQKVLayout::blocks; }
   // The saved q, k, v (or their gradients) as the kernels read them: columns of q when

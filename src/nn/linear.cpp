@@ -14,6 +14,7 @@ Linear::Linear(ParameterStore& ps, const std::string& prefix, int64_t in_feature
   const Shape shape = layout == LinearLayout::conv1d ? Shape{in_, out_} : Shape{out_, in_};
   w_ = ps.add(prefix + ".weight", shape, true, /*quantizable=*/true);
   if (bias) b_ = ps.add(prefix + ".bias", {out_}, false);
+  if (layout == LinearLayout::linear) ctx_->has_nn_linear = true;
 }
 
 const LoraAdapter& Linear::add_lora(ParameterStore& ps, int64_t r, int64_t layer, int slot) {

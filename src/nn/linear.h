@@ -67,9 +67,10 @@ class Linear {
   int64_t out_features() const { return out_; }
   LinearLayout layout() const { return layout_; }
 
- private:
+  // Its GEMMs take bf16 operands (the bf16 GEMM path, Conv1D layout); otherwise fp32.
   bool bf16_path() const;
 
+ private:
   RunContext* ctx_;
   std::string name_;
   int64_t in_, out_;

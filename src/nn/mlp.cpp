@@ -48,7 +48,8 @@ Tensor MLP::backward(const Tensor& dout, Saved& s) const {
   const int64_t n = B * T * I;
   Tensor dh = temporary(c.device(), {B, T, I});
   {
-    const Tensor dout16 = c.half_grad(dout, down_->weight(), down_->lora() != nullptr);
+    const Tensor dout16 =
+        c.half_grad(dout, down_->weight(), down_->lora() != nullptr || !down_->bf16_path());
     down_->backward(dout16, s.down_lin, dh, false);
   }
   Tensor dx;

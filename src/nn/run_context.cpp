@@ -37,7 +37,8 @@ void RunContext::round_half(const Tensor& t) const {
 }
 
 bool RunContext::gemm_inputs_stay_bf16() const {
-  return compute == ComputeDType::bf16 && gemm_path == kernels::GemmPath::onednn_bf16 && !has_lora;
+  return compute == ComputeDType::bf16 && gemm_path == kernels::GemmPath::onednn_bf16 &&
+         !has_lora && !has_nn_linear;
 }
 
 void RunContext::compact(std::initializer_list<Tensor*> ts) const {
@@ -67,9 +68,9 @@ Tensor RunContext::to_bf16(const Tensor& t) const {
   return h;
 }
 
-Tensor RunContext::half_grad(const Tensor& g, const Parameter* w, bool lora_reads_it) const {
+Tensor RunContext::half_grad(const Tensor& g, const Parameter* w, bool fp32_reader) const {
   if (!low_precision()) return g;
-  if (bf16_gemm(w) && !lora_reads_it) return to_bf16(g);
+  if (bf16_gemm(w) && !fp32_reader) return to_bf16(g);
   Tensor h = Tensor::empty(g.shape(), DType::f32, Category::temporary, *dev_);
   ops().copy_f32(h.data<float>(), g.data<float>(), g.numel());
   round_half(h);

@@ -64,6 +64,9 @@ class RunContext {
   kernels::GemmPath gemm_path = kernels::GemmPath::widen;
   bool dequant_bf16 = false;  // quantized weights' values rounded to bf16 (bnb compute dtype)
   bool has_lora = false;      // some Linear has an adapter (LoRA reads its inputs in fp32)
+  // Some Linear has nn.Linear's (out, in) layout, which the bf16 GEMM path does not take (it
+  // widens): its inputs and output gradients stay fp32 as without that path.
+  bool has_nn_linear = false;
 
   // Training-forward state: set by the model at the start of each forward.
   bool training = false;       // a forward that keeps activations for backward
@@ -109,8 +112,9 @@ class RunContext {
   // A bf16 temporary of t's values rounded to nearest even (t itself when already bf16).
   Tensor to_bf16(const Tensor& t) const;
   // The gradient a 16-bit GEMM receives for its output: g itself in fp32, else a rounded copy
-  // (bf16 on the bf16 GEMM path when no LoRA bypass reads it in fp32); g stays fp32.
-  Tensor half_grad(const Tensor& g, const Parameter* w, bool lora_reads_it) const;
+  // (bf16 on the bf16 GEMM path when nothing reads it in fp32: no LoRA bypass, and a GEMM that
+  // takes bf16 operands); g stays fp32.
+  Tensor half_grad(const Tensor& g, const Parameter* w, bool fp32_reader) const;
 
   // --- weights ---
   // 16-bit copies of `weights` for this forward (no-op in fp32, with bf16 parameters, and for

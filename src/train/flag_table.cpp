@@ -6,6 +6,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "models/registry.h"
 #include "optim/optimizer.h"
 #include "optim/registry.h"
 
@@ -34,9 +35,9 @@ std::vector<TrainingFlag> make_table() {
   return {
       {.names = "--model",
        .key = "model",
-       .help = "Model preset (e.g. gpt2-tiny, gpt2-124m, bert-large-uncased; an unknown name lists "
-               "them all), a Hugging Face model folder (config.json and its weights, which the run "
-               "starts from unless --init-from is given; its tokenizer.json for jsonl data) or a "
+       .help = "Model preset (" + joined(model_preset_names()) +
+               "), a Hugging Face model folder (config.json and its weights, which the run starts "
+               "from unless --init-from is given; its tokenizer.json for jsonl data) or a "
                "config.json (no weights, as a folder without them: initialized from --seed)",
        .target = &TA::model,
        .shown = S::always},
@@ -419,7 +420,7 @@ std::vector<TrainingFlag> make_table() {
       {.names = "--target-modules",
        .key = "target_modules",
        .help = "Modules that get adapters, comma-separated, PEFT's suffix match "
-               "(c_attn,c_proj,c_fc,mlp.c_proj) or all-linear",
+               "(c_attn,c_proj,c_fc,mlp.c_proj) or all-linear; default: PEFT's for the model type",
        .target = &TA::target_modules,
        .shown = S::changed,
        .when = lora},

@@ -141,7 +141,7 @@ TEST(BlockKernels, RopeMatchesRotateHalfAndLeavesThePassDims) {
   const float theta = 10000.0f;
   Vec x = random_floats(B * T * hs, 16);
   const Vec orig = x;
-  ref::rope_forward(x.data(), B, T, NH, hs, hs, R, theta, nullptr);
+  ref::rope_forward(x.data(), B, T, NH, hs, hs, R, theta, nullptr, nullptr);
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t j = 0; j < R / 2; ++j) {
       const double inv = 1.0 / std::pow(10000.0, 2.0 * static_cast<double>(j) / R);
@@ -163,13 +163,13 @@ TEST(BlockKernels, RopeGrad) {
   const Vec R_ = random_floats(B * T * ld, 18);
   auto loss = [&] {
     Vec y = x;
-    ref::rope_forward(y.data(), B, T, NH, hs, ld, R, theta, nullptr);
+    ref::rope_forward(y.data(), B, T, NH, hs, ld, R, theta, nullptr, nullptr);
     return dot(y, R_);
   };
   const auto n_x = numerical_grad(x, loss);
   for_both([&](const OpTable& ops, const std::string& name) {
     Vec dx = R_;
-    ops.rope_backward(dx.data(), B, T, NH, hs, ld, R, theta, nullptr);
+    ops.rope_backward(dx.data(), B, T, NH, hs, ld, R, theta, nullptr, nullptr);
     expect_grad_close(dx, n_x, name + " dx");
   });
 }
@@ -180,17 +180,61 @@ TEST(BlockKernels, RopeFastVsRef) {
   for (bool backward : {false, true}) {
     Vec f = x, r = x;
     if (backward) {
-      kernels::rope_backward(f.data(), B, T, NH, hs, ld, R, 10000.0f, nullptr);
-      ref::rope_backward(r.data(), B, T, NH, hs, ld, R, 10000.0f, nullptr);
+      kernels::rope_backward(f.data(), B, T, NH, hs, ld, R, 10000.0f, nullptr, nullptr);
+      ref::rope_backward(r.data(), B, T, NH, hs, ld, R, 10000.0f, nullptr, nullptr);
     } else {
-      kernels::rope_forward(f.data(), B, T, NH, hs, ld, R, 10000.0f, nullptr);
-      ref::rope_forward(r.data(), B, T, NH, hs, ld, R, 10000.0f, nullptr);
+      kernels::rope_forward(f.data(), B, T, NH, hs, ld, R, 10000.0f, nullptr, nullptr);
+      ref::rope_forward(r.data(), B, T, NH, hs, ld, R, 10000.0f, nullptr, nullptr);
     }
     EXPECT_TRUE(all_close(f, r, 1e-5, 1e-6)) << "backward " << backward;
   }
   Vec bad = x;
-  EXPECT_THROW(kernels::rope_forward(bad.data(), B, T, NH, hs, ld, 3, 1e4f, nullptr), Error);
-  EXPECT_THROW(ref::rope_forward(bad.data(), B, T, NH, hs, ld, 18, 1e4f, nullptr), Error);
+  EXPECT_THROW(kernels::rope_forward(bad.data(), B, T, NH, hs, ld, 3, 1e4f, nullptr, nullptr),
+               Error);
+  EXPECT_THROW(ref::rope_forward(bad.data(), B, T, NH, hs, ld, 18, 1e4f, nullptr, nullptr), Error);
+}
+
+// A scaled rope gives its own inverse frequencies: theta's own table reproduces the default
+// bit for bit; another table rotates pair j by t * inv_freq[j] (fast and ref), and the backward
+// is still the transpose (finite differences).
+TEST(BlockKernels, RopeGivenInverseFrequencies) {
+  const int64_t B = 2, T = 9, NH = 2, hs = 8, ld = 2 * 8 + 3, R = 6;
+  const float theta = 500.0f;
+  const Vec x = random_floats(B * T * ld, 23);
+  std::vector<float> own(R / 2), scaled(R / 2);
+  for (int64_t j = 0; j < R / 2; ++j) {
+    own[j] = 1.0f / std::pow(theta, static_cast<float>(2 * j) / static_cast<float>(R));
+    scaled[j] = own[j] / (1.0f + static_cast<float>(j));
+  }
+  for_both([&](const OpTable& ops, const std::string& name) {
+    Vec a = x, b = x;
+    ops.rope_forward(a.data(), B, T, NH, hs, ld, R, theta, nullptr, nullptr);
+    ops.rope_forward(b.data(), B, T, NH, hs, ld, R, theta, nullptr, own.data());
+    EXPECT_EQ(a, b) << name;
+    Vec c = x;
+    ops.rope_forward(c.data(), B, T, NH, hs, ld, R, theta, nullptr, scaled.data());
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < R / 2; ++j) {
+        const int64_t i = (1 * T + t) * ld + hs;  // batch 1, head 1
+        const double ang = static_cast<double>(static_cast<float>(t) * scaled[j]);
+        const double x1 = x[i + j], x2 = x[i + j + R / 2];
+        EXPECT_NEAR(c[i + j], x1 * std::cos(ang) - x2 * std::sin(ang), 2e-6) << name;
+        EXPECT_NEAR(c[i + j + R / 2], x2 * std::cos(ang) + x1 * std::sin(ang), 2e-6) << name;
+      }
+  });
+  Vec xs = x;
+  const Vec r = random_floats(B * T * ld, 24);
+  auto loss = [&] {
+    Vec y = xs;
+    ref::rope_forward(y.data(), B, T, NH, hs, ld, R, theta, nullptr, scaled.data());
+    return dot(y, r);
+  };
+  const auto n_x = numerical_grad(xs, loss);
+  for_both([&](const OpTable& ops, const std::string& name) {
+    Vec dx = r;
+    ops.rope_backward(dx.data(), B, T, NH, hs, ld, R, theta, nullptr, scaled.data());
+    expect_grad_close(dx, n_x, name + " dx");
+  });
 }
 
 TEST(BlockKernels, SwigluAndGeluErfGrad) {

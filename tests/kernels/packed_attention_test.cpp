@@ -172,12 +172,12 @@ TEST(PackedAttention, RopeRotatesEachDocumentFromPositionZero) {
     for (const OpTable* ops : {&fast_op_table(), &ref_op_table()}) {
       const auto rope = backward ? ops->rope_backward : ops->rope_forward;
       Vec all = x;
-      rope(all.data(), B, T, NH, hs, ld, R, 100.0f, pos.data());
+      rope(all.data(), B, T, NH, hs, ld, R, 100.0f, pos.data(), nullptr);
       for (int64_t b = 0; b < B; ++b) {
         int64_t t0 = 0;
         for (int64_t len : docs[static_cast<size_t>(b)]) {
           Vec one = rows_of(x, ld, T, b, t0, len);
-          rope(one.data(), 1, len, NH, hs, ld, R, 100.0f, nullptr);
+          rope(one.data(), 1, len, NH, hs, ld, R, 100.0f, nullptr, nullptr);
           EXPECT_EQ(rows_of(all, ld, T, b, t0, len), one)
               << ops->impl << (backward ? " backward" : " forward") << " batch " << b << " at "
               << t0;

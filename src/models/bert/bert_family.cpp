@@ -122,7 +122,9 @@ const Architecture& bert_architecture() {
                               flops_per_token,
                               layer_activation_bytes,
                               {ModelTask::masked_lm, ModelTask::sequence_classification},
-                              set_task};
+                              set_task,
+                              nullptr,  // architectures comes from the task (set_task)
+                              "query,value"};
   return a;
 }
 

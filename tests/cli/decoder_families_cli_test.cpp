@@ -1,0 +1,191 @@
+// The llama, mistral, qwen2 and gpt_neox families through the `snug` command, on their tiny
+// presets and the built-in data:
+//  - each trains with LoRA and with QLoRA (Hugging Face module names) and its loss falls;
+//  - techniques x families, pairwise: a strength-2 covering array (the 16-row orthogonal array
+//    of five 4-level factors over GF(4): family, precision, checkpointing, optimizer, extra
+//    technique, plus fp32 copies of the rows whose --bf16-full conflicts with the optimizer or
+//    LoRA), each row's `snug plan` peak and per-category maxima equal to a real run's to the byte;
+//  - `snug plan` on the llama-7b shape with QLoRA, checkpointing and bf16 at 1 x 2048 prints.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "support/run_cli.h"
+
+namespace snug::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Family {
+  const char* preset;
+  const char* embeddings;  // for --freeze
+  const char* attention;   // PEFT's default LoRA targets for the model_type
+};
+const std::array<Family, 4> kFamilies = {
+    {{"llama-tiny", "model.embed_tokens", "q_proj,v_proj"},
+     {"mistral-tiny", "model.embed_tokens", "q_proj,v_proj"},
+     {"qwen2-tiny", "model.embed_tokens", "q_proj,v_proj"},
+     {"gpt-neox-tiny", "gpt_neox.embed_in", "query_key_value"}}};
+
+double mean(const nlohmann::json& v, size_t from, size_t n) {
+  double s = 0;
+  for (size_t i = from; i < from + n; ++i) s += v[i].get<double>();
+  return s / static_cast<double>(n);
+}
+
+TEST(DecoderFamiliesCli, EachFamilyTrainsWithLoraAndQloraAndItsLossFalls) {
+  TempDir tmp;
+  for (const Family& f : kFamilies)
+    for (const char* recipe : {"--lora-r 8 --lora-alpha 16", "--qlora"}) {
+      SCOPED_TRACE(std::string(f.preset) + " " + recipe);
+      const std::string report = tmp.path(std::string(f.preset) + ".json");
+      const CliResult r = run_snug(std::string("train --model ") + f.preset + " " + recipe +
+                                       " --target-modules all-linear --data builtin --seq-len 64"
+                                       " --per-device-train-batch-size 8 --max-steps 40"
+                                       " --learning-rate 1e-2 --report-json " +
+                                       report,
+                                   300);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      const nlohmann::json j = read_json(report);
+      ASSERT_EQ(j["loss"].size(), 40u);
+      const double first = mean(j["loss"], 0, 5), last = mean(j["loss"], 35, 5);
+      EXPECT_LT(last, first - 0.3) << "first " << first << " last " << last;
+      EXPECT_EQ(j["model"]["name"], f.preset);
+    }
+}
+
+// GF(4) = {0, 1, x, x+1} as 0..3: addition is xor, multiplication by table.
+int gf4_mul(int a, int b) {
+  static const int t[4][4] = {{0, 0, 0, 0}, {0, 1, 2, 3}, {0, 2, 3, 1}, {0, 3, 1, 2}};
+  return t[a][b];
+}
+
+TEST(DecoderFamiliesCli, TechniquesTimesFamiliesPairwisePlanEqualsTheMeasuredPeak) {
+  const std::array<const char*, 4> precision = {"", " --bf16", " --fp16", " --bf16-full"};
+  const std::array<const char*, 4> checkpoint = {
+      "", " --gradient-checkpointing", " --gradient-checkpointing --checkpoint-policy selective",
+      " --gradient-checkpointing --checkpoint-policy every-k:2"};
+  const std::array<const char*, 4> optim = {"", " --optim adafactor", " --optim adamw_bnb_8bit",
+                                            " --optim lion"};
+  auto extra = [](int level, const Family& f) -> std::string {
+    switch (level) {
+      case 0:
+        return " --gradient-accumulation-steps 2";
+      case 1:
+        return std::string(" --freeze ") + f.embeddings;
+      case 2:
+        return " --neftune-noise-alpha 5";
+      default:
+        return std::string(" --load-in-8bit --lora-r 4 --target-modules ") + f.attention;
+    }
+  };
+  // Rows (a, b, a+b, a+2b, a+3b): every pair of levels of every two factors exactly once.
+  struct Row {
+    int f, p, c, o, e;
+  };
+  std::vector<Row> rows;
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b) {
+      Row r{a, b, a ^ b, a ^ gf4_mul(2, b), a ^ gf4_mul(3, b)};
+      // --bf16-full needs AdamW or SGD and no LoRA: that row trains with AdamW and accumulation,
+      // and a copy in fp32 keeps the other pairs of its optimizer and extra.
+      if (r.p == 3 && (r.o != 0 || r.e == 3)) {
+        rows.push_back({r.f, 0, r.c, r.o, r.e});
+        r.o = 0;
+        if (r.e == 3) r.e = 0;
+      }
+      rows.push_back(r);
+    }
+  ASSERT_EQ(rows.size(), 20u);
+  TempDir tmp;
+  int i = 0;
+  for (const Row& r : rows) {
+    const Family& f = kFamilies[static_cast<size_t>(r.f)];
+    const std::string flags = std::string(" --model ") + f.preset +
+                              " --data builtin --per-device-train-batch-size 4 --seq-len 48" +
+                              precision[static_cast<size_t>(r.p)] +
+                              checkpoint[static_cast<size_t>(r.c)] +
+                              optim[static_cast<size_t>(r.o)] + extra(r.e, f);
+    SCOPED_TRACE(flags);
+    const PlanAndTrain pt = plan_and_train(tmp, flags, std::to_string(i++));
+    ASSERT_EQ(pt.plan.exit_code, 0) << pt.plan.err;
+    ASSERT_EQ(pt.train.exit_code, 0) << pt.train.err;
+    EXPECT_EQ(pt.plan_json["memory"]["peak_bytes"], pt.train_json["memory"]["peak_bytes"]);
+    EXPECT_EQ(pt.plan_json["memory"]["max_by_category"],
+              pt.train_json["memory"]["max_by_category"]);
+    EXPECT_GT(pt.train_json["memory"]["peak_bytes"].get<int64_t>(), 0);
+  }
+}
+
+// QLoRA, the seeds' way, on each family: plan equals the measured peak.
+TEST(DecoderFamiliesCli, QloraPlanEqualsTheMeasuredPeak) {
+  TempDir tmp;
+  int i = 0;
+  for (const Family& f : kFamilies) {
+    const std::string flags = std::string(" --model ") + f.preset +
+                              " --qlora --target-modules all-linear --gradient-checkpointing"
+                              " --bf16 --data builtin --per-device-train-batch-size 2"
+                              " --seq-len 64";
+    SCOPED_TRACE(flags);
+    const PlanAndTrain pt = plan_and_train(tmp, flags, "q" + std::to_string(i++));
+    ASSERT_EQ(pt.plan.exit_code, 0) << pt.plan.err;
+    ASSERT_EQ(pt.train.exit_code, 0) << pt.train.err;
+    EXPECT_EQ(pt.plan_json["memory"]["peak_bytes"], pt.train_json["memory"]["peak_bytes"]);
+    EXPECT_EQ(pt.plan_json["memory"]["max_by_category"],
+              pt.train_json["memory"]["max_by_category"]);
+  }
+}
+
+// Issue 17, acceptance 4: the llama-7b shape with QLoRA, checkpointing and bf16 at 1 x 2048
+// plans in well under 10 s.
+TEST(DecoderFamiliesCli, Llama7bQloraPlanPrintsQuickly) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult r = run_snug(
+      "plan --model llama-7b --qlora --gradient-checkpointing --bf16 "
+      "--per-device-train-batch-size 1 --seq-len 2048",
+      60);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("llama-7b (6738.42M parameters)"));
+  // PEFT's default targets for llama (q_proj, v_proj): 2 x 32 x (8 x 4096 + 4096 x 8).
+  EXPECT_THAT(r.out, HasSubstr("LoRA: 4194304 of 6742609920 parameters train"));
+  EXPECT_LT(s, 10.0);
+}
+
+// Mistral beyond its window (mistral-tiny: 256 of 512 positions): plan equals the measured peak.
+TEST(DecoderFamiliesCli, MistralBeyondItsSlidingWindowPlansAndTrains) {
+  TempDir tmp;
+  const PlanAndTrain pt = plan_and_train(
+      tmp, " --model mistral-tiny --data builtin --per-device-train-batch-size 1 --seq-len 300",
+      "w");
+  ASSERT_EQ(pt.plan.exit_code, 0) << pt.plan.err;
+  ASSERT_EQ(pt.train.exit_code, 0) << pt.train.err;
+  EXPECT_EQ(pt.plan_json["memory"]["peak_bytes"], pt.train_json["memory"]["peak_bytes"]);
+}
+
+TEST(DecoderFamiliesCli, UnsupportedConfigsAreRefusedByName) {
+  TempDir tmp;
+  const std::string cfg = tmp.path("config.json");
+  {
+    std::FILE* fp = std::fopen(cfg.c_str(), "w");
+    ASSERT_NE(fp, nullptr);
+    std::fputs(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 4, "intermediate_size": 96, "vocab_size": 256,
+      "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})",
+               fp);
+    std::fclose(fp);
+  }
+  const CliResult y = run_snug("plan --model " + cfg);
+  EXPECT_EQ(y.exit_code, 1) << y.err;
+  EXPECT_THAT(y.err, HasSubstr("config.json: config.json key 'rope_scaling'"));
+  EXPECT_THAT(y.err, HasSubstr("'yarn'"));
+}
+
+}  // namespace
+}  // namespace snug::test
