@@ -87,7 +87,8 @@ const Architecture& gpt2_architecture() {
                               save_weights,
                               flops_per_token,
                               layer_activation_bytes,
-                              "GPT2LMHeadModel"};
+                              "GPT2LMHeadModel",
+                              "c_attn"};
   return a;
 }
 

@@ -63,6 +63,8 @@ struct Architecture {
   // config.json snug writes (models/hf_folder.h). nullptr: none written (AutoModelForCausalLM
   // then goes by model_type).
   const char* hf_class = nullptr;
+  // PEFT's default LoRA target_modules for the model type (--target-modules when not given).
+  const char* default_lora_targets = "";
 };
 
 // Every registered family, in registry order.

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "io/output_file.h"
 #include "io/safetensors.h"
+#include "models/registry.h"
 #include "train/checkpoint.h"
 #include "train/flag_table.h"
 #include "train/quantized_base_file.h"
@@ -41,9 +42,17 @@ void check_run_config(const nlohmann::json& saved, const TrainingArguments& args
                       const std::string& state_path) {
   const nlohmann::json mine = args.to_json();
   auto differs = [&](const nlohmann::json& a, const nlohmann::json& b, const std::string& key) {
-    if (key == "target_modules" && a.is_string() && b.is_string())
-      return parse_target_modules(a.get<std::string>()) !=
-             parse_target_modules(b.get<std::string>());
+    if (key == "target_modules" && a.is_string() && b.is_string()) {
+      // Empty: the model type's default (the model itself is checked to be the same).
+      auto targets = [&](const nlohmann::json& t) {
+        const std::string text = t.get<std::string>();
+        return parse_target_modules(
+            !text.empty()
+                ? text
+                : architecture(args.model_config().shape.model_type).default_lora_targets);
+      };
+      return a != b && targets(a) != targets(b);
+    }
     return a != b;
   };
   // `key` of the config (in `s` and `m`), named by its flag (train/flag_table.h).

@@ -341,7 +341,7 @@ std::vector<TrainingFlag> make_table() {
       {.names = "--target-modules",
        .key = "target_modules",
        .help = "Modules that get adapters, comma-separated, PEFT's suffix match "
-               "(c_attn,c_proj,c_fc,mlp.c_proj) or all-linear",
+               "(c_attn,c_proj,c_fc,mlp.c_proj) or all-linear; default: PEFT's for the model type",
        .target = &TA::target_modules,
        .shown = S::changed,
        .when = lora},

@@ -26,7 +26,7 @@ nlohmann::json make_run_record(const TrainingArguments& args) {
       {"lora_r", args.lora_r},
       {"lora_alpha", args.lora_r > 0 ? nlohmann::json(args.lora_alpha) : nullptr},
       {"target_modules",
-       args.lora_r > 0 ? nlohmann::json(parse_target_modules(args.target_modules)) : nullptr},
+       args.lora_r > 0 ? nlohmann::json(parse_target_modules(args.lora_targets())) : nullptr},
       {"use_rslora", args.lora_r > 0 && args.use_rslora},
       {"freeze", args.freeze}};
   const bool file = args.data != "builtin" && args.data != "dummy";

@@ -93,12 +93,17 @@ void TrainingArguments::apply_qlora_recipe() {
   if (lora_r == 0) lora_r = 8;
 }
 
+std::string TrainingArguments::lora_targets() const {
+  if (!target_modules.empty()) return target_modules;
+  return architecture(model_config().shape.model_type).default_lora_targets;
+}
+
 LoraConfig TrainingArguments::lora_config() const {
   LoraConfig c;
   c.r = lora_r;
   c.alpha = lora_alpha;
   c.dropout = lora_dropout;
-  c.target_modules = parse_target_modules(target_modules);
+  c.target_modules = parse_target_modules(lora_targets());
   c.use_rslora = use_rslora;
   return c;
 }

@@ -93,11 +93,12 @@ struct TrainingArguments {
   // no optimizer state, weights unchanged (train/freeze.h for the glob/substring rules).
   std::vector<std::string> freeze;
   // LoRA as PEFT's LoraConfig (nn/lora.h): lora_r > 0 adds adapters to the target modules and
-  // freezes the base. target_modules is a comma list ("c_attn,c_proj,c_fc", "all-linear").
+  // freezes the base. target_modules is a comma list ("c_attn,c_proj,c_fc", "all-linear");
+  // empty: PEFT's default for the model's type (Architecture::default_lora_targets).
   int64_t lora_r = 0;
   double lora_alpha = 8.0;
   double lora_dropout = 0.0;
-  std::string target_modules = "c_attn";
+  std::string target_modules;
   bool use_rslora = false;
   // Loading the base in low precision, as transformers' BitsAndBytesConfig (quant/
   // weight_quant.h): the blocks' Linear weights are stored quantized (frozen) and dequantized
@@ -116,6 +117,8 @@ struct TrainingArguments {
   // LoRA (rank 8 unless lora_r is set). Sets the fields; flags given after it override them.
   void apply_qlora_recipe();
   LoraConfig lora_config() const;
+  // target_modules, or the model type's default when it is empty.
+  std::string lora_targets() const;
   // The storage of the quantized base (--load-in-8bit: int8 blockwise absmax; --load-in-4bit:
   // --bnb-4bit-quant-type, --bnb-4bit-use-double-quant), or nullopt.
   std::optional<WeightQuantConfig> weight_quant() const;

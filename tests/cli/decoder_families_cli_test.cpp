@@ -147,12 +147,14 @@ TEST(DecoderFamiliesCli, QloraPlanEqualsTheMeasuredPeak) {
 TEST(DecoderFamiliesCli, Llama7bQloraPlanPrintsQuickly) {
   const auto t0 = std::chrono::steady_clock::now();
   const CliResult r = run_snug(
-      "plan --model llama-7b --qlora --target-modules all-linear --gradient-checkpointing --bf16 "
+      "plan --model llama-7b --qlora --gradient-checkpointing --bf16 "
       "--per-device-train-batch-size 1 --seq-len 2048",
       60);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("llama-7b"));
+  EXPECT_THAT(r.out, HasSubstr("llama-7b (6738.42M parameters)"));
+  // PEFT's default targets for llama (q_proj, v_proj): 2 x 32 x (8 x 4096 + 4096 x 8).
+  EXPECT_THAT(r.out, HasSubstr("LoRA: 4194304 of 6742609920 parameters train"));
   EXPECT_LT(s, 10.0);
 }
 

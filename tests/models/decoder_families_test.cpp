@@ -224,6 +224,9 @@ TEST(DecoderFamilies, UnsupportedValuesAreRefusedNamingTheKey) {
       {"llama", R"({"num_key_value_heads": 3})", {"'num_key_value_heads'", "does not divide"}},
       {"llama", R"({"partial_rotary_factor": 0.3})", {"'partial_rotary_factor'", "even"}},
       {"llama",
+       R"({"hidden_size": 132, "num_attention_heads": 12})",
+       {"'num_attention_heads'", "11 rotary dims", "even"}},
+      {"llama",
        R"({"quantization_config": {"quant_method": "gptq"}})",
        {"'quantization_config'", "not supported for llama"}},
       {"llama", R"({"vocab_size": 0})", {"'vocab_size'", "must be positive"}},
@@ -390,6 +393,14 @@ TEST(DecoderFamilies, LoraTakesHuggingFaceModuleNames) {
   } catch (const Error& e) {
     EXPECT_THAT(std::string(e.what()), HasSubstr("q_proj"));
   }
+}
+
+TEST(DecoderFamilies, DefaultLoraTargetsArePeftsPerModelType) {
+  EXPECT_STREQ(architecture("gpt2").default_lora_targets, "c_attn");
+  EXPECT_STREQ(architecture("llama").default_lora_targets, "q_proj,v_proj");
+  EXPECT_STREQ(architecture("mistral").default_lora_targets, "q_proj,v_proj");
+  EXPECT_STREQ(architecture("qwen2").default_lora_targets, "q_proj,v_proj");
+  EXPECT_STREQ(architecture("gpt_neox").default_lora_targets, "query_key_value");
 }
 
 TEST(DecoderFamilies, MistralRefusesSequencesBeyondItsWindowByName) {

@@ -1,7 +1,7 @@
 #include "models/gpt_neox/gpt_neox.h"
 
 #include "core/error.h"
-#include "models/named_weights.h"
+#include "models/hf_weights.h"
 
 namespace snug {
 
@@ -62,16 +62,25 @@ void GPTNeoXLM::init_weights(uint64_t seed) {
   init_normal_weights(seed, static_cast<float>(cfg_.initializer_range));
 }
 
+HfWeightRules gpt_neox_weight_rules(const GPTNeoXConfig& cfg) {
+  HfWeightRules r;
+  r.model_desc = cfg.name + " (gpt_neox)";
+  // The causal-mask and rotary buffers older transformers versions saved.
+  r.ignored_suffixes = {".attention.bias", ".attention.masked_bias", ".rotary_emb.inv_freq"};
+  if (cfg.tie_word_embeddings) {
+    r.tied_name = "embed_out.weight";
+    r.tied_to = "gpt_neox.embed_in.weight";
+  }
+  return r;
+}
+
 void save_gpt_neox_weights(const GPTNeoXLM& model, const std::string& path,
                            const std::map<std::string, std::string>& extra) {
-  save_named_weights(model, path, extra);
+  save_hf_weights(model, path, extra);
 }
 
 void load_gpt_neox_weights(GPTNeoXLM& model, const std::string& path) {
-  load_named_weights(
-      model, path,
-      {.ignored = {".attention.bias", ".attention.masked_bias", ".rotary_emb.inv_freq"},
-       .tied_head = "embed_out.weight"});
+  load_hf_weights(model, path, gpt_neox_weight_rules(model.config()));
 }
 
 }  // namespace snug

@@ -9,8 +9,8 @@
 // .attention.dense, .mlp.dense_h_to_4h, .mlp.dense_4h_to_h, gpt_neox.final_layer_norm,
 // embed_out.weight. Weights as nn.Linear's (out, in).
 //
-// Its weights file is those names (the causal-mask and inv_freq buffers older transformers
-// saved are ignored on load).
+// Its weights are those names (models/hf_weights.h; the causal-mask and inv_freq buffers older
+// transformers saved are ignored on load, embed_out.weight is absent when tied).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,7 @@
 #include "core/device.h"
 #include "models/decoder_lm.h"
 #include "models/gpt_neox/gpt_neox_config.h"
+#include "models/hf_weights.h"
 #include "quant/weight_quant.h"
 
 namespace snug {
@@ -43,6 +44,7 @@ class GPTNeoXLM final : public DecoderLM {
   GPTNeoXConfig cfg_;
 };
 
+HfWeightRules gpt_neox_weight_rules(const GPTNeoXConfig& cfg);
 void save_gpt_neox_weights(const GPTNeoXLM& model, const std::string& path,
                            const std::map<std::string, std::string>& extra = {});
 void load_gpt_neox_weights(GPTNeoXLM& model, const std::string& path);

@@ -76,7 +76,9 @@ const Architecture& gpt_neox_architecture() {
                               load_weights,
                               save_weights,
                               flops_per_token,
-                              layer_activation_bytes};
+                              layer_activation_bytes,
+                              "GPTNeoXForCausalLM",
+                              "query_key_value"};
   return a;
 }
 

@@ -69,7 +69,7 @@ int64_t layer_activation_bytes(const ModelConfig& cfg, int64_t s, int64_t b, int
 }
 
 template <LlamaVariant V>
-const Architecture& entry(const char* type) {
+const Architecture& entry(const char* type, const char* hf_class) {
   static const Architecture a{type,
                               llama_presets(V),
                               llama_preset_config,
@@ -83,20 +83,22 @@ const Architecture& entry(const char* type) {
                               load_weights,
                               save_weights,
                               flops_per_token,
-                              layer_activation_bytes};
+                              layer_activation_bytes,
+                              hf_class,
+                              "q_proj,v_proj"};
   return a;
 }
 
 }  // namespace
 
 const Architecture& llama_architecture() {
-  return entry<LlamaVariant::llama>("llama");
+  return entry<LlamaVariant::llama>("llama", "LlamaForCausalLM");
 }
 const Architecture& mistral_architecture() {
-  return entry<LlamaVariant::mistral>("mistral");
+  return entry<LlamaVariant::mistral>("mistral", "MistralForCausalLM");
 }
 const Architecture& qwen2_architecture() {
-  return entry<LlamaVariant::qwen2>("qwen2");
+  return entry<LlamaVariant::qwen2>("qwen2", "Qwen2ForCausalLM");
 }
 
 }  // namespace snug
