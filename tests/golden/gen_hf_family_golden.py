@@ -48,8 +48,10 @@ dtype, and the relative sensitivities below):
                   the model's own `labels` loss).
     logits        (B,T,V)
     loss          (1,) mean cross-entropy over the valid targets
-    grad/<name>   d loss / d parameter for every named_parameters() entry (tied: the combined
-                  embedding + head gradient, under the embedding's name)
+    grad/<name>   d loss / d parameter for every named_parameters() entry, under the
+                  parameter's name in the saved files (gpt_neox: embed_out.weight, which
+                  transformers 5 calls lm_head in memory); tied: the combined embedding + head
+                  gradient, under the embedding's name
   bert cases: input_ids, token_type_ids (both segments), attention_mask (all ones) I32 (B,T);
     labels I32: bert_mlm (B,T) -100 except the masked positions (which hold [MASK]=4 in
     input_ids); bert_cls (B,) in {0,1,2}; logits (B,T,V) or (B,3); loss; grad/<name>.
@@ -72,7 +74,7 @@ import struct
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from transformers import (
     AutoModelForCausalLM,
     BertConfig,
@@ -205,8 +207,37 @@ def sensitivity(model, inputs, ref_logits, **config_changes):
     return rel(logits_of(other, **inputs), ref_logits)
 
 
-def param_grads(model):
-    return {n: p.grad.detach().float().contiguous() for n, p in model.named_parameters()}
+def saved_tensors(folder):
+    """Every tensor of a saved folder (one file or shards), by its name in the files."""
+    out = {}
+    for f in sorted(os.listdir(folder)):
+        if f.endswith(".safetensors") and f != "expected.safetensors":
+            out.update(load_file(os.path.join(folder, f)))
+    return out
+
+
+def param_grads(model, folder):
+    """Every parameter's gradient under the name the saved folder gives the parameter. Those are
+    the checkpoint names, which transformers 5 may rename in memory (gpt_neox's `embed_out` is
+    its module `lm_head`, written back as `embed_out.weight`): a parameter whose name is not in
+    the files is matched to the one unclaimed file tensor equal to it."""
+    files = saved_tensors(folder)
+    names = [n for n, _ in model.named_parameters()]
+    unclaimed = {k for k in files if k not in names}
+    out = {}
+    for n, p in model.named_parameters():
+        name = n
+        if n not in files:
+            same = [
+                k
+                for k in unclaimed
+                if files[k].shape == p.shape and torch.equal(files[k].double(), p.detach())
+            ]
+            assert len(same) == 1, (n, same)
+            name = same[0]
+            unclaimed.discard(name)
+        out[name] = p.grad.detach().float().contiguous()
+    return out
 
 
 def save_expected(folder, tensors, metadata):
@@ -285,7 +316,7 @@ def causal_case(case, cls, config, seed, save_kwargs=None, legacy=None, bf16=Fal
         "logits": logits.detach().float(),
         "loss": loss.detach().float().reshape(1),
     }
-    for n, g in param_grads(m64).items():
+    for n, g in param_grads(m64, folder).items():
         tensors["grad/" + n] = g
     save_expected(folder, tensors, meta)
 
@@ -377,7 +408,7 @@ def bert_case(case, cls, config, seed):
         "logits": out.logits.detach().float(),
         "loss": out.loss.detach().float().reshape(1),
     }
-    for n, gr in param_grads(m64).items():
+    for n, gr in param_grads(m64, folder).items():
         tensors["grad/" + n] = gr
     save_expected(folder, tensors, meta)
 
