@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/batches.h"
 #include "data/dataset.h"
+#include "data/sft_data.h"
 #include "data/tokenizer_json.h"
 #include "io/json_input.h"
 #include "io/safetensors.h"
@@ -151,6 +153,50 @@ void tokenizer_json(const uint8_t* data, size_t size) {
   for (int64_t id = 0; id < std::min<int64_t>(tok->vocab_size(), 600); ++id)
     ids.push_back(static_cast<int32_t>((id * 7919) % tok->vocab_size()));
   (void)tok->decode(ids);
+}
+
+void jsonl_records(const uint8_t* data, size_t size) {
+  // Bytes a, b, the byte-level space and <|im_start|>/<|im_end|>/<|endoftext|>: most text falls
+  // outside this vocabulary and encodes to nothing, which the loader must survive too.
+  static const char* const kTokenizer = R"({"version": "1.0", "truncation": null,
+    "padding": null, "added_tokens": [
+    {"id": 3, "content": "<|endoftext|>", "single_word": false, "lstrip": false,
+     "rstrip": false, "normalized": false, "special": true},
+    {"id": 6, "content": "<|im_start|>", "single_word": false, "lstrip": false,
+     "rstrip": false, "normalized": false, "special": true},
+    {"id": 7, "content": "<|im_end|>", "single_word": false, "lstrip": false,
+     "rstrip": false, "normalized": false, "special": true}],
+    "normalizer": null, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false,
+    "trim_offsets": true, "use_regex": true}, "post_processor": null, "decoder": null,
+    "model": {"type": "BPE", "dropout": null, "unk_token": null,
+    "continuing_subword_prefix": null, "end_of_word_suffix": null, "fuse_unk": false,
+    "byte_fallback": false, "ignore_merges": false,
+    "vocab": {"a": 0, "b": 1, "ab": 2, "<|endoftext|>": 3, "Ġ": 4, "Ġab": 5},
+    "merges": ["a b", "Ġ ab"]}})";
+  static ModelTokenizer tok = [] {
+    ModelTokenizer t(JsonTokenizer::parse(kTokenizer, "fuzz tokenizer"), "fuzz tokenizer");
+    t.eos_token = "<|im_end|>";
+    t.set_chat_template(ChatTemplate::by_name("chatml"));
+    return t;
+  }();
+  const std::string& path = scratch().hold(data, size);
+  for (const bool assistant_only : {false, true}) {
+    SftOptions o;
+    o.assistant_only_loss = assistant_only;
+    try {
+      const SftData d = load_sft_data(path, tok, o, 16);
+      for (const bool packing : {false, true}) {
+        ExampleBatching how;
+        how.packing = packing;
+        how.group_by_length = !packing;
+        ExampleLoader loader(d.examples, 3, 16, 0, how);
+        std::vector<int32_t> in(48), tg(48), pos(48);
+        for (int64_t i = 0; i < loader.batches_per_epoch() + 1; ++i)
+          loader.next_rows(3, in.data(), tg.data(), pos.data());
+      }
+    } catch (const Error&) {
+    }
+  }
 }
 
 }  // namespace snug::fuzz

@@ -28,4 +28,9 @@ void trainer_state(const uint8_t* data, size_t size);
 // encodes and decodes a few fixed texts and the input's own bytes.
 void tokenizer_json(const uint8_t* data, size_t size);
 
+// load_sft_data (data/sft_data.h) on a file holding `data` as jsonl records, with a small
+// byte-level tokenizer and the ChatML template, with and without --assistant-only-loss; the
+// examples it accepts are then batched padded and packed (data/batches.h).
+void jsonl_records(const uint8_t* data, size_t size);
+
 }  // namespace snug::fuzz

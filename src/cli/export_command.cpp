@@ -17,6 +17,7 @@
 #include "core/parallel.h"
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "data/sft_data.h"
 #include "models/registry.h"
 #include "train/training_args.h"
 
@@ -37,6 +38,9 @@ void export_batches(const TrainingArguments& args, const ModelConfig& cfg,
   SNUG_CHECK(args.resume_from.empty(),
              "--batches-out: a resumed run's batches are not written "
              "(drop --resume-from)");
+  SNUG_CHECK(!is_jsonl_spec(args.data), "--batches-out: --data ", args.data,
+             " is jsonl records; only token streams (builtin, dummy, token and text files) are "
+             "written as batches");
   const auto data = open_dataset(args.data, cfg.shape.vocab_size, args.seed);
   const int64_t B = args.per_device_train_batch_size, T = args.seq_len;
   DataLoader loader(*data, B, T, args.seed);  // the Trainer's loader, from epoch 0

@@ -41,6 +41,14 @@ void ConsoleProgress::on_step(const StepLog& l) {
   }
 }
 
+void ConsoleProgress::on_eval(const EvalLog& l) {
+  finish();
+  std::fprintf(out_, "eval step %lld  eval_loss %.4f  perplexity %.4g  (%lld samples)\n",
+               static_cast<long long>(l.step), l.eval_loss, l.perplexity,
+               static_cast<long long>(l.samples));
+  std::fflush(out_);
+}
+
 void ConsoleProgress::finish() {
   if (tty_ && drawn_) {
     std::fputc('\n', out_);

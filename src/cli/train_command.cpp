@@ -8,7 +8,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/parallel.h"
-#include "data/dataset.h"
+#include "data/batches.h"
 #include "models/registry.h"
 #include "optim/optimizer.h"
 #include "plan/what_if.h"
@@ -30,6 +30,7 @@ class StepTimes final : public TrainCallback {
     ends.push_back(log.elapsed_s);
     next_.on_step(log);
   }
+  void on_eval(const EvalLog& log) override { next_.on_eval(log); }
   std::vector<double> ends;
 
  private:
@@ -53,10 +54,10 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
   auto model = create_model(cfg, dev, args.param_dtype(), args.weight_quant());
   if (!dev.is_meta()) model->init_weights(args.seed);  // a dry run has no values to fill
   if (!args.init_from.empty()) load_model_weights(*model, args.init_from);
-  const auto data = open_dataset(args.data, cfg.shape.vocab_size, args.seed);
+  const OpenedData data = open_data(args.data_options(cfg.shape.vocab_size));
   std::unique_ptr<Trainer> made;
   try {
-    made = std::make_unique<Trainer>(args, *model, data.get());
+    made = std::make_unique<Trainer>(args, *model, data.train.get(), data.eval.get());
   } catch (const OutputDirInUseError& e) {
     // A usage mistake caught before step 1: the bad-command-line exit status.
     std::fprintf(stderr, "snug: error: %s\n", e.what());
@@ -76,7 +77,7 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
       "snug: training %s (%.2fM parameters) on %s, device %s%s, batch %lld x %lld tokens, "
       "%lld steps\n",
       cfg.shape.name.c_str(), static_cast<double>(count_params(model->parameters())) / 1e6,
-      data->describe().c_str(), dev.name(),
+      data.train->describe().c_str(), dev.name(),
       capacity ? (" (" + format_bytes(*capacity) + ")").c_str() : "",
       static_cast<long long>(args.per_device_train_batch_size),
       static_cast<long long>(args.seq_len), static_cast<long long>(trainer.total_steps()));
@@ -85,6 +86,11 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
                 static_cast<long long>(count_params(model->parameters(), true)),
                 static_cast<long long>(count_params(model->parameters())),
                 static_cast<double>(count_params(model->parameters(), true)) / 1e6);
+  if (data.eval)
+    std::printf("evaluating on %s %s\n", data.eval->describe().c_str(),
+                args.eval_steps > 0
+                    ? ("every " + std::to_string(args.eval_steps) + " steps and at the end").c_str()
+                    : "at the end");
   std::fflush(stdout);
   ConsoleProgress progress(stdout, args.logging_steps, real);
   StepTimes times(progress);
@@ -94,6 +100,12 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
   const MemoryStats mem = dev.pool().stats();
   std::printf("%s", summary_lines(r, mem).c_str());
   if (real && !r.loss.empty()) std::printf("Loss: %.4f -> %.4f\n", r.loss.front(), r.loss.back());
+  if (!r.evals.empty())
+    std::printf("eval_loss: %.4f  perplexity: %.4g\n", r.evals.back().eval_loss,
+                r.evals.back().perplexity);
+  if (!r.best_model_checkpoint.empty())
+    std::printf("--load-best-model-at-end: loaded %s (eval_loss %.4f)\n",
+                r.best_model_checkpoint.c_str(), r.best_metric);
   std::printf("\n%s", memory_table(mem, capacity).c_str());
   // What each memory switch that is off would change, from dry runs of the same arguments.
   const std::vector<WhatIf> alternatives = what_if(args);

@@ -9,8 +9,8 @@
 
 namespace snug {
 
-DataLoader::DataLoader(const TokenSource& source, int64_t B, int64_t T, uint64_t seed)
-    : source_(source), B_(B), T_(T), seed_(seed) {
+DataLoader::DataLoader(const TokenSource& source, int64_t B, int64_t T, uint64_t seed, bool shuffle)
+    : source_(source), B_(B), T_(T), seed_(seed), shuffle_(shuffle) {
   SNUG_CHECK(B >= 1, "data loader: batch size must be at least 1, got ", B);
   SNUG_CHECK(T >= 1, "data loader: sequence length must be at least 1, got ", T);
   const int64_t n = source.size();
@@ -24,9 +24,10 @@ DataLoader::DataLoader(const TokenSource& source, int64_t B, int64_t T, uint64_t
   scratch_.resize(static_cast<size_t>(T + 1));
 }
 
-std::vector<uint32_t> DataLoader::permutation(int64_t windows, uint64_t seed, int64_t epoch) {
+std::vector<uint32_t> DataLoader::permutation(int64_t windows, uint64_t seed, int64_t epoch) const {
   std::vector<uint32_t> order(static_cast<size_t>(windows));
   std::iota(order.begin(), order.end(), 0u);
+  if (!shuffle_) return order;
   // Fisher-Yates driven by SplitMix64 keyed by (seed, epoch): the same on every platform.
   SplitMix64 rng(splitmix64_mix(seed) ^
                  splitmix64_mix(static_cast<uint64_t>(epoch) + 0x6c6f616465726570ull));
@@ -38,7 +39,12 @@ std::vector<uint32_t> DataLoader::permutation(int64_t windows, uint64_t seed, in
 }
 
 void DataLoader::next(int32_t* inputs, int32_t* targets) {
-  for (int64_t b = 0; b < B_; ++b) {
+  next_rows(B_, inputs, targets, nullptr);
+}
+
+int64_t DataLoader::next_rows(int64_t rows, int32_t* inputs, int32_t* targets, int32_t*) {
+  SNUG_ASSERT(rows >= 1 && rows <= B_, "rows ", rows);
+  for (int64_t b = 0; b < rows; ++b) {
     const int64_t w = order_[static_cast<size_t>(position_)];
     source_.read(w * T_, T_ + 1, scratch_.data());
     if (inputs != nullptr) std::copy_n(scratch_.data(), T_, inputs + b * T_);
@@ -49,6 +55,7 @@ void DataLoader::next(int32_t* inputs, int32_t* targets) {
       order_ = permutation(windows_, seed_, epoch_);
     }
   }
+  return T_;
 }
 
 void DataLoader::next(Tensor& inputs, Tensor& targets) {

@@ -15,17 +15,19 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "data/batches.h"
 #include "data/dataset.h"
 
 namespace snug {
 
-class DataLoader {
+class DataLoader final : public BatchSource {
  public:
   // The source must outlive the loader. Throws snug::Error if B < 1, T < 1, or the source has
-  // fewer than T + 1 tokens.
-  DataLoader(const TokenSource& source, int64_t B, int64_t T, uint64_t seed);
+  // fewer than T + 1 tokens. shuffle false: windows in order, every epoch (evaluation).
+  DataLoader(const TokenSource& source, int64_t B, int64_t T, uint64_t seed, bool shuffle = true);
   // A temporary source would dangle.
-  DataLoader(const TokenSource&& source, int64_t B, int64_t T, uint64_t seed) = delete;
+  DataLoader(const TokenSource&& source, int64_t B, int64_t T, uint64_t seed,
+             bool shuffle = true) = delete;
 
   // Fills inputs and targets, each B*T int32 in row-major (B, T) order.
   void next(int32_t* inputs, int32_t* targets);
@@ -33,28 +35,32 @@ class DataLoader {
   // snug::Error on a wrong shape or dtype; on a meta tensor only advances the state.
   void next(Tensor& inputs, Tensor& targets);
 
-  int64_t epoch() const { return epoch_; }
-  int64_t position() const { return position_; }
-  // Restores the state; requires epoch >= 0 and 0 <= position < windows_per_epoch().
-  void seek(int64_t epoch, int64_t position);
+  // BatchSource: `rows` windows; cols is always T.
+  int64_t next_rows(int64_t rows, int32_t* inputs, int32_t* targets, int32_t* positions) override;
+  int64_t items_per_epoch() const override { return windows_; }
 
-  int64_t batch_size() const { return B_; }
-  int64_t seq_len() const { return T_; }
+  int64_t epoch() const override { return epoch_; }
+  int64_t position() const override { return position_; }
+  // Restores the state; requires epoch >= 0 and 0 <= position < windows_per_epoch().
+  void seek(int64_t epoch, int64_t position) override;
+
+  int64_t batch_size() const override { return B_; }
+  int64_t seq_len() const override { return T_; }
   uint64_t seed() const { return seed_; }
   int64_t windows_per_epoch() const { return windows_; }
   // Batches that make up one epoch: ceil(windows_per_epoch / B) (the last may run into the
   // next epoch).
-  int64_t batches_per_epoch() const { return (windows_ + B_ - 1) / B_; }
   // The window index (0..W-1) visited at `position` of `epoch`: exposed for tests and tools.
   int64_t window_at(int64_t epoch, int64_t position) const;
 
  private:
-  static std::vector<uint32_t> permutation(int64_t windows, uint64_t seed, int64_t epoch);
+  std::vector<uint32_t> permutation(int64_t windows, uint64_t seed, int64_t epoch) const;
 
   const TokenSource& source_;
   int64_t B_;
   int64_t T_;
   uint64_t seed_;
+  bool shuffle_;
   int64_t windows_ = 0;
   int64_t epoch_ = 0;
   int64_t position_ = 0;

@@ -6,7 +6,7 @@
 
 namespace snug {
 
-Prefetcher::Prefetcher(DataLoader& loader, int num_workers, int prefetch_factor, Device& dev)
+Prefetcher::Prefetcher(BatchSource& loader, int num_workers, int prefetch_factor, Device& dev)
     : loader_(loader), threaded_(num_workers > 0 && !dev.is_meta()) {
   SNUG_CHECK(num_workers >= 0, "--dataloader-num-workers must be >= 0, got ", num_workers);
   SNUG_CHECK(prefetch_factor >= 1, "prefetch factor must be >= 1, got ", prefetch_factor);
@@ -14,7 +14,11 @@ Prefetcher::Prefetcher(DataLoader& loader, int num_workers, int prefetch_factor,
   const int n = num_workers * prefetch_factor;
   for (int i = 0; i < n; ++i) {
     slots_.push_back({Tensor::empty({B, T}, DType::i32, Category::input_data, dev),
-                      Tensor::empty({B, T}, DType::i32, Category::input_data, dev)});
+                      Tensor::empty({B, T}, DType::i32, Category::input_data, dev),
+                      loader.has_positions()
+                          ? Tensor::empty({B, T}, DType::i32, Category::input_data, dev)
+                          : Tensor(),
+                      0});
     free_.push_back(static_cast<size_t>(i));
   }
   if (threaded_) thread_ = std::thread([this] { produce(); });
@@ -40,7 +44,10 @@ void Prefetcher::produce() {
       free_.pop_front();
     }
     try {
-      loader_.next(slots_[slot].inputs.data<int32_t>(), slots_[slot].targets.data<int32_t>());
+      Slot& s = slots_[slot];
+      s.cols = loader_.next_rows(loader_.batch_size(), s.inputs.data<int32_t>(),
+                                 s.targets.data<int32_t>(),
+                                 s.positions.defined() ? s.positions.data<int32_t>() : nullptr);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
       error_ = std::current_exception();
@@ -55,11 +62,8 @@ void Prefetcher::produce() {
   }
 }
 
-void Prefetcher::next(int32_t* inputs, int32_t* targets) {
-  if (!threaded_) {
-    loader_.next(inputs, targets);
-    return;
-  }
+int64_t Prefetcher::next(int32_t* inputs, int32_t* targets, int32_t* positions) {
+  if (!threaded_) return loader_.next_rows(loader_.batch_size(), inputs, targets, positions);
   size_t slot;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -68,14 +72,19 @@ void Prefetcher::next(int32_t* inputs, int32_t* targets) {
     slot = ready_.front();
     ready_.pop_front();
   }
-  const auto bytes = static_cast<size_t>(slots_[slot].inputs.nbytes());
-  std::memcpy(inputs, slots_[slot].inputs.data<int32_t>(), bytes);
-  std::memcpy(targets, slots_[slot].targets.data<int32_t>(), bytes);
+  const Slot& s = slots_[slot];
+  const auto n = static_cast<size_t>(loader_.batch_size() * s.cols);
+  const int64_t cols = s.cols;
+  if (inputs) std::memcpy(inputs, s.inputs.data<int32_t>(), n * sizeof(int32_t));
+  if (targets) std::memcpy(targets, s.targets.data<int32_t>(), n * sizeof(int32_t));
+  if (positions && s.positions.defined())
+    std::memcpy(positions, s.positions.data<int32_t>(), n * sizeof(int32_t));
   {
     std::lock_guard<std::mutex> lock(mu_);
     free_.push_back(slot);
   }
   cv_.notify_all();
+  return cols;
 }
 
 }  // namespace snug

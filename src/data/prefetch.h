@@ -28,23 +28,27 @@ namespace snug {
 class Prefetcher {
  public:
   // `loader` must outlive the prefetcher. On the meta device nothing is read (the slots are still
-  // accounted).
-  Prefetcher(DataLoader& loader, int num_workers, int prefetch_factor, Device& dev);
+  // accounted). Slots hold a full batch (batch_size x seq_len), and position ids too when the
+  // loader has them.
+  Prefetcher(BatchSource& loader, int num_workers, int prefetch_factor, Device& dev);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
 
   // The next batch, (B,T) int32 each. Rethrows an error the producer hit (e.g. a bad file).
-  void next(int32_t* inputs, int32_t* targets);
+  void next(int32_t* inputs, int32_t* targets) { next(inputs, targets, nullptr); }
+  // The next full batch (batch_size rows) as (B, cols) each; returns cols (BatchSource).
+  int64_t next(int32_t* inputs, int32_t* targets, int32_t* positions);
   int64_t slots() const { return static_cast<int64_t>(slots_.size()); }
 
  private:
   struct Slot {
-    Tensor inputs, targets;
+    Tensor inputs, targets, positions;
+    int64_t cols = 0;
   };
   void produce();
 
-  DataLoader& loader_;
+  BatchSource& loader_;
   bool threaded_;
   std::vector<Slot> slots_;
   std::deque<size_t> free_, ready_;

@@ -95,6 +95,12 @@ class CausalLM {
   // Optimizer-in-backward (optim/lomo.h): backward hands each parameter to the hook as soon as
   // its gradient is final for this backward; the hook may update it and free the gradient.
   virtual void set_grad_ready_hook(std::function<void(Parameter&)> hook) = 0;
+  // Packed sequences (--packing): position ids (B,T) for the forwards that follow, each document
+  // restarting at 0, so attention stays within documents (rotary by these positions). Empty:
+  // row t is position t.
+  virtual void set_position_ids(std::vector<int32_t> ids) = 0;
+  // "" when the model takes position ids; otherwise why it cannot (e.g. learned positions).
+  virtual std::string position_ids_unsupported() const = 0;
   // NEFTune noise alpha while training (0 = off).
   virtual void set_neftune_noise_alpha(double alpha) = 0;
   // Training forwards so far: keys the random draws (dropout masks, NEFTune noise) so that a

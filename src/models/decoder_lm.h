@@ -108,7 +108,12 @@ class DecoderLM : public CausalLM {
   // Packed sequences: position ids (B,T) for the forwards that follow (each document restarting
   // at 0: attention within documents, rotary by these positions; nn/attention.h). Empty: every
   // row t is position t. Checked against each forward's B, T; not with learned positions yet.
-  void set_position_ids(std::vector<int32_t> ids) { position_ids_ = std::move(ids); }
+  void set_position_ids(std::vector<int32_t> ids) override { position_ids_ = std::move(ids); }
+  std::string position_ids_unsupported() const override {
+    return spec_.positions_name.empty()
+               ? std::string()
+               : spec_.name + " has learned positions (" + spec_.positions_name + ")";
+  }
   void set_forward_count(uint64_t n) override { ctx().forward_count = n; }
 
   // Generation: one KV-cache row per position and layer, NKV*hs wide (nn/kv_cache.h).

@@ -70,7 +70,14 @@ ModelConfig resolve_model(const std::string& spec, const ModelShapeOverrides& o,
       throw Error("unknown model '" + spec + "': not a preset (" + names +
                   ") and no such config.json file");
     }
-    c = parse_model_config(read_input_file(spec, spec, int64_t{1} << 24), spec);
+    // A model folder (config.json, tokenizer.json, weights) is read through its config.json.
+    std::error_code ec;
+    const std::string file = std::filesystem::is_directory(spec, ec)
+                                 ? (std::filesystem::path(spec) / "config.json").string()
+                                 : spec;
+    SNUG_CHECK(file == spec || std::filesystem::exists(file, ec), "model folder ", spec,
+               " has no config.json");
+    c = parse_model_config(read_input_file(file, file, int64_t{1} << 24), file);
     arch = &architecture(c.shape.model_type);
   }
   return apply_config_overrides(*arch, c, o, config_overrides);

@@ -127,6 +127,23 @@ nlohmann::json make_report(const TrainingArguments& args, const CausalLM& model,
   j["compute_dtype"] = args.fp16 ? "fp16" : (args.bf16 || args.bf16_full) ? "bf16" : "fp32";
   // The parameters' (and gradients') storage: "bf16" under --bf16-full, else "f32".
   j["param_dtype"] = dtype_name(model.param_dtype());
+  // Evaluation (docs/report.md): the last eval_loss and perplexity = exp(eval_loss), as the
+  // Trainer's metrics and run_clm name them, and every evaluation in "eval_history".
+  if (!r.evals.empty()) {
+    j["eval_loss"] = r.evals.back().eval_loss;
+    j["perplexity"] = r.evals.back().perplexity;
+    nlohmann::json h = nlohmann::json::array();
+    for (const EvalLog& e : r.evals)
+      h.push_back({{"step", e.step},
+                   {"eval_loss", e.eval_loss},
+                   {"perplexity", e.perplexity},
+                   {"eval_samples", e.samples}});
+    j["eval_history"] = h;
+  }
+  if (!r.best_model_checkpoint.empty()) {
+    j["best_model_checkpoint"] = r.best_model_checkpoint;
+    j["best_metric"] = r.best_metric;
+  }
   j["skipped_steps"] = r.skipped_steps;
   j["loss_scale"] = r.loss_scale > 0 ? nlohmann::json(r.loss_scale) : nlohmann::json(nullptr);
   j["final_loss"] = r.loss.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.loss.back());

@@ -54,16 +54,21 @@ std::vector<std::string> prepare_output_dir(const std::string& dir, const nlohma
 }
 
 std::vector<std::string> rotate_checkpoints(const std::string& dir, int64_t limit,
-                                            const std::string& keep) {
+                                            const std::string& keep, const std::string& best) {
   std::vector<std::string> removed;
   if (limit <= 0) return removed;
   std::vector<std::pair<int64_t, std::string>> all = list_checkpoints(dir);
   const fs::path kept = fs::weakly_canonical(keep);
+  const fs::path best_path = best.empty() ? fs::path() : fs::weakly_canonical(best);
+  const bool other_best = !best.empty() && best_path != kept;
   std::vector<std::string> others;
-  for (auto it = all.rbegin(); it != all.rend(); ++it)  // newest first
-    if (fs::weakly_canonical(it->second) != kept) others.push_back(it->second);
-  // The one just saved, and the newest limit - 1 of the others.
-  for (size_t i = static_cast<size_t>(limit - 1); i < others.size(); ++i) {
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {  // newest first
+    const fs::path p = fs::weakly_canonical(it->second);
+    if (p != kept && !(other_best && p == best_path)) others.push_back(it->second);
+  }
+  // The one just saved, the best, and the newest of the others up to the limit.
+  const int64_t more = std::max<int64_t>(0, limit - 1 - (other_best ? 1 : 0));
+  for (size_t i = static_cast<size_t>(more); i < others.size(); ++i) {
     std::error_code ec;
     fs::remove_all(others[i], ec);
     SNUG_CHECK(!ec, others[i], ": cannot remove (--save-total-limit): ", ec.message());

@@ -31,8 +31,10 @@ std::vector<std::string> prepare_output_dir(const std::string& dir, const nlohma
                                             bool resuming, bool overwrite);
 
 // Removes the oldest checkpoint-<N> folders of `dir` (by N) so that `limit` remain, never
-// `keep` (the one just saved); limit 0 keeps all. Returns the folders removed.
+// `keep` (the one just saved) nor `best` (--load-best-model-at-end's best so far, which counts
+// towards the limit; with limit 1 both stay, as in the Trainer); limit 0 keeps all. Returns the
+// folders removed.
 std::vector<std::string> rotate_checkpoints(const std::string& dir, int64_t limit,
-                                            const std::string& keep);
+                                            const std::string& keep, const std::string& best = "");
 
 }  // namespace snug

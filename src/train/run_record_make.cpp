@@ -1,7 +1,10 @@
 // make_run_record: the record of a run from its arguments (train/run_record.h). Apart from the
 // comparisons in run_record.cpp, which read only JSON (and so link into the trainer_state fuzz
 // target without the rest of the engine).
+#include <algorithm>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "io/fnv1a.h"
@@ -9,6 +12,25 @@
 #include "train/run_record.h"
 
 namespace snug {
+
+namespace {
+
+// The data's checksum: the file's, or for a folder of jsonl files each file's bytes in name order
+// (what a resume reads).
+uint64_t data_checksum(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return fnv1a64_file(path);
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(path, ec))
+    if (e.is_regular_file() && e.path().extension() == ".jsonl") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  uint64_t h = fnv1a64("");
+  for (const std::string& f : files) h = fnv1a64(std::to_string(fnv1a64_file(f)), h);
+  return h;
+}
+
+}  // namespace
 
 nlohmann::json make_run_record(const TrainingArguments& args) {
   const ModelConfig cfg = args.model_config();
@@ -29,7 +51,7 @@ nlohmann::json make_run_record(const TrainingArguments& args) {
       {"freeze", args.freeze}};
   const bool file = args.data != "builtin" && args.data != "dummy";
   r["data"] = {{"source", file ? "file" : args.data},
-               {"fnv1a64", file ? nlohmann::json(hex64(fnv1a64_file(args.data))) : nullptr}};
+               {"fnv1a64", file ? nlohmann::json(hex64(data_checksum(args.data))) : nullptr}};
   r["seq_len"] = args.seq_len;
   r["optimizer"] = {{"name", args.optim}};
   for (const TrainingFlag& f : training_flags())  // the optimizer's settings

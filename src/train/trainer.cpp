@@ -17,9 +17,38 @@
 
 namespace snug {
 
+namespace {
+
+// A TokenSource the caller keeps, as training data.
+std::unique_ptr<TrainData> borrow(const TokenSource* s) {
+  if (s == nullptr) return nullptr;
+  return std::make_unique<TokenStreamData>(
+      std::shared_ptr<const TokenSource>(s, [](const TokenSource*) {}));
+}
+
+}  // namespace
+
 Trainer::Trainer(const TrainingArguments& args, CausalLM& model, const TokenSource* data)
-    : args_(args), model_(model), data_(data) {
+    : Trainer(args, model, borrow(data), nullptr, nullptr) {}
+
+Trainer::Trainer(const TrainingArguments& args, CausalLM& model, const TrainData* data,
+                 const TrainData* eval)
+    : Trainer(args, model, nullptr, data, eval) {}
+
+Trainer::Trainer(const TrainingArguments& args, CausalLM& model, std::unique_ptr<TrainData> owned,
+                 const TrainData* data, const TrainData* eval)
+    : args_(args),
+      model_(model),
+      owned_data_(std::move(owned)),
+      data_(owned_data_ ? owned_data_.get() : data),
+      eval_(eval) {
   args_.validate();
+  for (const TrainData* d : {data_, eval_})
+    if (d != nullptr && d->packed()) {
+      const std::string why = model_.position_ids_unsupported();
+      SNUG_CHECK(why.empty(), "--packing: ", why,
+                 ", which cannot keep packed documents apart; train it without --packing");
+    }
   SNUG_CHECK(data_ || model_.device().is_meta(), "Trainer: a dataset is required on ",
              model_.device().name());
   const OptimizerOptions o = args_.optimizer_options();
@@ -46,8 +75,9 @@ Trainer::Trainer(const TrainingArguments& args, CausalLM& model, const TokenSour
     total_steps_ = args_.max_steps;
   } else {
     SNUG_CHECK(data_, "--max-steps is required when no dataset is read (device meta)");
-    DataLoader probe(*data_, args_.per_device_train_batch_size, args_.seq_len, args_.seed);
-    const double per_epoch = static_cast<double>(probe.batches_per_epoch()) /
+    const auto probe =
+        data_->batches(args_.per_device_train_batch_size, args_.seq_len, args_.seed, true);
+    const double per_epoch = static_cast<double>(probe->batches_per_epoch()) /
                              static_cast<double>(args_.gradient_accumulation_steps);
     total_steps_ =
         std::max<int64_t>(1, static_cast<int64_t>(std::ceil(per_epoch * args_.num_train_epochs)));
@@ -79,10 +109,11 @@ void Trainer::resume(const std::string& from) {
   SNUG_CHECK(st.step <= total_steps_, dir, ": checkpoint is at step ", st.step,
              ", beyond the run's ", total_steps_, " steps");
   if (data_) {
-    const DataLoader probe(*data_, args_.per_device_train_batch_size, args_.seq_len, args_.seed);
-    SNUG_CHECK(st.data_position < probe.windows_per_epoch(), where, ": data.position ",
-               st.data_position, " is beyond an epoch of this data (", probe.windows_per_epoch(),
-               " windows of ", args_.seq_len, " tokens); the checkpoint is damaged");
+    const auto probe =
+        data_->batches(args_.per_device_train_batch_size, args_.seq_len, args_.seed, true);
+    SNUG_CHECK(st.data_position < probe->items_per_epoch(), where, ": data.position ",
+               st.data_position, " is beyond an epoch of this data (", probe->items_per_epoch(),
+               " rows of at most ", args_.seq_len, " tokens); the checkpoint is damaged");
   }
   start_step_ = st.step;
   data_epoch_ = st.data_epoch;
@@ -97,24 +128,77 @@ void Trainer::set_grad_scaler_options(const GradScalerOptions& o) {
 double accumulate_gradients(CausalLM& model, const int32_t* inputs, const int32_t* targets,
                             int64_t B, int64_t T, int64_t accum, int64_t window_targets,
                             double loss_scale) {
+  return accumulate_gradients(model, inputs, targets, nullptr,
+                              std::vector<int64_t>(static_cast<size_t>(accum), T), B, T,
+                              window_targets, loss_scale);
+}
+
+double accumulate_gradients(CausalLM& model, const int32_t* inputs, const int32_t* targets,
+                            const int32_t* positions, const std::vector<int64_t>& cols, int64_t B,
+                            int64_t T, int64_t window_targets, double loss_scale) {
   double loss_sum = 0.0;  // sum of per-token losses over the window
+  const auto accum = static_cast<int64_t>(cols.size());
   for (int64_t micro = 0; micro < accum; ++micro) {
     const int64_t off = micro * B * T;
+    const int64_t C = cols[static_cast<size_t>(micro)];
     int64_t n = 0;
-    for (int64_t i = off; i < off + B * T; ++i) n += targets[i] >= 0 ? 1 : 0;
+    for (int64_t i = off; i < off + B * C; ++i) n += targets[i] >= 0 ? 1 : 0;
+    if (positions != nullptr) model.set_position_ids({positions + off, positions + off + B * C});
     const float scale = window_targets > 0
                             ? static_cast<float>(static_cast<double>(n) * loss_scale /
                                                  static_cast<double>(window_targets))
                             : 0.0f;
-    const float loss = model.forward(inputs + off, targets + off, B, T, true, scale);
+    const float loss = model.forward(inputs + off, targets + off, B, C, true, scale);
     if (!std::isfinite(loss)) {
       model.free_activations();
+      if (positions != nullptr) model.set_position_ids({});
       return loss;
     }
     loss_sum += static_cast<double>(loss) * static_cast<double>(n);
     model.backward(scale);
   }
+  if (positions != nullptr) model.set_position_ids({});
   return window_targets > 0 ? loss_sum / static_cast<double>(window_targets) : 0.0;
+}
+
+EvalLog evaluate(CausalLM& model, const TrainData& data, int64_t B, int64_t T, uint64_t seed) {
+  const std::unique_ptr<BatchSource> src = data.batches(B, T, seed, false);
+  const int64_t items = src->items_per_epoch();
+  std::vector<int32_t> in(static_cast<size_t>(B * T)), tg(in.size());
+  std::vector<int32_t> pos(src->has_positions() ? in.size() : 0);
+  double weighted = 0.0;
+  int64_t rows_with_targets = 0, done = 0;
+  while (done < items) {
+    const int64_t rows = std::min(B, items - done);
+    const int64_t cols =
+        src->next_rows(rows, in.data(), tg.data(), pos.empty() ? nullptr : pos.data());
+    if (!pos.empty())
+      model.set_position_ids({pos.begin(), pos.begin() + static_cast<std::ptrdiff_t>(rows * cols)});
+    const float loss = model.forward(in.data(), tg.data(), rows, cols, false);
+    model.free_activations();
+    if (model.last_valid_targets() > 0) {
+      weighted += static_cast<double>(loss) * static_cast<double>(rows);
+      rows_with_targets += rows;
+    }
+    done += rows;
+  }
+  if (!pos.empty()) model.set_position_ids({});
+  SNUG_CHECK(rows_with_targets > 0, "evaluation data ", data.describe(),
+             " has no token to evaluate");
+  EvalLog e{};
+  e.eval_loss = weighted / static_cast<double>(rows_with_targets);
+  e.perplexity = std::exp(e.eval_loss);
+  e.samples = done;
+  return e;
+}
+
+void Trainer::run_eval(TrainResult& r, TrainCallback* callback) {
+  model_.device().pool().set_phase(detail::concat("eval step ", r.steps));
+  EvalLog e = evaluate(model_, *eval_, args_.per_device_eval_batch_size, args_.seq_len, args_.seed);
+  e.step = r.steps;
+  SNUG_CHECK(std::isfinite(e.eval_loss), "eval_loss is ", e.eval_loss, " at step ", r.steps);
+  r.evals.push_back(e);
+  if (callback) callback->on_eval(e);
 }
 
 double Trainer::clip_gradients() {
@@ -152,21 +236,25 @@ TrainResult Trainer::train(TrainCallback* callback) {
   TrainResult r;
   r.total_steps = total_steps_;
 
-  std::unique_ptr<DataLoader> loader;
+  std::unique_ptr<BatchSource> loader;
   std::unique_ptr<Prefetcher> prefetch;
   if (data_) {
-    loader = std::make_unique<DataLoader>(*data_, B, T, args_.seed);
+    loader = data_->batches(B, T, args_.seed, true);
     loader->seek(data_epoch_, data_position_);
     prefetch =
         std::make_unique<Prefetcher>(*loader, args_.dataloader_num_workers, 2, model_.device());
   }
-  // Host buffers for one accumulation window of token ids (B*T*accum each).
+  // Host buffers for one accumulation window of token ids (B*T*accum each); micro-batch m is
+  // (B, cols[m]) at offset m*B*T.
   std::vector<int32_t> inputs(static_cast<size_t>(B * T * accum), 0), targets(inputs.size(), 0);
+  std::vector<int32_t> positions(loader && loader->has_positions() ? inputs.size() : 0, 0);
+  std::vector<int64_t> cols(static_cast<size_t>(accum), T);
+  const bool eval = eval_ != nullptr && real;
 
   // The loader's state after the last batch the loop consumed (the prefetcher reads ahead, so
   // the loader itself may be further): what a checkpoint records.
   int64_t data_epoch = data_epoch_, data_position = data_position_;
-  const int64_t windows = loader ? loader->windows_per_epoch() : 1;
+  const int64_t windows = loader ? loader->items_per_epoch() : 1;
   r.steps = start_step_;
   r.resumed_from_step = start_step_;
 
@@ -181,9 +269,11 @@ TrainResult Trainer::train(TrainCallback* callback) {
       int64_t window_targets = 0;
       if (real) {
         for (int64_t micro = 0; micro < accum; ++micro) {
-          prefetch->next(&inputs[static_cast<size_t>(micro * B * T)],
-                         &targets[static_cast<size_t>(micro * B * T)]);
-          for (int64_t i = micro * B * T; i < (micro + 1) * B * T; ++i)
+          const auto off = static_cast<size_t>(micro * B * T);
+          const int64_t c = prefetch->next(&inputs[off], &targets[off],
+                                           positions.empty() ? nullptr : &positions[off]);
+          cols[static_cast<size_t>(micro)] = c;
+          for (int64_t i = micro * B * T; i < micro * B * T + B * c; ++i)
             window_targets += targets[static_cast<size_t>(i)] >= 0 ? 1 : 0;
           const int64_t consumed = data_position + B;
           data_epoch += consumed / windows;
@@ -199,12 +289,17 @@ TrainResult Trainer::train(TrainCallback* callback) {
       model_.set_forward_count(static_cast<uint64_t>(step) << 16);
       // lomo/adalomo update inside backward (train/fused_step.h): no gradients are left after.
       FusedStepResult fused;
-      if (fused_)
-        fused = fused_optimizer_step(model_, *fused_, inputs.data(), targets.data(), B, T,
+      if (fused_) {
+        if (!positions.empty())
+          model_.set_position_ids({positions.begin(), positions.begin() + B * cols[0]});
+        fused = fused_optimizer_step(model_, *fused_, inputs.data(), targets.data(), B, cols[0],
                                      static_cast<float>(lr), args_.max_grad_norm);
+        if (!positions.empty()) model_.set_position_ids({});
+      }
       const double step_loss =
           fused_ ? fused.loss
-                 : accumulate_gradients(model_, inputs.data(), targets.data(), B, T, accum,
+                 : accumulate_gradients(model_, inputs.data(), targets.data(),
+                                        positions.empty() ? nullptr : positions.data(), cols, B, T,
                                         window_targets, scaler_ ? scaler_->scale() : 1.0);
       SNUG_CHECK(std::isfinite(step_loss), "loss is ", step_loss, " at step ", step + 1,
                  ": training stopped; lower --learning-rate or check the data");
@@ -227,13 +322,14 @@ TrainResult Trainer::train(TrainCallback* callback) {
 
       ++r.steps;
       r.samples += B * accum;
-      r.tokens += B * T * accum;
+      for (const int64_t c : cols) r.tokens += B * c;
       r.loss.push_back(step_loss);
       r.grad_norm.push_back(norm);
       r.learning_rate.push_back(lr);
       if (callback)
         callback->on_step({r.steps, total_steps_, r.loss.back(), norm, lr,
                            std::chrono::duration<double>(clock::now() - t0).count()});
+      if (eval && args_.eval_steps > 0 && r.steps % args_.eval_steps == 0) run_eval(r, callback);
       if (real && args_.save_steps > 0 && r.steps % args_.save_steps == 0) {
         CheckpointState st;
         st.step = r.steps;
@@ -243,8 +339,22 @@ TrainResult Trainer::train(TrainCallback* callback) {
         st.config = args_.to_json();
         st.run = run_record_;
         r.checkpoints.push_back(save_checkpoint(args_.output_dir, st, model_, *optimizer_));
-        rotate_checkpoints(args_.output_dir, args_.save_total_limit, r.checkpoints.back());
+        // --load-best-model-at-end: the Trainer judges a checkpoint by the evaluation of its
+        // step (save steps are multiples of eval steps); lower eval_loss is better.
+        if (args_.load_best_model_at_end && !r.evals.empty() && r.evals.back().step == r.steps &&
+            (r.best_model_checkpoint.empty() || r.evals.back().eval_loss < r.best_metric)) {
+          r.best_model_checkpoint = r.checkpoints.back();
+          r.best_metric = r.evals.back().eval_loss;
+        }
+        rotate_checkpoints(args_.output_dir, args_.save_total_limit, r.checkpoints.back(),
+                           r.best_model_checkpoint);
       }
+    }
+    if (eval && (r.evals.empty() || r.evals.back().step != r.steps)) run_eval(r, callback);
+    if (args_.load_best_model_at_end && !r.best_model_checkpoint.empty() &&
+        r.best_model_checkpoint != r.checkpoints.back()) {
+      model_.device().pool().set_phase("load best model");
+      load_checkpoint(r.best_model_checkpoint, model_, *optimizer_);
     }
   } catch (const OutOfMemoryError& e) {
     r.error = e.what();

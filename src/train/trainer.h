@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "data/batches.h"
 #include "data/dataset.h"
 #include "models/causal_lm.h"
 #include "optim/lomo.h"
@@ -32,10 +33,19 @@ struct StepLog {
   double elapsed_s;
 };
 
+struct EvalLog {
+  int64_t step;       // optimizer steps completed when it ran
+  double eval_loss;   // as the Trainer's evaluation loop: the mean of the batches' mean token
+                      // losses, each batch weighted by its rows
+  double perplexity;  // exp(eval_loss), as transformers' run_clm reports it
+  int64_t samples;    // rows evaluated
+};
+
 class TrainCallback {
  public:
   virtual ~TrainCallback() = default;
   virtual void on_step(const StepLog& log) = 0;
+  virtual void on_eval(const EvalLog& /*log*/) {}
 };
 
 struct TrainResult {
@@ -52,6 +62,11 @@ struct TrainResult {
   // --fp16: optimizer steps skipped for inf/NaN gradients, and the loss scale at the end.
   int64_t skipped_steps = 0;
   double loss_scale = 0.0;  // 0 without a loss scaler
+  // Evaluations in order (--eval-data/--eval-split); with --load-best-model-at-end, the best
+  // checkpoint ("" when none was saved) and its metric, loaded at the end.
+  std::vector<EvalLog> evals;
+  std::string best_model_checkpoint;
+  double best_metric = 0.0;
 };
 
 // Forward + backward over `accum` micro-batches of (B,T) tokens laid out one after another in
@@ -62,11 +77,24 @@ struct TrainResult {
 double accumulate_gradients(CausalLM& model, const int32_t* inputs, const int32_t* targets,
                             int64_t B, int64_t T, int64_t accum, int64_t window_targets,
                             double loss_scale = 1.0);
+// The same with micro-batch m holding cols[m] <= T tokens per row ((B, cols[m]) at offset m*B*T)
+// and, when `positions` is not null, its position ids laid out as the inputs (packed rows).
+double accumulate_gradients(CausalLM& model, const int32_t* inputs, const int32_t* targets,
+                            const int32_t* positions, const std::vector<int64_t>& cols, int64_t B,
+                            int64_t T, int64_t window_targets, double loss_scale = 1.0);
+// eval_loss of `data` (every row once, in order, batches of B): the mean of the batches' mean
+// token losses weighted by their rows (batches without any target are left out). No gradients.
+EvalLog evaluate(CausalLM& model, const TrainData& data, int64_t B, int64_t T, uint64_t seed);
 
 class Trainer {
  public:
   // `data` may be null on the meta device only (no batches are read there).
   Trainer(const TrainingArguments& args, CausalLM& model, const TokenSource* data);
+  // Any data (data/batches.h: token streams or jsonl examples), and optionally evaluation data
+  // (evaluated every --eval-steps and at the end). Packed data needs a model that takes
+  // position ids.
+  Trainer(const TrainingArguments& args, CausalLM& model, const TrainData* data,
+          const TrainData* eval);
   int64_t total_steps() const { return total_steps_; }
   // The step training starts from (the checkpoint's with --resume-from, else 0).
   int64_t start_step() const { return start_step_; }
@@ -80,14 +108,22 @@ class Trainer {
   TrainResult train(TrainCallback* callback = nullptr);
 
  private:
+  Trainer(const TrainingArguments& args, CausalLM& model, std::unique_ptr<TrainData> owned,
+          const TrainData* data, const TrainData* eval);
   double clip_gradients();  // returns the pre-clip global norm
   // --resume-from: checks the checkpoint's run record against this run's, loads it and sets the
   // start step and loader state.
   void resume(const std::string& from);
 
+  // Evaluates, logs and keeps the result in r (and tracks the best with
+  // --load-best-model-at-end).
+  void run_eval(TrainResult& r, TrainCallback* callback);
+
   TrainingArguments args_;
   CausalLM& model_;
-  const TokenSource* data_;
+  std::unique_ptr<TrainData> owned_data_;  // the TokenSource constructor's wrapper
+  const TrainData* data_;
+  const TrainData* eval_ = nullptr;
   std::unique_ptr<Optimizer> optimizer_;
   InBackwardOptimizer* fused_ = nullptr;  // optimizer_ when it runs inside backward (lomo)
   std::unique_ptr<GradScaler> scaler_;    // --fp16 only

@@ -12,6 +12,23 @@
 
 namespace snug {
 
+DataOptions TrainingArguments::data_options(int64_t vocab_size) const {
+  DataOptions o;
+  o.data = data;
+  o.eval_data = eval_data;
+  o.eval_split = eval_split;
+  o.tokenizer = tokenizer;
+  o.model = model;
+  o.sft.completion_only_loss = completion_only_loss;
+  o.sft.assistant_only_loss = assistant_only_loss;
+  o.packing = packing;
+  o.group_by_length = group_by_length;
+  o.seq_len = seq_len;
+  o.vocab_size = vocab_size;
+  o.seed = seed;
+  return o;
+}
+
 void TrainingArguments::validate() const {
   SNUG_CHECK(seq_len > 0, "--seq-len must be positive, got ", seq_len);
   SNUG_CHECK(per_device_train_batch_size > 0,
@@ -50,6 +67,29 @@ void TrainingArguments::validate() const {
   SNUG_CHECK(save_total_limit >= 0, "--save-total-limit must be >= 0 (0: keep all), got ",
              save_total_limit);
   SNUG_CHECK(logging_steps > 0, "--log-every must be positive, got ", logging_steps);
+  SNUG_CHECK(eval_split >= 0 && eval_split < 1, "--eval-split must be in [0, 1), got ", eval_split);
+  SNUG_CHECK(eval_split == 0 || eval_data.empty(),
+             "--eval-split and --eval-data are exclusive: give one");
+  SNUG_CHECK(per_device_eval_batch_size > 0, "--per-device-eval-batch-size must be positive, got ",
+             per_device_eval_batch_size);
+  SNUG_CHECK(per_device_eval_batch_size <= kMaxTokens / seq_len, "--per-device-eval-batch-size ",
+             per_device_eval_batch_size, " is out of range");
+  SNUG_CHECK(eval_steps >= 0, "--eval-steps must be >= 0 (0: evaluate at the end), got ",
+             eval_steps);
+  SNUG_CHECK(eval_steps == 0 || has_eval(),
+             "--eval-steps needs evaluation data: --eval-data or --eval-split");
+  SNUG_CHECK(metric_for_best_model == "eval_loss" || metric_for_best_model == "loss",
+             "--metric-for-best-model ", metric_for_best_model,
+             ": snug evaluates eval_loss only (\"loss\" is accepted for it, as the Trainer "
+             "prefixes eval_)");
+  if (load_best_model_at_end) {
+    SNUG_CHECK(has_eval() && eval_steps > 0,
+               "--load-best-model-at-end needs evaluations: --eval-steps N with --eval-data or "
+               "--eval-split");
+    SNUG_CHECK(save_steps > 0 && save_steps % eval_steps == 0,
+               "--load-best-model-at-end requires --save-steps (", save_steps,
+               ") to be a round multiple of --eval-steps (", eval_steps, ")");
+  }
   SNUG_CHECK(dataloader_num_workers >= 0, "--dataloader-num-workers must be >= 0, got ",
              dataloader_num_workers);
   SNUG_CHECK(init_from.empty() || resume_from.empty(),

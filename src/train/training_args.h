@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "data/batches.h"
 #include "models/model_config.h"
 #include "nn/lora.h"
 #include "quant/weight_quant.h"
@@ -34,7 +35,24 @@ struct TrainingArguments {
   // Face names, applied after model_shape (models/config_override.h).
   std::vector<std::string> config_override;
   std::string data = "builtin";
-  int64_t seq_len = 128;
+  // jsonl data (data/sft_data.h, docs/data.md): the tokenizer (a tokenizer.json or its folder;
+  // "" = the one beside a --model config.json), TRL's loss masks, packing and length grouping.
+  std::string tokenizer;
+  bool completion_only_loss = true;  // prompt-completion records: loss on the completion only
+  bool assistant_only_loss = false;  // conversations: loss on the assistant turns only
+  bool packing = false;              // several examples per row, kept apart by position ids
+  bool group_by_length = false;      // batches of similar lengths (less padding)
+  int64_t seq_len = 128;             // --max-length (TRL's name) too: jsonl examples are cut to it
+  // Evaluation: --eval-data, or the --eval-split share of --data; every eval_steps optimizer
+  // steps (0: only at the end) and at the end, eval_loss and perplexity = exp(eval_loss).
+  std::string eval_data;
+  double eval_split = 0.0;
+  int64_t per_device_eval_batch_size = 8;
+  int64_t eval_steps = 0;
+  // At the end, load the checkpoint with the best --metric-for-best-model (eval_loss, lower is
+  // better); needs --save-steps a multiple of --eval-steps, as the Trainer does.
+  bool load_best_model_at_end = false;
+  std::string metric_for_best_model = "eval_loss";
   int64_t per_device_train_batch_size = 8;
   int64_t gradient_accumulation_steps = 1;
   int64_t max_steps = -1;  // > 0 overrides num_train_epochs
@@ -128,6 +146,10 @@ struct TrainingArguments {
   DType param_dtype() const { return bf16_full ? DType::bf16 : DType::f32; }
   // The report's "config": every flag of train/flag_table.h under its key.
   nlohmann::json to_json() const;
+  // What open_data() (data/batches.h) needs: the data flags, with the model's vocabulary.
+  DataOptions data_options(int64_t vocab_size) const;
+  // An evaluation is configured (--eval-data or --eval-split).
+  bool has_eval() const { return !eval_data.empty() || eval_split > 0; }
   // The optimizer's hyperparameters from these flags (Trainer and estimate share them).
   OptimizerOptions optimizer_options() const;
 };

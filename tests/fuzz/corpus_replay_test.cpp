@@ -50,5 +50,9 @@ TEST(FuzzCorpus, TokenizerJsonInputsAreAcceptedOrRefused) {
   EXPECT_GE(replay("tokenizer_json", fuzz::tokenizer_json), 5u);
 }
 
+TEST(FuzzCorpus, JsonlRecordsAreAcceptedOrRefused) {
+  EXPECT_GE(replay("jsonl_records", fuzz::jsonl_records), 10u);
+}
+
 }  // namespace
 }  // namespace snug
