@@ -26,6 +26,7 @@ struct BenchSeedsFlags {
   std::string json;
   std::string plot;
   bool sweep = false;
+  bool plan_only = false;
 };
 
 void write_text_file(const std::string& path, const std::string& text) {
@@ -61,6 +62,17 @@ int run_bench_seeds(BenchSeedsFlags f) {
                   static_cast<long long>(rows.back().args.per_device_train_batch_size));
     title = "batch-size sweep: " + cfg.shape.name + ", seq " + std::to_string(base.seq_len) +
             ", capacity " + format_bytes(capacity);
+  } else if (f.plan_only) {
+    std::printf(
+        "snug bench seeds --plan-only: %s (%.2fM parameters), seq %lld, 4 samples per optimizer "
+        "step, naive (eager) attention, dry runs on meta%s\n\n",
+        cfg.shape.name.c_str(), params_m, static_cast<long long>(base.seq_len),
+        o.device_memory ? (" under " + format_bytes(*o.device_memory)).c_str() : "");
+    std::fflush(stdout);
+    rows = run_seed_plan(o);
+    std::printf("%s\n%s", seeds_plan_table(rows).c_str(), category_table(rows).c_str());
+    title = "planned peak memory by category: " + cfg.shape.name + ", seq " +
+            std::to_string(base.seq_len) + ", 4 samples per step";
   } else {
     std::printf(
         "snug bench seeds: %s (%.2fM parameters), %s data, seq %lld, %lld optimizer steps of 4 "
@@ -101,7 +113,7 @@ int run_bench_seeds(BenchSeedsFlags f) {
   }
   std::fflush(stdout);
   for (const BenchRow& r : rows)
-    if (!f.sweep && r.available && !r.out_of_memory)
+    if (!f.sweep && !f.plan_only && r.available && !r.out_of_memory)
       SNUG_CHECK(r.error.empty(), "row ", r.name, ": ", r.error);
   return 0;
 }
@@ -120,8 +132,8 @@ Command add_bench_command(CLI::App& app) {
       "exceeded, as dry runs on meta");
   auto f = std::make_shared<BenchSeedsFlags>();
   sub->add_option("--model", f->opts.model,
-                  "Model preset (gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b) or a "
-                  "Hugging Face config.json")
+                  "Model preset (gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b, bert-tiny, "
+                  "bert-base-uncased, bert-large-uncased) or a Hugging Face config.json")
       ->capture_default_str();
   sub->add_option("--seq-len", f->seq_len,
                   "Tokens per sequence; default 512 (the seeds'), or the model's context if "
@@ -148,6 +160,9 @@ Command add_bench_command(CLI::App& app) {
                 "Run the batch-size sweep (B = 4, 8, 16, ...; vanilla config; meta dry runs) "
                 "instead of the table; needs --device-memory")
       ->needs(mem);
+  sub->add_flag("--plan-only", f->plan_only,
+                "Predict the table's memory instead of running it: every row as a dry run on "
+                "meta, beside the seeds' measured figures with the difference per row");
   Command c;
   c.sub = sub;
   c.run = [f]() { return run_bench_seeds(*f); };

@@ -39,6 +39,39 @@ std::string describe_step(const TrainingArguments& args) {
                         args.optim, ", ", precision);
 }
 
+void add_folder_flags(CLI::App* sub, FolderFlags& f) {
+  sub->add_option("--dtype", f.dtype,
+                  "With -o DIR: the dtype of the folder's tensors and config.json, f32, bf16 or "
+                  "f16 (default: the run's parameters', bf16 under --bf16-full, else f32)");
+  sub->add_option("--max-shard-size", f.max_shard_size,
+                  "With -o DIR: split the weights into model-0000K-of-0000N.safetensors shards "
+                  "of at most this size, with model.safetensors.index.json, as transformers' "
+                  "max_shard_size (bytes, or e.g. 500MB, 2GB, 1GiB; default 5GB)");
+}
+
+HfFolderOptions folder_options(const FolderFlags& f, DType param_dtype, const std::string& output) {
+  HfFolderOptions o;
+  const bool folder = is_folder_output(output);
+  SNUG_CHECK(folder || (f.dtype.empty() && f.max_shard_size.empty()),
+             f.dtype.empty() ? "--max-shard-size" : "--dtype",
+             " applies to a model folder (-o DIR), not to the file ", output);
+  o.dtype = param_dtype;
+  if (!f.dtype.empty()) {
+    DType t = DType::f32;
+    try {
+      t = parse_dtype(f.dtype);
+    } catch (const std::exception&) {
+      t = DType::i8;  // refused below with the flag's message
+    }
+    SNUG_CHECK(t == DType::f32 || t == DType::bf16 || t == DType::f16, "--dtype '", f.dtype,
+               "': a model folder stores f32, bf16 or f16 tensors");
+    o.dtype = t;
+  }
+  if (!f.max_shard_size.empty())
+    o.max_shard_bytes = parse_shard_size(f.max_shard_size, "--max-shard-size");
+  return o;
+}
+
 nlohmann::json dry_run_memory_json(const MemoryStats& m) {
   nlohmann::json j = memory_json(m, std::nullopt);
   j.erase("peak_rss_bytes");

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/memory.h"
+#include "models/hf_folder.h"
 #include "models/model_config.h"
 #include "train/training_args.h"
 
@@ -56,6 +57,18 @@ std::string describe_step(const TrainingArguments& args);
 // A dry run's memory in plan's and estimate's JSON: report/report.h's memory_json without
 // peak_rss_bytes (a dry run allocates nothing, so the process's RSS says nothing about it).
 nlohmann::json dry_run_memory_json(const MemoryStats& m);
+
+// --dtype and --max-shard-size of the commands whose -o may name a Hugging Face model folder
+// (export, export-init).
+struct FolderFlags {
+  std::string dtype;           // "" : the parameters' storage dtype
+  std::string max_shard_size;  // "" : transformers' 5GB
+};
+void add_folder_flags(CLI::App* sub, FolderFlags& f);
+// The folder options of these flags for a model stored as `param_dtype` (f32, or bf16 under
+// --bf16-full); `output` is -o. Only a folder output takes them: either flag with
+// FILE.safetensors is an error naming it.
+HfFolderOptions folder_options(const FolderFlags& f, DType param_dtype, const std::string& output);
 
 Command add_train_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);

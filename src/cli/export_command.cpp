@@ -1,7 +1,10 @@
 // `snug export-init`: writes what a `snug train` run with the same flags starts from and reads,
 // so that another engine can do exactly the same work (bench/peers/):
 //   -o FILE.safetensors   the initial weights (the family's Hugging Face names and layouts;
-//                         models/registry.h): init_weights(--seed), or --init-from
+//                         models/registry.h): init_weights(--seed), --init-from, or the --model
+//                         folder's weights (train/model_setup.h)
+//   -o DIR                the same as a Hugging Face model folder (models/hf_folder.h), with
+//                         --dtype and --max-shard-size
 //   --batches-out FILE    the token windows the run's data loader yields, in the order it yields
 //                         them: max_steps x gradient_accumulation_steps x batch windows of
 //                         seq_len + 1 tokens each, as a token file (data/dataset.h). Window k's
@@ -9,6 +12,7 @@
 //                         its targets; rows k..k+B-1 form one micro-batch.
 // It takes every training flag so that a caller passes the same flags to both commands.
 #include <cstdio>
+#include <map>
 #include <memory>
 
 #include "cli/commands.h"
@@ -18,7 +22,9 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/sft_data.h"
+#include "models/hf_folder.h"
 #include "models/registry.h"
+#include "train/model_setup.h"
 #include "train/training_args.h"
 
 namespace snug::cli {
@@ -28,6 +34,7 @@ namespace {
 struct ExportFlags {
   std::string output;
   std::string batches_out;
+  FolderFlags folder;
 };
 
 void export_batches(const TrainingArguments& args, const ModelConfig& cfg,
@@ -69,18 +76,34 @@ int run_export(const TrainingArguments& args, const ExportFlags& f) {
   const ModelConfig cfg = args.model_config();  // --model with the shape flags and overrides
   check_seq_len(args.seq_len, cfg);
   if (!f.output.empty()) {
+    const HfFolderOptions fo = folder_options(f.folder, args.param_dtype(), f.output);
     Device dev(DeviceKind::cpu);
     const auto owned = create_model(cfg, dev, args.param_dtype());  // --bf16-full: bf16-rounded
     CausalLM& model = *owned;
-    model.init_weights(args.seed);
-    if (!args.init_from.empty()) load_model_weights(model, args.init_from);
-    save_model_weights(model, f.output,
-                       {{"seed", std::to_string(args.seed)}, {"snug_version", SNUG_VERSION}});
-    std::printf("snug: wrote the initial weights of %s (%.2fM parameters, %s) to %s\n",
-                cfg.shape.name.c_str(), static_cast<double>(count_params(model.parameters())) / 1e6,
-                args.init_from.empty() ? ("seed " + std::to_string(args.seed)).c_str()
-                                       : ("from " + args.init_from).c_str(),
-                f.output.c_str());
+    TrainingArguments start = args;
+    start.resume_from.clear();  // the weights the run would start from without a checkpoint
+    const std::string from = load_initial_weights(model, start, cfg);
+    const std::map<std::string, std::string> meta = {{"seed", std::to_string(args.seed)},
+                                                     {"snug_version", SNUG_VERSION}};
+    if (is_folder_output(f.output)) {
+      HfFolderOptions o = fo;
+      o.metadata = meta;
+      const HfFolderWritten w = save_hf_folder(f.output, hf_config_json(cfg, o.dtype),
+                                               hf_model_tensors(model), cfg.folder, o);
+      std::printf(
+          "snug: wrote the initial weights of %s (%.2fM parameters, %s) as a Hugging Face "
+          "model folder to %s (%s, %zu weight file%s%s)\n",
+          cfg.shape.name.c_str(), static_cast<double>(count_params(model.parameters())) / 1e6,
+          from.c_str(), f.output.c_str(), dtype_name(o.dtype), w.weight_files.size(),
+          w.weight_files.size() == 1 ? "" : "s",
+          w.side_files.empty() ? "" : ", tokenizer files copied");
+    } else {
+      save_model_weights(model, f.output, meta);
+      std::printf("snug: wrote the initial weights of %s (%.2fM parameters, %s) to %s\n",
+                  cfg.shape.name.c_str(),
+                  static_cast<double>(count_params(model.parameters())) / 1e6, from.c_str(),
+                  f.output.c_str());
+    }
   }
   if (!f.batches_out.empty()) export_batches(args, cfg, f.batches_out);
   return 0;
@@ -96,7 +119,10 @@ Command add_export_command(CLI::App& app) {
   CLI::App* sub = c.sub;
   auto flags = std::make_shared<ExportFlags>();
   sub->add_option("-o,--output", flags->output,
-                  "Write the initial weights here (FILE.safetensors, Hugging Face names)");
+                  "Write the initial weights here: FILE.safetensors (Hugging Face names), or a "
+                  "Hugging Face model folder (any other path: config.json, safetensors shards, "
+                  "the --model folder's tokenizer files)");
+  add_folder_flags(sub, flags->folder);
   sub->add_option("--batches-out", flags->batches_out,
                   "Write the token windows the run reads, in order, as a token file");
   return {sub, [t = c.flags, flags] { return run_export(t->args, *flags); }};

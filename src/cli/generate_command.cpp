@@ -27,7 +27,6 @@
 #include "data/sft_data.h"
 #include "data/tokenizer.h"
 #include "generate/generate.h"
-#include "models/hf_weights.h"
 #include "models/registry.h"
 #include "peft/peft_export.h"
 #include "report/report.h"
@@ -118,15 +117,7 @@ int run_generate(const TrainingArguments& args, GenerateFlags f) {
   Device dev(parse_device_kind(args.device));
   dev.pool().set_capacity(args.device_memory);
   auto model = create_model(cfg, dev, args.param_dtype(), args.weight_quant());
-  if (!dev.is_meta()) model->init_weights(args.seed);
-  std::string source = "initialized weights (seed " + std::to_string(args.seed) + ")";
-  if (!args.init_from.empty()) {
-    load_model_weights(*model, args.init_from);
-    source = args.init_from;
-  } else if (std::filesystem::is_directory(args.model) && !hf_weight_files(args.model).empty()) {
-    load_model_weights(*model, args.model);
-    source = args.model;
-  }
+  std::string source = load_initial_weights(*model, args, cfg);
   if (args.lora_r > 0) prepare_model(*model, args);
   if (!f.checkpoint.empty()) source = load_checkpoint_values(*model, f.checkpoint, args);
   std::fprintf(stderr, "snug: generating with %s from %s\n", cfg.shape.name.c_str(),
@@ -154,6 +145,7 @@ int run_generate(const TrainingArguments& args, GenerateFlags f) {
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     total += static_cast<int64_t>(r.tokens.size());
     std::printf("\n");
+    std::fflush(stdout);
     std::fprintf(stderr, "snug: %zu new tokens%s; KV cache %lld bytes\n", r.tokens.size(),
                  r.stopped_at_eos ? " (stopped at eos)" : "",
                  static_cast<long long>(r.kv_cache_bytes));

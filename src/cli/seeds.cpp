@@ -46,7 +46,7 @@ nlohmann::json by_category_json(const ByCategory& b) {
 // A real run of `a` on the cpu device: a fresh model, the dataset, the Trainer.
 void run_real(BenchRow& row) {
   const TrainingArguments& a = row.args;
-  const ModelConfig cfg = resolve_model(a.model);
+  const ModelConfig cfg = a.model_config();
   Device dev(DeviceKind::cpu);
   dev.pool().set_capacity(a.device_memory);
   std::unique_ptr<CausalLM> model;
@@ -80,7 +80,7 @@ void run_dry(BenchRow& row) {
   Device dev(DeviceKind::meta);
   dev.pool().set_capacity(a.device_memory);
   try {
-    const auto model = create_model(resolve_model(a.model), dev);
+    const auto model = create_model(a.model_config(), dev, a.param_dtype(), a.weight_quant());
     Trainer trainer(a, *model, nullptr);
     const TrainResult r = trainer.train();
     row.out_of_memory = r.out_of_memory;
@@ -498,6 +498,78 @@ std::string memory_svg(const std::vector<BenchRow>& rows, const std::string& tit
     ly += 20;
   }
   os << "</svg>\n";
+  return os.str();
+}
+
+std::vector<BenchRow> run_seed_plan(const SeedsOptions& opts, const BenchObserver& observe) {
+  TrainingArguments base = seeds_base_args(opts);
+  // The seeds' model is AutoModelForSequenceClassification (2 labels) with eager attention: a
+  // family that has that head plans it, with naive attention (what eager attention keeps).
+  const ModelConfig cfg = resolve_model(opts.model);
+  for (ModelTask t : architecture(cfg.shape.model_type).tasks)
+    if (t == ModelTask::sequence_classification) {
+      base.task = task_name(t);
+      base.num_labels = 2;
+    }
+  base.attention = "naive";
+  std::vector<BenchRow> rows;
+  for (const SeedRowSpec& spec : seed_matrix()) {
+    BenchRow row;
+    row.name = spec.name;
+    row.description = spec.description;
+    row.args = seed_row_args(base, spec);
+    row.available = has_optimizer(spec.optim);
+    if (!row.available) row.note = "not available (optimizer " + spec.optim + " not built in)";
+    if (observe) observe(row, false);
+    if (row.available) {
+      run_dry(row);
+      finish_oom(row);
+    }
+    if (observe) observe(row, true);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::string seeds_plan_table(const std::vector<BenchRow>& rows) {
+  std::ostringstream os;
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "%-18s  %-40s  %12s  %12s  %12s  %8s\n", "row", "configuration",
+                "plan (MB)", "+ context", "seed (MB)", "diff");
+  os << buf;
+  for (const BenchRow& r : rows) {
+    const SeedReference* ref = nullptr;
+    for (const SeedReference& x : seeds_reference())
+      if (x.name == r.name) ref = &x;
+    if (!r.available) {
+      std::snprintf(buf, sizeof buf, "%-18s  %-40s  %s\n", r.name.c_str(), r.description.c_str(),
+                    r.note.c_str());
+      os << buf;
+      continue;
+    }
+    const int64_t peak = r.out_of_memory ? r.need_bytes : r.memory.peak_total;
+    const double plan = mib(peak), occupied = plan + static_cast<double>(kSeedsCudaContextMB);
+    if (ref) {
+      std::snprintf(buf, sizeof buf, "%-18s  %-40s  %12.0f  %12.0f  %12lld  %+7.1f%%%s\n",
+                    r.name.c_str(), r.description.c_str(), plan, occupied,
+                    static_cast<long long>(ref->memory_mb),
+                    100.0 * (occupied - static_cast<double>(ref->memory_mb)) /
+                        static_cast<double>(ref->memory_mb),
+                    r.out_of_memory ? "  (OOM)" : "");
+    } else {
+      std::snprintf(buf, sizeof buf, "%-18s  %-40s  %12.0f  %12.0f  %12s  %8s%s\n", r.name.c_str(),
+                    r.description.c_str(), plan, occupied, "-", "-",
+                    r.out_of_memory ? "  (OOM)" : "");
+    }
+    os << buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "plan: the dry run's peak (meta device); + context: plus the %lld MB nvidia-smi "
+                "showed after torch.ones((1, 1)).to(\"cuda\") (CUDA context and kernels);\n"
+                "seed: the guide's \"GPU memory occupied\" (nvidia-smi); diff: (plan + context - "
+                "seed) / seed. docs/memory.md explains the rows beyond 10%%.\n",
+                static_cast<long long>(kSeedsCudaContextMB));
+  os << buf;
   return os.str();
 }
 

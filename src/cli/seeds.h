@@ -118,5 +118,16 @@ struct SeedReference {
 };
 std::vector<SeedReference> seeds_reference();
 std::string seeds_reference_table();
+// nvidia-smi's "GPU memory occupied" after the seeds' torch.ones((1, 1)).to("cuda"): the CUDA
+// context and kernels every row of the seeds' table includes.
+inline constexpr int64_t kSeedsCudaContextMB = 1343;
+
+// `bench seeds --plan-only`: every row of seed_matrix() as a dry run on meta (two optimizer
+// steps) under opts.device_memory, with the seeds' model head (sequence classification, 2 labels,
+// when the family has one) and naive attention (the seeds' eager attention), rather than run.
+std::vector<BenchRow> run_seed_plan(const SeedsOptions& opts, const BenchObserver& observe = {});
+// Per row: the plan's peak (MB), plus the seeds' CUDA context, the seed's measured figure and the
+// difference in percent.
+std::string seeds_plan_table(const std::vector<BenchRow>& rows);
 
 }  // namespace snug

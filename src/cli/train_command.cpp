@@ -9,11 +9,13 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "data/batches.h"
+#include "models/hf_folder.h"
 #include "models/registry.h"
 #include "optim/optimizer.h"
 #include "plan/what_if.h"
 #include "report/memory_timeline.h"
 #include "report/report.h"
+#include "train/model_setup.h"
 #include "train/output_dir.h"
 #include "train/trainer.h"
 
@@ -52,8 +54,13 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
   const std::optional<int64_t> capacity = args.device_memory;
 
   auto model = create_model(cfg, dev, args.param_dtype(), args.weight_quant());
-  if (!dev.is_meta()) model->init_weights(args.seed);  // a dry run has no values to fill
-  if (!args.init_from.empty()) load_model_weights(*model, args.init_from);
+  // --init-from, the --model folder's weights, or --seed (train/model_setup.h).
+  load_initial_weights(*model, args, cfg);
+  if (!cfg.folder.empty() && initial_weights_path(args, cfg).empty())
+    std::printf(
+        "snug: the model folder %s has no weights (%s or %s): initialized from --seed %llu\n",
+        cfg.folder.c_str(), kHfSingleWeightsFile, kHfWeightsIndexFile,
+        static_cast<unsigned long long>(args.seed));
   const OpenedData data = open_data(args.data_options(cfg.shape.vocab_size));
   std::unique_ptr<Trainer> made;
   try {

@@ -327,23 +327,24 @@ void SafetensorsFile::read_into(const std::string& name, Tensor& t) const {
   convert(v.data(), DType::f32, t.raw(), td, v.size());
 }
 
-void save_safetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, const Tensor*>>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// The header (padded to 8 bytes, as the reference writer does) for tensors of these names,
+// dtypes and shapes stored back to back in that order.
+std::string header_text(const std::string& path, const std::vector<SafetensorsEntry>& entries,
+                        const std::map<std::string, std::string>& metadata) {
   json header = json::object();
   int64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    SNUG_CHECK(!name.empty() && name != "__metadata__", path, ": invalid tensor name '", name, "'");
-    SNUG_CHECK(!header.contains(name), path, ": duplicate tensor name '", name, "'");
-    SNUG_CHECK(t != nullptr && t->defined(), path, ": tensor '", name, "' is undefined");
-    SNUG_CHECK(!t->is_meta(), path, ": tensor '", name,
-               "' is on the meta device and has no data to save");
+  for (const SafetensorsEntry& e : entries) {
+    SNUG_CHECK(!e.name.empty() && e.name != "__metadata__", path, ": invalid tensor name '", e.name,
+               "'");
+    SNUG_CHECK(!header.contains(e.name), path, ": duplicate tensor name '", e.name, "'");
     json shape = json::array();
-    for (int64_t d : t->shape()) shape.push_back(d);
-    header[name] = {{"dtype", st_dtype_name(t->dtype())},
-                    {"shape", shape},
-                    {"data_offsets", {offset, offset + t->nbytes()}}};
-    offset += t->nbytes();
+    for (int64_t d : e.shape) shape.push_back(d);
+    header[e.name] = {{"dtype", st_dtype_name(e.dtype)},
+                      {"shape", shape},
+                      {"data_offsets", {offset, offset + e.nbytes()}}};
+    offset += e.nbytes();
   }
   if (!metadata.empty()) {
     json m = json::object();
@@ -352,6 +353,27 @@ void save_safetensors(const std::string& path,
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
+
+}  // namespace
+
+int64_t SafetensorsEntry::nbytes() const {
+  return shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype));
+}
+
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<SafetensorsEntry> entries;
+  entries.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) {
+    SNUG_CHECK(t != nullptr && t->defined(), path, ": tensor '", name, "' is undefined");
+    SNUG_CHECK(!t->is_meta(), path, ": tensor '", name,
+               "' is on the meta device and has no data to save");
+    entries.push_back({name, t->dtype(), t->shape()});
+  }
+  const std::string text = header_text(path, entries, metadata);
   const uint64_t n_le = text.size();
 
   // Beside the target, fsynced and renamed onto it (io/output_file.h).
@@ -360,6 +382,31 @@ void save_safetensors(const std::string& path,
   out.write(text);
   for (const auto& [name, t] : tensors) {
     if (t->nbytes() > 0) out.write(t->raw(), static_cast<size_t>(t->nbytes()));
+  }
+  out.commit();
+}
+
+void save_safetensors_streamed(const std::string& path,
+                               const std::vector<SafetensorsEntry>& entries,
+                               const std::map<std::string, std::string>& metadata,
+                               const std::function<void(size_t, void*)>& fill) {
+  const std::string text = header_text(path, entries, metadata);
+  const uint64_t n_le = text.size();
+  OutputFile out(path, path);
+  out.write(&n_le, 8);
+  out.write(text);
+  std::vector<uint8_t> bytes;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto n = static_cast<size_t>(entries[i].nbytes());
+    if (n == 0) continue;
+    bytes.resize(n);
+    fill(i, bytes.data());
+    out.write(bytes.data(), n);
+    // Give the buffer back when the next tensor is smaller, so that a shard's peak is one tensor.
+    if (i + 1 < entries.size() && static_cast<size_t>(entries[i + 1].nbytes()) < n / 2) {
+      bytes.clear();
+      bytes.shrink_to_fit();
+    }
   }
   out.commit();
 }

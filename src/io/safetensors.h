@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -72,6 +73,25 @@ class SafetensorsFile {
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
+
+// One tensor of a streamed write (save_safetensors_streamed): name, dtype and shape; its bytes
+// are produced when the writer reaches it.
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  int64_t nbytes() const;
+};
+
+// save_safetensors for data that is not held as Tensors all at once (a model written in another
+// dtype, dequantized or merged, shard by shard): the header comes from `entries`, then for each
+// entry in order `fill(i, dst)` writes its nbytes() bytes (little-endian, row-major) into a host
+// buffer that the writer owns, and the writer appends them. Only one tensor's bytes are held at
+// a time. Atomic like save_safetensors.
+void save_safetensors_streamed(const std::string& path,
+                               const std::vector<SafetensorsEntry>& entries,
+                               const std::map<std::string, std::string>& metadata,
+                               const std::function<void(size_t, void*)>& fill);
 
 // Refuses a non-finite value in weights just read (naming `path`, the tensor `name` and the
 // element): it would only surface steps later as a NaN loss, blamed on the learning rate.

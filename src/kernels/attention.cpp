@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "kernels/attention_jobs.h"
+#include "kernels/dropout_mask.h"
 #include "kernels/flash_attention.h"
 #include "kernels/kernels.h"
 #include "kernels/row_softmax.h"
@@ -62,8 +63,20 @@ void attention_forward_gqa(float* out, float* att, const float* q, const float* 
              0.0f, a + kb, T);
     for (int64_t t = t0; t < t1; ++t)
       masked_softmax_row(a + (t - t0) * T, first_key(d, b, t), d.causal ? t + 1 : T, T);
-    // out[t0:t1, head h] = a[t0:t1, kb:kend] v[kb:kend].
-    gemm_f32(false, false, t1 - t0, hs, kend - kb, 1.0f, a + kb, T, blk.v + kb * d.ldv, d.ldv, 0.0f,
+    // With dropout v is weighted by the dropped probabilities, kept (with the mask) for backward.
+    const float* w = a;
+    if (d.dropout_p > 0) {
+      const float inv = static_cast<float>(1.0 / (1.0 - d.dropout_p));
+      const int64_t base = blk.bh * T * T + t0 * T;
+      for (int64_t i = 0; i < (t1 - t0) * T; ++i) {
+        const bool keep = dropout_keep(d.dropout_key, base + i, d.dropout_p);
+        d.drop_mask[base + i] = keep ? 1 : 0;
+        d.att_dropped[base + i] = keep ? a[i] * inv : 0.0f;
+      }
+      w = d.att_dropped + base;
+    }
+    // out[t0:t1, head h] = w[t0:t1, kb:kend] v[kb:kend].
+    gemm_f32(false, false, t1 - t0, hs, kend - kb, 1.0f, w + kb, T, blk.v + kb * d.ldv, d.ldv, 0.0f,
              blk.out, d.ldo);
   }
 }
@@ -88,14 +101,19 @@ void attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout, 
       const float* qp = head.q;
       float* dqp = head.dq;
       const float* dd = head.dout;
-      float* a = att + (job.b * d.NH + head.h) * T * T;
+      const int64_t abase = (job.b * d.NH + head.h) * T * T;
+      float* a = att + abase;
       const float beta_kv = r == 0 ? 0.0f : 1.0f;  // the first query head overwrites dk, dv
+      const bool drop = d.dropout_p > 0;
+      const float* w = drop ? d.att_dropped + abase : a;  // what multiplied v
+      const uint8_t* mask = drop ? d.drop_mask + abase : nullptr;
+      const float inv = drop ? static_cast<float>(1.0 / (1.0 - d.dropout_p)) : 1.0f;
 
-      // dv = a^T d. Keys [s0, s1) receive from queries [s0, T) only (causal) or from all.
+      // dv = w^T d. Keys [s0, s1) receive from queries [s0, T) only (causal) or from all.
       for (int64_t s0 = 0; s0 < T; s0 += kBlock) {
         const int64_t s1 = std::min(T, s0 + kBlock);
         const int64_t r0 = d.causal ? s0 : 0;
-        gemm_f32(true, false, s1 - s0, hs, T - r0, 1.0f, a + r0 * T + s0, T, dd + r0 * d.ldo, d.ldo,
+        gemm_f32(true, false, s1 - s0, hs, T - r0, 1.0f, w + r0 * T + s0, T, dd + r0 * d.ldo, d.ldo,
                  beta_kv, dvp + s0 * d.ldv, d.ldv);
       }
       // Per block of query rows: datt = d v^T, then the softmax backward in place in a
@@ -107,8 +125,12 @@ void attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout, 
                  datt, kend);
         for (int64_t t = t0; t < t1; ++t) {
           float* arow = a + t * T;
-          const float* drow = datt + (t - t0) * kend;
+          float* drow = datt + (t - t0) * kend;
           const int64_t n = d.causal ? t + 1 : T;
+          if (drop) {  // through the dropout: d(dropped)/d(probability) = mask / (1 - p)
+            const uint8_t* mrow = mask + t * T;
+            for (int64_t j = 0; j < n; ++j) drow[j] = mrow[j] ? drow[j] * inv : 0.0f;
+          }
           const float dot = detail::row_dot(arow, drow, n);
 #pragma omp simd
           for (int64_t j = 0; j < n; ++j) arow[j] = scale * arow[j] * (drow[j] - dot);

@@ -13,6 +13,8 @@ void check_attention_dims(const AttentionDims& d, const char* what) {
                  d.ldv >= d.NKV * d.hs,
              what, ": row strides (q ", d.ldq, ", k ", d.ldk, ", v ", d.ldv, ", out ", d.ldo,
              ") do not hold ", d.NH, " query and ", d.NKV, " key/value heads of ", d.hs);
+  SNUG_CHECK(d.dropout_p >= 0.0 && d.dropout_p < 1.0, what, ": dropout probability ", d.dropout_p,
+             " must be in [0, 1)");
   if (!d.pos) return;
   SNUG_CHECK(d.causal, what, ": position ids (per-document masks) need the causal mask");
   check_position_ids(d.pos, d.B, d.T, what);

@@ -20,7 +20,24 @@ struct AttentionDims {
   int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;
   bool causal = true;            // key s visible to query t iff s <= t; else every key is visible
   const int32_t* pos = nullptr;  // (B,T) position ids per document (causal only), or nullptr
+  // Dropout on the attention probabilities (training, BERT's attention_probs_dropout_prob): with
+  // dropout_p > 0, probability (b,h,t,s) is kept, scaled by 1/(1-p), iff
+  // dropout_keep(dropout_key, dropout_index(d, b, h, t, s), p) (kernels/dropout_mask.h); the
+  // softmax statistics (lse) are those of the undropped probabilities, as in PyTorch.
+  double dropout_p = 0.0;
+  uint64_t dropout_key = 0;
+  // Naive kernels with dropout: what eager attention keeps, written by forward, read by backward:
+  // the mask (B,NH,T,T) uint8 and the dropped probabilities (B,NH,T,T) fp32 that multiply v.
+  // The flash kernels regenerate the mask from the key instead and store nothing T x T.
+  uint8_t* drop_mask = nullptr;
+  float* att_dropped = nullptr;
 };
+
+// The counter of score (b, h, t, s) in the dropout draws: its index in a (B,NH,T,T) tensor, so
+// that naive and flash attention drop the same probabilities.
+inline int64_t dropout_index(const AttentionDims& d, int64_t b, int64_t h, int64_t t, int64_t s) {
+  return ((b * d.NH + h) * d.T + t) * d.T + s;
+}
 
 // The first key visible to query row t of batch b: its document's start with position ids, else 0.
 inline int64_t first_key(const AttentionDims& d, int64_t b, int64_t t) {

@@ -5,12 +5,25 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/dropout_mask.h"
 #include "kernels/flash_attention.h"
 #include "kernels/ref_attention_common.h"
 
 namespace snug::ref {
 
 using detail::head_row;
+
+namespace {
+
+// 1/(1-p) when score (b,h,t,s) is kept by the dropout, 0 when dropped; 1 without dropout.
+double keep_scale(const AttentionDims& d, int64_t b, int64_t h, int64_t t, int64_t s) {
+  if (d.dropout_p <= 0) return 1.0;
+  return kernels::dropout_keep(d.dropout_key, dropout_index(d, b, h, t, s), d.dropout_p)
+             ? 1.0 / (1.0 - d.dropout_p)
+             : 0.0;
+}
+
+}  // namespace
 
 void flash_attention_forward_gqa(float* out, float* lse, const float* q, const float* k,
                                  const float* v, const AttentionDims& d) {
@@ -24,7 +37,8 @@ void flash_attention_forward_gqa(float* out, float* lse, const float* q, const f
         float* o = out + (b * T + t) * d.ldo + h * hs;
         for (int64_t i = 0; i < hs; ++i) {
           double acc = 0.0;
-          for (int64_t t2 = lo; t2 < n; ++t2) acc += row[t2] * head_row(v, d.ldv, d, b, t2, kh)[i];
+          for (int64_t t2 = lo; t2 < n; ++t2)
+            acc += row[t2] * keep_scale(d, b, h, t, t2) * head_row(v, d.ldv, d, b, t2, kh)[i];
           o[i] = static_cast<float>(acc / e.sum);
         }
       });
@@ -58,9 +72,11 @@ void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* 
             dp += static_cast<double>(dd[i]) * vr[i];
           }
           const double p = std::exp(s * scale - l);
-          const double ds = p * (dp - D) * scale;  // gradient of the unscaled score q . k
+          const double m = keep_scale(d, b, h, t, t2);
+          // With dropout D = d . out is still sum_t2 p[t2] m[t2] (d . v[t2]).
+          const double ds = p * (dp * m - D) * scale;  // gradient of the unscaled score q . k
           for (int64_t i = 0; i < hs; ++i) {
-            gvr[i] += p * dd[i];
+            gvr[i] += p * m * dd[i];
             gqr[i] += ds * kr[i];
             gkr[i] += ds * qr[i];
           }

@@ -10,6 +10,16 @@
 //   - the run options of nn/run_options.h are honoured, bitwise identically where they promise
 //     it (checkpoint policies recompute with the same kernels).
 //
+// Tasks (ModelConfig::task, --task): the name says causal LM, but the interface carries every
+// head a family builds through the same per-token targets (B,T), -100 ignored:
+//   causal-lm                targets[b,t] = the next token (the data loader shifts them);
+//   masked-lm                targets[b,t] = the original token at masked positions, -100
+//                            elsewhere (data/collator.h); the loss is the mean over those;
+//   sequence-classification  one label per row in column 0 (targets[b*T] in [0, num_labels)),
+//                            every other entry -100; the loss is the mean over the rows.
+// last_valid_targets() counts what the loss averages over (tokens, or rows), so gradient
+// accumulation normalizes every task the same way. logits() is (B,T,V), or (B,num_labels).
+//
 // Lifecycle of one training micro-step:
 //   float loss = model.forward(tokens, targets, B, T);  // saves activations
 //   model.backward(scale);   // accumulates scale * dLoss/dparam into each Parameter::grad

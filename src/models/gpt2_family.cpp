@@ -86,7 +86,10 @@ const Architecture& gpt2_architecture() {
                               load_weights,
                               save_weights,
                               flops_per_token,
-                              layer_activation_bytes};
+                              layer_activation_bytes,
+                              {ModelTask::causal_lm},
+                              nullptr,
+                              "GPT2LMHeadModel"};
   return a;
 }
 

@@ -13,10 +13,27 @@
 
 namespace snug {
 
+// What a model is trained for: the head on top of the layers and how forward() reads its
+// targets (models/causal_lm.h, "Tasks"). Not every family has every task (Architecture::tasks).
+enum class ModelTask { causal_lm, masked_lm, sequence_classification };
+// "causal-lm", "masked-lm", "sequence-classification" (the --task values).
+const char* task_name(ModelTask t);
+// The --task value `name`; throws naming `where` and the values.
+ModelTask parse_task(const std::string& name, const std::string& where);
+
 struct ModelConfig {
   ModelSummary shape;      // name, model_type and the dimensions reports show
   int64_t num_params = 0;  // parameters of the model as built, without adapters (tied: once)
   nlohmann::json hf;       // config.json keys as resolved (a preset's are what HF would write)
+  ModelTask task = ModelTask::causal_lm;
+  int64_t num_labels = 0;      // sequence classification: classes (0: the config.json's)
+  int64_t mask_token_id = -1;  // masked LM: the id the collator writes for a masked token
+  // Where it came from (models/registry.h, resolve_model): the Hugging Face model folder of
+  // `--model DIR` (its weights are the run's starting point, its tokenizer files go into exports
+  // and checkpoints), and the config.json file read (DIR/config.json, or `--model
+  // path/config.json`). Both "" for a preset.
+  std::string folder;
+  std::string config_path;
 };
 
 // Shape overrides on top of a preset or config.json (--n-layer, --n-embd, --n-head,

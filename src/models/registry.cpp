@@ -10,10 +10,31 @@ namespace snug {
 
 // Each family defines its entry in its own folder.
 const Architecture& gpt2_architecture();
+const Architecture& bert_architecture();
 
 const std::vector<const Architecture*>& architectures() {
-  static const std::vector<const Architecture*> all = {&gpt2_architecture()};
+  static const std::vector<const Architecture*> all = {&gpt2_architecture(), &bert_architecture()};
   return all;
+}
+
+const char* task_name(ModelTask t) {
+  switch (t) {
+    case ModelTask::causal_lm:
+      return "causal-lm";
+    case ModelTask::masked_lm:
+      return "masked-lm";
+    case ModelTask::sequence_classification:
+      return "sequence-classification";
+  }
+  return "?";
+}
+
+ModelTask parse_task(const std::string& name, const std::string& where) {
+  for (ModelTask t :
+       {ModelTask::causal_lm, ModelTask::masked_lm, ModelTask::sequence_classification})
+    if (name == task_name(t)) return t;
+  throw Error(detail::concat(where, ": unknown task '", name,
+                             "' (causal-lm, masked-lm or sequence-classification)"));
 }
 
 namespace {
@@ -41,7 +62,11 @@ std::vector<std::string> model_preset_names() {
   return v;
 }
 
-ModelConfig parse_model_config(std::string_view text, const std::string& spec) {
+namespace {
+
+// A config.json's text, `spec` naming it in messages, `name` the model it describes.
+ModelConfig parse_config_text(std::string_view text, const std::string& spec,
+                              const std::string& name) {
   const nlohmann::json j = parse_json_input(text, spec);
   SNUG_CHECK(j.is_object(), spec, ": a config.json must be a JSON object");
   std::string type = "gpt2";  // older GPT-2 config.json files carry no model_type
@@ -49,7 +74,13 @@ ModelConfig parse_model_config(std::string_view text, const std::string& spec) {
     SNUG_CHECK(j["model_type"].is_string(), spec, ": key 'model_type' must be a string");
     type = j["model_type"].get<std::string>();
   }
-  return architecture(type, spec).parse(j, spec, spec);
+  return architecture(type, spec).parse(j, spec, name);
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(std::string_view text, const std::string& spec) {
+  return parse_config_text(text, spec, spec);
 }
 
 ModelConfig resolve_model(const std::string& spec, const ModelShapeOverrides& o,
@@ -63,29 +94,68 @@ ModelConfig resolve_model(const std::string& spec, const ModelShapeOverrides& o,
         c = a->parse(a->preset_config(name), name, name);
       }
   if (arch == nullptr) {
-    if (!std::filesystem::exists(spec)) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::exists(spec, ec)) {
       std::string names;
       for (const std::string& n : model_preset_names())
         names += std::string(names.empty() ? "" : ", ") + n;
       throw Error("unknown model '" + spec + "': not a preset (" + names +
-                  ") and no such config.json file");
+                  "), a config.json file or a Hugging Face model folder");
     }
-    // A model folder (config.json, tokenizer.json, weights) is read through its config.json.
-    std::error_code ec;
-    const std::string file = std::filesystem::is_directory(spec, ec)
-                                 ? (std::filesystem::path(spec) / "config.json").string()
-                                 : spec;
-    SNUG_CHECK(file == spec || std::filesystem::exists(file, ec), "model folder ", spec,
-               " has no config.json");
-    c = parse_model_config(read_input_file(file, file, int64_t{1} << 24), file);
+    std::string config_path = spec;
+    if (fs::is_directory(spec, ec)) {
+      config_path = (fs::path(spec) / "config.json").string();
+      SNUG_CHECK(fs::is_regular_file(config_path, ec), "model folder ", spec,
+                 " has no config.json (a Hugging Face model folder holds config.json and "
+                 "model.safetensors or model.safetensors.index.json with its shards)");
+    }
+    // A folder's model is named by the folder; messages about its keys name the file.
+    c = parse_config_text(read_input_file(config_path, config_path, int64_t{1} << 24), config_path,
+                          spec);
+    c.config_path = config_path;
+    if (config_path != spec) c.folder = spec;
     arch = &architecture(c.shape.model_type);
   }
-  return apply_config_overrides(*arch, c, o, config_overrides);
+  ModelConfig r = apply_config_overrides(*arch, c, o, config_overrides);
+  r.folder = c.folder;
+  r.config_path = c.config_path;
+  return r;
+}
+
+ModelConfig with_task(const ModelConfig& cfg, ModelTask task, int64_t num_labels) {
+  const Architecture& a = architecture(cfg.shape.model_type);
+  if (a.set_task == nullptr) {
+    SNUG_CHECK(task == cfg.task && num_labels <= 0, "--task ", task_name(task),
+               num_labels > 0 ? " --num-labels" : "", ": model '", cfg.shape.name, "' (",
+               cfg.shape.model_type, ") has only the ", task_name(cfg.task), " head");
+    return cfg;
+  }
+  SNUG_CHECK(num_labels <= 0 || task == ModelTask::sequence_classification,
+             "--num-labels: needs --task sequence-classification");
+  std::string tasks;
+  bool ok = false;
+  for (ModelTask t : a.tasks) {
+    ok = ok || t == task;
+    tasks += std::string(tasks.empty() ? "" : ", ") + task_name(t);
+  }
+  SNUG_CHECK(ok, "--task ", task_name(task), ": model '", cfg.shape.name, "' (",
+             cfg.shape.model_type, ") has no such head (its tasks: ", tasks, ")");
+  return a.set_task(cfg, task, num_labels);
 }
 
 std::unique_ptr<CausalLM> create_model(const ModelConfig& cfg, Device& dev, DType param_dtype,
                                        const std::optional<WeightQuantConfig>& quant) {
-  return architecture(cfg.shape.model_type).create(cfg, dev, param_dtype, quant);
+  const Architecture& a = architecture(cfg.shape.model_type);
+  bool ok = false;
+  std::string tasks;
+  for (ModelTask t : a.tasks) {
+    ok = ok || t == cfg.task;
+    tasks += std::string(tasks.empty() ? "" : ", ") + task_name(t);
+  }
+  SNUG_CHECK(ok, "--task ", task_name(cfg.task), ": model '", cfg.shape.name, "' (",
+             cfg.shape.model_type, ") has no such head (its tasks: ", tasks, ")");
+  return a.create(cfg, dev, param_dtype, quant);
 }
 
 void load_model_weights(CausalLM& model, const std::string& path) {

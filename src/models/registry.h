@@ -59,7 +59,20 @@ struct Architecture {
   // al. 2022's per-layer count, for the closed-form estimate).
   int64_t (*layer_activation_bytes)(const ModelConfig& cfg, int64_t s, int64_t b, int64_t e,
                                     bool keep_scores);
+  // The heads the family builds (ModelConfig::task); create_model refuses any other by name.
+  std::vector<ModelTask> tasks;
+  // The same model with another head (--task, --num-labels > 0); nullptr for a family with one
+  // task. The resolved config.json says so as transformers would (BERT: architectures, id2label).
+  ModelConfig (*set_task)(const ModelConfig& cfg, ModelTask task, int64_t num_labels) = nullptr;
+  // The transformers class of the causal LM ("GPT2LMHeadModel"): the "architectures" entry of a
+  // config.json snug writes (models/hf_folder.h) unless the resolved config.json has its own.
+  // nullptr: none written (AutoModelForCausalLM then goes by model_type).
+  const char* hf_class = nullptr;
 };
+
+// `cfg` for --task `task` (and --num-labels when > 0); throws naming the flag when the family has
+// no such head.
+ModelConfig with_task(const ModelConfig& cfg, ModelTask task, int64_t num_labels);
 
 // Every registered family, in registry order.
 const std::vector<const Architecture*>& architectures();
@@ -68,9 +81,12 @@ const Architecture& architecture(const std::string& model_type, const std::strin
 
 // Every preset name of every family.
 std::vector<std::string> model_preset_names();
-// A preset name or alias, or a path to a Hugging Face config.json (its model_type picks the
-// family; a config without one is read as gpt2, as older GPT-2 configs are), with the shape
-// flags `o` and the "KEY=VALUE" `config_overrides` applied (models/config_override.h).
+// A preset name or alias, a path to a Hugging Face config.json (its model_type picks the family;
+// a config without one is read as gpt2, as older GPT-2 configs are), or a Hugging Face model
+// folder (its config.json; the result's `folder` names it, so that its weights and tokenizer
+// files can follow: models/hf_weights.h, models/hf_folder.h), with the shape flags `o` and the
+// "KEY=VALUE" `config_overrides` applied (models/config_override.h). A folder without
+// config.json, an unreadable config or an unknown model_type is an error naming the path.
 ModelConfig resolve_model(const std::string& name_or_path, const ModelShapeOverrides& o = {},
                           const std::vector<std::string>& config_overrides = {});
 // The text of a config.json named `spec`, validated by its family.

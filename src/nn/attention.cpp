@@ -61,6 +61,25 @@ AttentionDims Attention::dims(int64_t B, int64_t T, const Tensor& pos) const {
   return d;
 }
 
+AttentionDims Attention::dims(int64_t B, int64_t T, const Saved& s) const {
+  AttentionDims d = dims(B, T, s.pos);
+  if (s.dropout) {
+    d.dropout_p = cfg_.probs_dropout;
+    d.dropout_key = s.dropout_key;
+    d.drop_mask = s.drop_mask.defined() ? s.drop_mask.data<uint8_t>() : nullptr;
+    d.att_dropped = f32(s.att_dropped);
+  }
+  return d;
+}
+
+void Attention::alloc_dropout(int64_t B, int64_t T, Saved& s) const {
+  if (!s.dropout || cfg_.kernel == AttentionImpl::flash) return;
+  const RunContext& c = *ctx_;
+  s.drop_mask =
+      Tensor::empty({B, cfg_.num_heads, T, T}, DType::u8, Category::activations, c.device());
+  s.att_dropped = c.work({B, cfg_.num_heads, T, T});
+}
+
 void Attention::forward(const Tensor& x, const Tensor& out, Saved& s) const {
   const RunContext& c = *ctx_;
   const OpTable& ops = c.ops();
@@ -71,9 +90,11 @@ void Attention::forward(const Tensor& x, const Tensor& out, Saved& s) const {
                ": position ids must be int32 of the input's shape (", B, ", ", T, ")");
     SNUG_CHECK(cfg_.causal, prefix_, ": position ids (per-document masks) need causal attention");
   }
-  const AttentionDims d = dims(B, T, s.pos);
+  s.dropout = c.training && cfg_.probs_dropout > 0;
+  s.dropout_key = s.dropout ? c.dropout_key(cfg_.dropout_layer, kAttentionDropoutSite) : 0;
+  const AttentionDims d0 = dims(B, T, s.pos);
   if (one_qkv_tensor()) {
-    s.q = c.work({B, T, d.ldq});
+    s.q = c.work({B, T, d0.ldq});
   } else {
     s.q = c.work({B, T, q_width_});
     s.k = c.work({B, T, kv_width_});
@@ -81,9 +102,11 @@ void Attention::forward(const Tensor& x, const Tensor& out, Saved& s) const {
   }
   const bool flash = cfg_.kernel == AttentionImpl::flash;
   if (flash)
-    s.lse = activation(c.device(), {B, d.NH, T});
+    s.lse = activation(c.device(), {B, d0.NH, T});
   else
-    s.att = c.work({B, d.NH, T, T});
+    s.att = c.work({B, d0.NH, T, T});
+  alloc_dropout(B, T, s);
+  const AttentionDims d = dims(B, T, s);
   const Tensor y = c.work({B, T, q_width_});
   if (one_qkv_tensor()) {
     q_->forward(x, s.q, s.q_lin);
@@ -109,6 +132,7 @@ void Attention::forward(const Tensor& x, const Tensor& out, Saved& s) const {
     ops.attention_forward_gqa(f32(y), f32(s.att), q, k, v, d);
   c.round_half(y);
   c.round_half(s.att);
+  c.round_half(s.att_dropped);
   o_->forward(y, out, s.o_lin);
 }
 
@@ -167,7 +191,7 @@ Tensor Attention::backward(const Tensor& dout, Saved& s) const {
   const RunContext& c = *ctx_;
   const OpTable& ops = c.ops();
   const int64_t B = dout.dim(0), T = dout.dim(1);
-  const AttentionDims d = dims(B, T, s.pos);
+  const AttentionDims d = dims(B, T, s);
   Tensor y = s.o_lin.in;  // o's backward releases its Saved; flash's backward reads y after
   Tensor dy = temporary(c.device(), {B, T, q_width_});
   {
@@ -191,6 +215,8 @@ Tensor Attention::backward(const Tensor& dout, Saved& s) const {
     ops.attention_backward_gqa(dqp, dkp, dvp, f32(dy), q, k, v, f32(s.att), d);
   y.reset();
   s.att.reset();
+  s.drop_mask.reset();
+  s.att_dropped.reset();
   s.lse.reset();
   dy.reset();
   s.q.reset();
@@ -224,13 +250,13 @@ Tensor Attention::backward(const Tensor& dout, Saved& s) const {
 void Attention::compact(Saved& s) const {
   ctx_->compact({&s.q_lin.in});                       // the norm's output
   if (!fused_) s.k_lin.in = s.v_lin.in = s.q_lin.in;  // one input, three projections
-  ctx_->compact({&s.q, &s.k, &s.v, &s.att, &s.o_lin.in});
+  ctx_->compact({&s.q, &s.k, &s.v, &s.att, &s.att_dropped, &s.o_lin.in});
 }
 
 void Attention::widen(Saved& s) const {
   ctx_->widen({&s.q_lin.in}, /*gemm_inputs=*/true);  // the norm's output
   if (!fused_) s.k_lin.in = s.v_lin.in = s.q_lin.in;
-  ctx_->widen({&s.q, &s.k, &s.v, &s.att, &s.o_lin.in}, false);
+  ctx_->widen({&s.q, &s.k, &s.v, &s.att, &s.att_dropped, &s.o_lin.in}, false);
 }
 
 void Attention::set_input(Saved& s, const Tensor& x) const {
@@ -243,11 +269,13 @@ void Attention::recompute(Saved& s) const {
   // Naive attention's probabilities: the same call rewrites y with identical values.
   const RunContext& c = *ctx_;
   const int64_t B = s.o_lin.in.dim(0), T = s.o_lin.in.dim(1);
-  const AttentionDims d = dims(B, T, s.pos);
-  s.att = c.work({B, d.NH, T, T});
+  s.att = c.work({B, cfg_.num_heads, T, T});
+  alloc_dropout(B, T, s);  // the same key: the same mask and dropped probabilities
+  const AttentionDims d = dims(B, T, s);
   const auto [q, k, v] = qkv_of(s.q, s.k, s.v);
   c.ops().attention_forward_gqa(f32(s.o_lin.in), f32(s.att), q, k, v, d);
   c.round_half(s.att);
+  c.round_half(s.att_dropped);
   c.round_half(s.o_lin.in);
 }
 

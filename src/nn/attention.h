@@ -17,6 +17,10 @@
 //   k, v (B,T,KV)     rotated keys, values }
 //   y    (B,T,Q)      attention output (o_proj's input, in o_lin; flash's backward reads it)
 //   lse  (B,NH,T)     flash: per-row log-sum-exp     | att (B,NH,T,T) naive: probabilities
+//   with probability dropout, naive only (what eager attention keeps; flash regenerates the mask
+//   from its counter in backward and keeps nothing T x T):
+//   drop_mask   (B,NH,T,T) uint8   the mask
+//   att_dropped (B,NH,T,T)         the dropped probabilities that multiplied v
 //   pos  (B,T) int32  the batch's position ids (RunContext::position_ids), when it has them
 //
 // Packed sequences: with position ids (restarting at 0 where each document starts) rotary
@@ -31,7 +35,7 @@
 // Generation (forward_cached): the same projections and rotary, keys and values appended to a
 // KVCache, attention of the new rows over every cached one (kernels/kv_cache_ops.inc).
 //
-// Later steps (docs/design.md): padding masks, attention dropout.
+// Later steps (docs/design.md): padding masks.
 #pragma once
 
 #include <cstdint>
@@ -71,7 +75,14 @@ struct AttentionConfig {
   std::string q_name = "q_proj", k_name = "k_proj", v_name = "v_proj", o_name = "o_proj";
   std::string fused_qkv_name;
   FusedQKVLayout fused_qkv_layout = FusedQKVLayout::blocks;
+  // Dropout on the probabilities in training forwards (BERT's attention_probs_dropout_prob),
+  // keyed by RunContext::dropout_key(dropout_layer, kAttentionDropoutSite).
+  double probs_dropout = 0.0;
+  int64_t dropout_layer = 0;
 };
+
+// The dropout site number of the attention probabilities (RunContext::dropout_key).
+inline constexpr int kAttentionDropoutSite = 2;
 
 class Attention {
  public:
@@ -79,6 +90,9 @@ class Attention {
     Linear::Saved q_lin, k_lin, v_lin, o_lin;  // q_lin only for a fused projection; o_lin.in = y
     Tensor q, k, v;  // [q|k|v] fused (one_qkv_tensor()): q holds [q|k|v], k and v undefined
     Tensor lse, att;
+    Tensor drop_mask, att_dropped;  // naive attention with probability dropout
+    bool dropout = false;           // this forward dropped probabilities (key below)
+    uint64_t dropout_key = 0;
     Tensor pos;  // the position ids, shared with the model (undefined: positions 0..T-1)
   };
 
@@ -101,7 +115,11 @@ class Attention {
   void widen(Saved& s) const;
   // Selective checkpointing: drop what recompute() rebuilds cheaply (naive attention's
   // probabilities), and rebuild it from the kept q, k, v (after widen()).
-  void drop_selective(Saved& s) const { s.att.reset(); }
+  void drop_selective(Saved& s) const {
+    s.att.reset();
+    s.drop_mask.reset();
+    s.att_dropped.reset();
+  }
   // The block's input (the projections' saved input): dropped and set again when the layer
   // recomputes it (selective checkpointing of the norm before the block).
   void drop_input(Saved& s) const { s.q_lin.in = s.k_lin.in = s.v_lin.in = Tensor(); }
@@ -115,6 +133,10 @@ class Attention {
 
  private:
   AttentionDims dims(int64_t B, int64_t T, const Tensor& pos) const;
+  // dims() with the Saved's dropout (and, naive, its mask and dropped probabilities).
+  AttentionDims dims(int64_t B, int64_t T, const Saved& s) const;
+  // Naive attention with dropout: allocates the mask and the dropped probabilities.
+  void alloc_dropout(int64_t B, int64_t T, Saved& s) const;
   // q, k and v inside one saved [q|k|v] tensor (rather than three tensors).
   bool one_qkv_tensor() const { return fused_ && cfg_.fused_qkv_layout == FusedQKVLayout::blocks; }
   // The saved q, k, v (or their gradients) as the kernels read them: columns of q when

@@ -12,7 +12,7 @@
 //
 // Backward works on the residual stream's gradient in place (dres: d/d(out) in, d/dx out), as
 // GPT-2 does, so one (B,T,C) temporary serves all layers.
-// Later steps (docs/design.md): hidden dropout, post-norm (BERT).
+// Later steps (docs/design.md): hidden dropout (post-norm with dropout is nn/encoder_layer.h).
 #pragma once
 
 #include <optional>

@@ -88,8 +88,13 @@ void Linear::backward(const Tensor& dout, Saved& s, const Tensor& din, bool accu
                                trains ? in16.data_u16() : nullptr, W, N, in_, out_);
     } else if (layout_ == LinearLayout::linear) {
       const float* W = c.gemm_weight(w_, ws);
-      ops.linear_nt_backward(f32(din), dw, db, f32(dout), f32(s.in), W, N, in_, out_,
-                             accumulate_din);
+      // On the bf16 GEMM path the saved GEMM inputs stay bf16 (RunContext::
+      // gemm_inputs_stay_bf16) and dout may come bf16 (half_grad); nn.Linear layouts have no
+      // bf16 kernel yet: widen them (temporaries holding the same bf16 values).
+      Tensor in = s.in, g = dout;
+      if (in.dtype() != DType::f32) c.widen({&in}, false);
+      if (g.dtype() != DType::f32) c.widen({&g}, false);
+      ops.linear_nt_backward(f32(din), dw, db, f32(g), f32(in), W, N, in_, out_, accumulate_din);
     } else if (!accumulate_din) {
       const float* W = c.gemm_weight(w_, ws);
       ops.linear_backward(f32(din), dw, db, f32(dout), f32(s.in), W, N, in_, out_);

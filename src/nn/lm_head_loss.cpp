@@ -7,8 +7,11 @@
 namespace snug::nn {
 
 LMHeadLoss::LMHeadLoss(ParameterStore& ps, const std::string& name, int64_t hidden, int64_t vocab,
-                       Parameter* tied)
-    : ctx_(&ps.context()), hidden_(hidden), vocab_(vocab) {
+                       Parameter* tied, Parameter* bias)
+    : ctx_(&ps.context()), hidden_(hidden), vocab_(vocab), b_(bias) {
+  if (bias)
+    SNUG_CHECK(bias->shape() == Shape({vocab}), name, ": bias ", bias->name, " has shape ",
+               shape_str(bias->shape()), ", not (", vocab, ")");
   if (tied) {
     SNUG_CHECK(tied->shape() == Shape({vocab, hidden}), name, ": tied weight ", tied->name,
                " has shape ", shape_str(tied->shape()), ", not (", vocab, ",", hidden, ")");
@@ -47,6 +50,10 @@ double LMHeadLoss::forward(const Tensor& x, const Tensor& targets, int64_t valid
   s.valid = valid;
   s.loss_scale = loss_scale;
   double sum = 0.0;
+  SNUG_CHECK(!(b_ && targets.defined() && mode == LogitsMode::chunked), "LM head with a bias (",
+             b_ ? b_->name : "",
+             "): chunked logits are not supported, "
+             "use full logits");
   if (targets.defined() && mode == LogitsMode::chunked) {
     const bool defer = for_backward && defer_weight_grad && w_->requires_grad;
     float* dw = nullptr;
@@ -73,6 +80,7 @@ double LMHeadLoss::forward(const Tensor& x, const Tensor& targets, int64_t valid
         const float* w = c.gemm_weight(w_, w_scratch);
         ops.gemm_f32(false, true, N, V, C, 1.0f, f32(x), C, w, C, 0.0f, f32(s.probs), V);
       }
+      if (b_) ops.add_bias_rows(f32(s.probs), c.vector_f32(b_).get(), N, V);
       c.round_half(s.probs);
     }
     if (targets.defined()) {
@@ -95,6 +103,9 @@ Tensor LMHeadLoss::backward(Saved& s) const {
   const float scale = s.valid > 0 ? s.loss_scale / static_cast<float>(s.valid) : 0.0f;
   ops.softmax_xent_backward(f32(s.probs), f32(s.probs), s.targets.data<int32_t>(), scale, N, V);
   s.losses.reset();
+  if (b_) {
+    if (float* db = c.grad(b_)) ops.bias_grad_rows(db, f32(s.probs), N, V);
+  }
   Tensor dx = temporary(c.device(), {B, T, C});
   float* dw = c.grad(w_);
   const bool trains = w_->requires_grad;

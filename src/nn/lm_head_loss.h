@@ -1,5 +1,6 @@
-// Language-model head + mean cross-entropy: logits = x W^T with W (V, C) in nn.Linear layout (its
-// own lm_head.weight, or the token embedding when tied), in one of two modes (nn/run_options.h):
+// Language-model head + mean cross-entropy: logits = x W^T (+ b) with W (V, C) in nn.Linear layout
+// (its own lm_head.weight, or the token embedding when tied), in one of two modes
+// (nn/run_options.h):
 //   chunked  computed and consumed a chunk of rows at a time (kernels/lm_head.h), so the (B,T,V)
 //            logits never exist. When training, the head's gradient is produced in the same pass
 //            as the loss (dx kept for backward, dW accumulated in forward), so no logits are
@@ -39,9 +40,11 @@ class LMHeadLoss {
   };
 
   // tied: the (V, C) parameter to reuse (no parameter is registered); else registers
-  // <name>.weight (V, C).
+  // <name>.weight (V, C). bias: an output bias (V) the model registered where its Hugging Face
+  // order puts it (BERT's cls.predictions.bias), or none; a head with a bias runs in full mode
+  // only (the chunked kernels have no bias): forward refuses chunked mode.
   LMHeadLoss(ParameterStore& ps, const std::string& name, int64_t hidden, int64_t vocab,
-             Parameter* tied = nullptr);
+             Parameter* tied = nullptr, Parameter* bias = nullptr);
 
   // Mean cross-entropy of softmax(x W^T) against `targets` (B,T) int32 (ids < 0 ignored) over
   // the `valid` targets (the caller counts its host batch), in double (0 when none are valid,
@@ -57,6 +60,7 @@ class LMHeadLoss {
   void weight_backward(Saved& s) const;
 
   Parameter* weight() const { return w_; }
+  Parameter* bias() const { return b_; }
 
  private:
   // One chunked pass: loss sum, and dx / dW when not null.
@@ -65,6 +69,7 @@ class LMHeadLoss {
   RunContext* ctx_;
   int64_t hidden_, vocab_;
   Parameter* w_;
+  Parameter* b_ = nullptr;
 };
 
 }  // namespace snug::nn

@@ -1,6 +1,7 @@
 #include "nn/run_context.h"
 
 #include "core/error.h"
+#include "core/random.h"
 #include "kernels/op_table.h"
 #include "quant/weight_quant.h"
 
@@ -17,6 +18,13 @@ VectorF32::VectorF32(const Parameter* p, const OpTable& ops) {
   buf_.resize(static_cast<size_t>(p->value.numel()));
   ops.unpack_half(buf_.data(), p->value.data_u16(), p->value.numel(), false);
   ptr_ = buf_.data();
+}
+
+uint64_t RunContext::dropout_key(int64_t layer, int site) const {
+  uint64_t h = splitmix64_mix(dropout_seed ^ 0x64726f706f7574ull);
+  h = splitmix64_mix(h ^ forward_count);
+  h = splitmix64_mix(h ^ static_cast<uint64_t>(layer + 1024));
+  return splitmix64_mix(h ^ static_cast<uint64_t>(site));
 }
 
 Tensor RunContext::work(const Shape& shape) const {

@@ -70,6 +70,14 @@ class RunContext {
   uint64_t forward_count = 0;  // training forwards so far: keys dropout masks and noise
   LoraConfig lora;             // the adapters' settings (dropout, scaling)
   uint64_t lora_seed = 0;
+  // Model dropout (hidden, attention probabilities): the run's seed (set by the model's
+  // init_weights), keying every mask together with forward_count, the layer and the site.
+  uint64_t dropout_seed = 0;
+  // The key of one dropout site's mask in this training forward: counter-based, so that a
+  // recomputed segment (same forward_count) and a resumed run (the Trainer sets forward_count
+  // from the step) draw the same mask. layer: the model's numbering (negative for sites outside
+  // the layers); site: which dropout of that layer.
+  uint64_t dropout_key(int64_t layer, int site) const;
   // Position ids (B,T) int32 of this forward's batch (input_data): packed documents, each
   // restarting at 0, attend only within themselves and rotate by these positions (nn/attention.h).
   // Undefined: every row t is position t of one sequence. Set by the model before its layers run.

@@ -208,40 +208,34 @@ void save_peft_adapter(const CausalLM& model, const std::string& dir) {
   write_output_file(cfg_path.string(), config.dump(2) + "\n", cfg_path.string());
 }
 
+std::vector<HfTensor> merged_tensors(const CausalLM& model) {
+  std::vector<HfTensor> out = hf_model_tensors(model);  // every parameter but the adapters
+  for (HfTensor& t : out) {
+    const Parameter* p = model.find(t.name);
+    for (const LoraAdapter& a : model.lora_adapters())
+      if (a.base == p)
+        t.values = [&model, &a](float* dst) {
+          const std::vector<float> w = model.merged_weight(a);
+          std::copy(w.begin(), w.end(), dst);
+        };
+  }
+  return out;
+}
+
 void save_merged_weights(const CausalLM& model, const std::string& path,
                          const std::map<std::string, std::string>& extra) {
   SNUG_CHECK(!model.device().is_meta(), "cannot write merged weights to '", path,
              "' from a model on the meta device (it has no values)");
-  std::set<const Parameter*> adapters;
-  for (const LoraAdapter& ad : model.lora_adapters()) adapters.insert({ad.A, ad.B});
-  // Host fp32 copies where the parameter's own storage is not the fp32 value to write: merged
-  // weights, and dequantized (or widened) base weights.
-  std::vector<std::unique_ptr<Tensor>> staged;
-  auto stage = [&](const Shape& shape) {
-    staged.push_back(std::make_unique<Tensor>(
-        Tensor::empty(shape, DType::f32, Category::temporary, model.device())));
-    return staged.back()->data<float>();
-  };
-  std::vector<std::pair<std::string, const Tensor*>> tensors;
-  for (const Parameter* p : model.parameters()) {
-    if (adapters.count(p) != 0) continue;
-    const LoraAdapter* ad = nullptr;
-    for (const LoraAdapter& a : model.lora_adapters())
-      if (a.base == p) ad = &a;
-    if (ad != nullptr) {
-      const std::vector<float> w = model.merged_weight(*ad);
-      std::copy(w.begin(), w.end(), stage(p->shape()));
-    } else if (!p->quantized() && p->value.dtype() == DType::f32) {
-      tensors.emplace_back(p->name, &p->value);
-      continue;
-    } else {
-      model.read_values(*p, stage(p->shape()));
-    }
-    tensors.emplace_back(p->name, staged.back().get());
-  }
+  // Streamed: one merged (or dequantized, or widened) tensor at a time, never the whole model a
+  // second time in fp32.
+  const std::vector<HfTensor> tensors = merged_tensors(model);
+  std::vector<SafetensorsEntry> entries;
+  for (const HfTensor& t : tensors) entries.push_back({t.name, DType::f32, t.shape});
   std::map<std::string, std::string> meta = model.weights_metadata();
   for (const auto& [k, v] : extra) meta[k] = v;
-  save_safetensors(path, tensors, meta);
+  save_safetensors_streamed(path, entries, meta, [&](size_t i, void* dst) {
+    tensors[i].values(static_cast<float*>(dst));
+  });
 }
 
 }  // namespace snug

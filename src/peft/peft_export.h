@@ -7,7 +7,8 @@
 //            in module order, metadata
 //            {"format": "pt"}: PEFT keeps nn.Linear layouts for the adapters even on GPT-2's
 //            Conv1D, and says so with fan_in_fan_out = true in the config.
-//   merged   one safetensors file in the model's Hugging Face names and layouts (what
+//   merged   a Hugging Face model folder (models/hf_folder.h: config.json, shards, tokenizer
+//            files), or one safetensors file in the model's Hugging Face names and layouts (what
 //            save_model_weights writes and `--init-from` reads) with each adapted weight
 //            replaced by W + scaling A^T B^T (CausalLM::merged_weight): what PEFT's
 //            merge_and_unload() followed by save_pretrained gives, without any LoRA key.
@@ -22,8 +23,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "models/causal_lm.h"
+#include "models/hf_folder.h"
 #include "train/training_args.h"
 
 namespace snug {
@@ -53,7 +56,13 @@ nlohmann::json peft_adapter_config(const CausalLM& model);
 // Writes dir/adapter_model.safetensors and dir/adapter_config.json (creating dir). cpu only.
 void save_peft_adapter(const CausalLM& model, const std::string& dir);
 
-// Writes the merged model to `path` (see above), with the model's weights_metadata() plus `extra`.
+// The merged model's tensors (see above) for a streamed writer (models/hf_folder.h): every
+// parameter but the adapters, in parameters() order, each adapted weight's values merged when
+// the writer reaches it. Without adapters these are the model's own weights.
+std::vector<HfTensor> merged_tensors(const CausalLM& model);
+
+// Writes the merged model to `path` (see above), with the model's weights_metadata() plus
+// `extra`, as F32, one tensor at a time (hf_folder's save_hf_folder writes it as a folder).
 void save_merged_weights(const CausalLM& model, const std::string& path,
                          const std::map<std::string, std::string>& extra = {});
 

@@ -108,7 +108,8 @@ nlohmann::json make_report(const TrainingArguments& args, const CausalLM& model,
                 {"n_embd", m.n_embd},
                 {"n_head", m.n_head},
                 {"vocab_size", m.vocab_size},
-                {"n_positions", m.n_positions}};
+                {"n_positions", m.n_positions},
+                {"task", task_name(args.model_config().task)}};
   j["config"] = args.to_json();
   // With --freeze, config.freeze lists the patterns and this counts what they left training.
   j["config"]["trainable_params"] = count_params(model.parameters(), true);

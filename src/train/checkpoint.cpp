@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "io/fnv1a.h"
 #include "io/safetensors.h"
+#include "models/hf_folder.h"
 #include "train/quantized_base_file.h"
 
 namespace snug {
@@ -120,8 +121,27 @@ void verify_checkpoint_file(const std::string& dir, const std::string& name,
   verify_file(fs::path(dir), name, files);
 }
 
+CheckpointModelFiles checkpoint_model_files(const CausalLM& model, const ModelConfig& cfg) {
+  CheckpointModelFiles f;
+  if (!model.lora_adapters().empty() || has_quantized_base(model)) return f;
+  // A model that `cfg` does not describe (a Trainer given a model built otherwise) gets no
+  // config.json rather than a wrong one.
+  const ModelSummary s = model.summary();
+  int64_t n = 0;
+  for (const Parameter* p : model.parameters()) n += p->numel();
+  if (s.model_type != cfg.shape.model_type || s.n_layer != cfg.shape.n_layer ||
+      s.n_embd != cfg.shape.n_embd || s.n_head != cfg.shape.n_head ||
+      s.vocab_size != cfg.shape.vocab_size || s.n_positions != cfg.shape.n_positions ||
+      n != cfg.num_params)
+    return f;
+  f.config = hf_config_json(cfg, model.param_dtype());
+  f.source_folder = cfg.folder;
+  return f;
+}
+
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
-                            const CausalLM& model, Optimizer& optimizer) {
+                            const CausalLM& model, Optimizer& optimizer,
+                            const CheckpointModelFiles& hf) {
   SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");
   const fs::path out(output_dir);
   const std::string base = "checkpoint-" + std::to_string(state.step);
@@ -146,6 +166,14 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   for (const auto& [name, t] : optimizer.state_tensors()) opt_tensors.emplace_back(name, t);
   save_safetensors((tmp_dir / kOptimizerFile).string(), opt_tensors,
                    {{"optimizer", optimizer.name()}});
+  // A full fine-tune's checkpoint is a model folder too (see checkpoint.h).
+  std::vector<std::string> names = {kModelFile, kOptimizerFile};
+  if (!hf.config.is_null()) {
+    write_file_atomic(tmp_dir / kHfConfigFile, hf.config.dump(2) + "\n");
+    names.push_back(kHfConfigFile);
+    for (const std::string& n : copy_hf_side_files(hf.source_folder, tmp_dir.string()))
+      names.push_back(n);
+  }
 
   nlohmann::json j;
   j["format_version"] = kTrainerStateFormatVersion;
@@ -159,9 +187,8 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   j["run"] = state.run;
   j["checksum_algorithm"] = "fnv1a64";
   nlohmann::json files = nlohmann::json::object();
-  std::vector<const char*> names = {kModelFile, kOptimizerFile};
   if (quantized) names.push_back(kQuantizedBaseFile);
-  for (const char* name : names) {
+  for (const std::string& name : names) {
     const fs::path p = tmp_dir / name;
     files[name] = {{"size", static_cast<int64_t>(fs::file_size(p))},
                    {"fnv1a64", hex64(fnv1a64_file(p.string()))}};
@@ -234,6 +261,12 @@ CheckpointState load_checkpoint(const std::string& dir, CausalLM& model, Optimiz
   const TrainerState ts = read_trainer_state(dir);
   for (const char* name : {kModelFile, kOptimizerFile}) verify_file(d, name, ts.files);
   if (has_quantized_base(model)) verify_file(d, kQuantizedBaseFile, ts.files);
+  // The model-folder files a full fine-tune's checkpoint records (by their known names only:
+  // the record is read from a file).
+  std::vector<std::string> folder_files = hf_side_file_names();
+  folder_files.insert(folder_files.begin(), kHfConfigFile);
+  for (const std::string& name : folder_files)
+    if (ts.files.is_object() && ts.files.contains(name)) verify_file(d, name, ts.files);
   CheckpointState st = ts;  // the resume's part of the document
   const int64_t opt_steps = ts.optimizer_steps;
   const nlohmann::json& extra = ts.optimizer_extra;

@@ -3,7 +3,13 @@
 //
 // Layout of OUTPUT_DIR/checkpoint-<step>/:
 //   model.safetensors      every parameter under its Hugging Face name (F32; BF16 under
-//                          --bf16-full)
+//                          --bf16-full), metadata {"format": "pt"}
+//   config.json            full fine-tunes only (no LoRA adapters, no quantized base): the
+//                          model's config.json (models/hf_folder.h), so that the checkpoint is
+//                          itself a model folder `from_pretrained` loads, as the Trainer's are
+//   tokenizer.json, tokenizer_config.json, special_tokens_map.json, generation_config.json, ...
+//                          full fine-tunes only: copied from the --model folder when it has
+//                          them (models/hf_folder.h, hf_side_file_names)
 //   quantized_base.safetensors  only with a quantized base (--load-in-8bit/--load-in-4bit): its
 //                          codes and quantization state as the run held them
 //                          (train/quantized_base_file.h), so a resume does not rebuild it from
@@ -15,8 +21,9 @@
 //                          seed (the only RNG state: data order depends on (seed, epoch), and
 //                          --bf16-full's stochastic rounding draws counter-based bits from
 //                          (seed, optimizer step, tensor, element)), optimizer name, steps and
-//                          extra_state, the run's config, and for each of the safetensors
-//                          files its size and FNV-1a 64-bit checksum over all its bytes (offset
+//                          extra_state, the run's config, and for each of the other files
+//                          (safetensors, config.json, tokenizer files) its size and FNV-1a
+//                          64-bit checksum over all its bytes (offset
 //                          basis 0xcbf29ce484222325, prime 0x100000001b3; catches flipped
 //                          bytes and truncation, not deliberate tampering); and its own
 //                          checksum, "state_fnv1a64": FNV-1a 64 over the document without that
@@ -32,9 +39,11 @@
 // exists is renamed to checkpoint-<step>.replaced first and removed only after the new one is in
 // place; killed in between, resume takes the .replaced one (still complete).
 //
-// Loading verifies every file's size and checksum before reading it; a missing, truncated or
-// corrupted file, or one whose tensors do not match the model/optimizer, is a snug::Error naming
-// the file.
+// Loading verifies every recorded file's size and checksum before reading any (config.json and
+// the tokenizer files too, though a resume reads neither: a damaged one would make the folder a
+// broken model for from_pretrained); a missing, truncated or corrupted file, or one whose tensors
+// do not match the model/optimizer, is a snug::Error naming the file. Checkpoints written before
+// config.json was added record no such files and resume as before.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +55,7 @@
 
 #include "io/fnv1a.h"
 #include "models/causal_lm.h"
+#include "models/model_config.h"
 #include "optim/optimizer.h"
 #include "train/trainer_state.h"
 
@@ -59,10 +69,22 @@ namespace snug {
 void verify_checkpoint_file(const std::string& dir, const std::string& name,
                             const nlohmann::json& files);
 
+// What makes a full fine-tune's checkpoint a Hugging Face model folder (see the layout above).
+struct CheckpointModelFiles {
+  nlohmann::json config;      // config.json's content; null: none written (LoRA, quantized)
+  std::string source_folder;  // the --model folder whose tokenizer files are copied ("": none)
+};
+// The files for `model` resolved from `cfg` (models/model_config.h): config.json and the source
+// folder for a full fine-tune, nothing for a run with LoRA adapters or a quantized base (its
+// model.safetensors holds adapters, or lacks the quantized weights), nor for a model `cfg` does
+// not describe (other shape or parameter count: a Trainer given a model built elsewhere).
+CheckpointModelFiles checkpoint_model_files(const CausalLM& model, const ModelConfig& cfg);
+
 // Writes output_dir/checkpoint-<state.step> (replacing one of the same step) and returns its
 // path. Meta-device models cannot be saved.
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
-                            const CausalLM& model, Optimizer& optimizer);
+                            const CausalLM& model, Optimizer& optimizer,
+                            const CheckpointModelFiles& hf = {});
 
 // The complete checkpoints of output folder `dir` (checkpoint-<N> holding trainer_state.json;
 // checkpoint-<N>.replaced where checkpoint-<N> is missing), by N ascending. *.tmp folders and

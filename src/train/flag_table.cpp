@@ -34,9 +34,10 @@ std::vector<TrainingFlag> make_table() {
   return {
       {.names = "--model",
        .key = "model",
-       .help =
-           "Model preset (gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b), a Hugging Face "
-           "config.json, or a model folder holding one (and the tokenizer.json for jsonl data)",
+       .help = "Model preset (e.g. gpt2-tiny, gpt2-124m, bert-large-uncased; an unknown name lists "
+               "them all), a Hugging Face model folder (config.json and its weights, which the run "
+               "starts from unless --init-from is given; its tokenizer.json for jsonl data) or a "
+               "config.json (no weights, as a folder without them: initialized from --seed)",
        .target = &TA::model,
        .shown = S::always},
       // Shape overrides on top of --model: any GPT-2-shaped model from flags (7B: --n-layer 32
@@ -74,6 +75,18 @@ std::vector<TrainingFlag> make_table() {
                "string), e.g. n_layer=4 or layer_norm_epsilon=1e-6; the five flags above are "
                "aliases of it",
        .target = &TA::config_override,
+       .shown = S::changed},
+      {.names = "--task",
+       .key = "task",
+       .help = "The model's head: causal-lm, masked-lm (15% of tokens masked by the collator) or "
+               "sequence-classification (one label per sequence); default: the model's own "
+               "(causal-lm for GPT-2, a BERT config.json's architectures)",
+       .target = &TA::task,
+       .shown = S::changed},
+      {.names = "--num-labels",
+       .key = "num_labels",
+       .help = "Sequence classification: number of classes (0: the config.json's id2label, or 2)",
+       .target = &TA::num_labels,
        .shown = S::changed},
       {.names = "--data",
        .key = "data",
@@ -365,8 +378,9 @@ std::vector<TrainingFlag> make_table() {
        .target = &TA::resume_from},
       {.names = "--init-from",
        .key = "init_from",
-       .help = "Start from these weights (safetensors, Hugging Face GPT-2 names, e.g. from `snug "
-               "export-init`) instead of the seeded initialization",
+       .help = "Start from these weights (a safetensors file or a model folder, Hugging Face "
+               "names, e.g. from `snug export-init`) instead of the seeded initialization or the "
+               "--model folder's weights",
        .target = &TA::init_from},
       {.names = "--freeze",
        .key = "freeze",

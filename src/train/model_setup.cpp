@@ -1,9 +1,28 @@
 #include "train/model_setup.h"
 
 #include "core/error.h"
+#include "models/hf_folder.h"
+#include "models/registry.h"
 #include "train/freeze.h"
 
 namespace snug {
+
+std::string initial_weights_path(const TrainingArguments& args, const ModelConfig& cfg) {
+  if (!args.init_from.empty()) return args.init_from;
+  return !cfg.folder.empty() && hf_folder_has_weights(cfg.folder) ? cfg.folder : "";
+}
+
+std::string load_initial_weights(CausalLM& model, const TrainingArguments& args,
+                                 const ModelConfig& cfg) {
+  const std::string path = initial_weights_path(args, cfg);
+  if (path.empty() || !args.resume_from.empty()) {
+    if (!model.device().is_meta()) model.init_weights(args.seed);  // a dry run has no values
+    return "seed " + std::to_string(args.seed);
+  }
+  // Every parameter gets the file's value (the load is strict), so init_weights is skipped.
+  load_model_weights(model, path);
+  return "the weights of " + path;
+}
 
 void prepare_model(CausalLM& model, const TrainingArguments& args) {
   bool quantized = false;

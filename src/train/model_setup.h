@@ -10,10 +10,33 @@
 //   5. --neftune-noise-alpha.
 #pragma once
 
+#include <string>
+
 #include "models/causal_lm.h"
+#include "models/model_config.h"
 #include "train/training_args.h"
 
 namespace snug {
+
+// Where a run's starting weights come from, in this order of precedence:
+//   1. --init-from PATH (a .safetensors file or a Hugging Face model folder), whatever --model is;
+//   2. the weights of the --model folder (`--model DIR`: DIR/model.safetensors or its
+//      model.safetensors.index.json shards);
+//   3. none: the family's initialization from --seed (a preset, `--model path/config.json`, or
+//      a folder without weights, e.g. config.json and a tokenizer for a from-scratch run:
+//      initialized as transformers does for a config without weights).
+// A resume (--resume-from) then replaces every value with its checkpoint's (train/checkpoint.h).
+// Returns the path of 1 or 2, "" for 3. `cfg` is args.model_config().
+std::string initial_weights_path(const TrainingArguments& args, const ModelConfig& cfg);
+
+// Gives a freshly created model its starting values: init_weights(--seed), or the weights of
+// initial_weights_path streamed into the parameters' storage (models/hf_weights.h: tensor by
+// tensor, converted and quantized as they load, so a 16-, 8- or 4-bit model never exists in fp32
+// on the host). Under --resume-from the weights are not read (the checkpoint's replace them) and
+// the model is initialized from the seed as before. On meta only names and shapes are checked.
+// Returns what the values are, for messages: "seed 42" or "the weights of PATH".
+std::string load_initial_weights(CausalLM& model, const TrainingArguments& args,
+                                 const ModelConfig& cfg);
 
 // Throws snug::Error naming the flag when the combination cannot train.
 void prepare_model(CausalLM& model, const TrainingArguments& args);

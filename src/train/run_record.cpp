@@ -49,7 +49,7 @@ constexpr Field kFields[] = {
      "--load-in-8bit/--load-in-4bit/--bnb-4bit-quant-type/"
      "--bnb-4bit-use-double-quant"},
     {"seed", "--seed"},
-    {"started_from", "--init-from"},
+    {"started_from", "--init-from/--model"},
 };
 
 // TrainingArguments::to_json() keys the record covers (compared there, not as config changes),

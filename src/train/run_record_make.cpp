@@ -8,7 +8,9 @@
 
 #include "core/dtype.h"
 #include "io/fnv1a.h"
+#include "models/hf_weights.h"
 #include "train/flag_table.h"
+#include "train/model_setup.h"
 #include "train/run_record.h"
 
 namespace snug {
@@ -59,11 +61,24 @@ nlohmann::json make_run_record(const TrainingArguments& args) {
   const auto wq = args.weight_quant();
   r["quantized_base"] = wq ? nlohmann::json(wq->resolved().describe()) : nullptr;
   r["seed"] = args.seed;
-  r["started_from"] =
-      args.init_from.empty()
-          ? nlohmann::json(nullptr)
-          : nlohmann::json{{"init_from", std::filesystem::absolute(args.init_from).string()},
-                           {"fnv1a64", hex64(fnv1a64_file(args.init_from))}};
+  // The starting weights (train/model_setup.h): --init-from's file or folder, or the --model
+  // folder's weights; a folder's checksum covers each weight file (models/hf_weights.h).
+  const std::string weights = initial_weights_path(args, cfg);
+  if (weights.empty()) {
+    r["started_from"] = nullptr;
+  } else {
+    uint64_t h = fnv1a64("");
+    if (std::filesystem::is_directory(weights)) {
+      for (const std::string& f : hf_weight_files(weights))
+        h = fnv1a64(
+            std::filesystem::path(f).filename().string() + ":" + hex64(fnv1a64_file(f)) + "\n", h);
+    } else {
+      h = fnv1a64_file(weights);
+    }
+    r["started_from"] = {{args.init_from.empty() ? "model_folder" : "init_from",
+                          std::filesystem::absolute(weights).string()},
+                         {"fnv1a64", hex64(h)}};
+  }
   return r;
 }
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "data/collator.h"
 #include "data/loader.h"
 #include "data/prefetch.h"
 #include "kernels/kernels.h"
@@ -49,6 +50,18 @@ Trainer::Trainer(const TrainingArguments& args, CausalLM& model, std::unique_ptr
       SNUG_CHECK(why.empty(), "--packing: ", why,
                  ", which cannot keep packed documents apart; train it without --packing");
     }
+  {
+    const ModelConfig mc = args_.model_config();
+    task_ = mc.task;
+    num_labels_ = mc.num_labels;
+    mask_token_id_ = mc.mask_token_id;
+    vocab_ = mc.shape.vocab_size;
+    SNUG_CHECK(task_ != ModelTask::sequence_classification || args_.data == "dummy" ||
+                   model_.device().is_meta(),
+               "--task sequence-classification: labels come with --data dummy only (random "
+               "labels, as the seeds' dummy dataset); --data ",
+               args_.data, " has no labels");
+  }
   SNUG_CHECK(data_ || model_.device().is_meta(), "Trainer: a dataset is required on ",
              model_.device().name());
   const OptimizerOptions o = args_.optimizer_options();
@@ -87,6 +100,8 @@ Trainer::Trainer(const TrainingArguments& args, CausalLM& model, std::unique_ptr
   const bool real = !model_.device().is_meta();
   const bool resuming = real && !args_.resume_from.empty();
   if (real && (args_.save_steps > 0 || resuming)) run_record_ = make_run_record(args_);
+  if (real && args_.save_steps > 0)
+    checkpoint_files_ = checkpoint_model_files(model_, args_.model_config());
   if (resuming) resume(args_.resume_from);
   // Before step 1: the output dir must hold no other run's checkpoints (train/output_dir.h).
   if (real && args_.save_steps > 0)
@@ -123,6 +138,30 @@ void Trainer::resume(const std::string& from) {
 void Trainer::set_grad_scaler_options(const GradScalerOptions& o) {
   SNUG_CHECK(scaler_, "set_grad_scaler_options: the run has no loss scaler (needs --fp16)");
   scaler_ = std::make_unique<GradScaler>(o);
+}
+
+void Trainer::prepare_batch(int32_t* inputs, int32_t* targets, int64_t T, int64_t step,
+                            int64_t micro, int64_t epoch, int64_t position,
+                            const BatchSource& source) const {
+  const int64_t B = args_.per_device_train_batch_size;
+  if (task_ == ModelTask::masked_lm) {
+    mask_tokens(inputs, targets, B * T, vocab_, static_cast<int32_t>(mask_token_id_),
+                collator_key(args_.seed, step, micro));
+  } else if (task_ == ModelTask::sequence_classification) {
+    // Row b is window (epoch, position + b) of the loader's order: its label is the sample's.
+    // (Labels come with --data dummy only, a token stream: the constructor checks.)
+    const auto* stream = dynamic_cast<const DataLoader*>(&source);
+    SNUG_ASSERT(stream != nullptr, "sequence classification on data that is not a token stream");
+    const DataLoader& loader = *stream;
+    const int64_t W = loader.windows_per_epoch();
+    std::vector<int32_t> labels(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t at = position + b;
+      labels[static_cast<size_t>(b)] =
+          dummy_label(args_.seed, loader.window_at(epoch + at / W, at % W), num_labels_);
+    }
+    row_labels(targets, labels.data(), B, T);
+  }
 }
 
 double accumulate_gradients(CausalLM& model, const int32_t* inputs, const int32_t* targets,
@@ -250,6 +289,12 @@ TrainResult Trainer::train(TrainCallback* callback) {
   std::vector<int32_t> positions(loader && loader->has_positions() ? inputs.size() : 0, 0);
   std::vector<int64_t> cols(static_cast<size_t>(accum), T);
   const bool eval = eval_ != nullptr && real;
+  if (!real && task_ == ModelTask::sequence_classification) {
+    // A dry run reads no data: label 0 for every row, in the layout the head takes.
+    const std::vector<int32_t> zeros(static_cast<size_t>(B), 0);
+    for (int64_t micro = 0; micro < accum; ++micro)
+      row_labels(&targets[static_cast<size_t>(micro * B * T)], zeros.data(), B, T);
+  }
 
   // The loader's state after the last batch the loop consumed (the prefetcher reads ahead, so
   // the loader itself may be further): what a checkpoint records.
@@ -273,6 +318,8 @@ TrainResult Trainer::train(TrainCallback* callback) {
           const int64_t c = prefetch->next(&inputs[off], &targets[off],
                                            positions.empty() ? nullptr : &positions[off]);
           cols[static_cast<size_t>(micro)] = c;
+          prepare_batch(&inputs[off], &targets[off], c, step, micro, data_epoch, data_position,
+                        *loader);
           for (int64_t i = micro * B * T; i < micro * B * T + B * c; ++i)
             window_targets += targets[static_cast<size_t>(i)] >= 0 ? 1 : 0;
           const int64_t consumed = data_position + B;
@@ -280,7 +327,7 @@ TrainResult Trainer::train(TrainCallback* callback) {
           data_position = consumed % windows;
         }
       } else {
-        window_targets = accum * B * T;
+        window_targets = accum * (task_ == ModelTask::sequence_classification ? B : B * T);
       }
       const double lr = args_.learning_rate * lr_multiplier(args_.lr_scheduler_type, step,
                                                             total_steps_, args_.warmup_steps);
@@ -338,7 +385,8 @@ TrainResult Trainer::train(TrainCallback* callback) {
         st.seed = args_.seed;
         st.config = args_.to_json();
         st.run = run_record_;
-        r.checkpoints.push_back(save_checkpoint(args_.output_dir, st, model_, *optimizer_));
+        r.checkpoints.push_back(
+            save_checkpoint(args_.output_dir, st, model_, *optimizer_, checkpoint_files_));
         // --load-best-model-at-end: the Trainer judges a checkpoint by the evaluation of its
         // step (save steps are multiples of eval steps); lower eval_loss is better.
         if (args_.load_best_model_at_end && !r.evals.empty() && r.evals.back().step == r.steps &&

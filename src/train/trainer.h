@@ -19,10 +19,13 @@
 #include "models/causal_lm.h"
 #include "optim/lomo.h"
 #include "optim/optimizer.h"
+#include "train/checkpoint.h"
 #include "train/grad_scaler.h"
 #include "train/training_args.h"
 
 namespace snug {
+
+class DataLoader;
 
 struct StepLog {
   int64_t step;  // 1-based, completed optimizer steps
@@ -118,9 +121,15 @@ class Trainer {
   // Evaluates, logs and keeps the result in r (and tracks the best with
   // --load-best-model-at-end).
   void run_eval(TrainResult& r, TrainCallback* callback);
+  // The task's batch (B, T) at inputs/targets: the masked-LM collator or the row labels on the
+  // loader's window (data/collator.h); nothing for causal-lm.
+  void prepare_batch(int32_t* inputs, int32_t* targets, int64_t T, int64_t step, int64_t micro,
+                     int64_t epoch, int64_t position, const BatchSource& source) const;
 
   TrainingArguments args_;
   CausalLM& model_;
+  ModelTask task_ = ModelTask::causal_lm;
+  int64_t num_labels_ = 0, mask_token_id_ = -1, vocab_ = 0;
   std::unique_ptr<TrainData> owned_data_;  // the TokenSource constructor's wrapper
   const TrainData* data_;
   const TrainData* eval_ = nullptr;
@@ -131,6 +140,7 @@ class Trainer {
   int64_t start_step_ = 0;
   int64_t data_epoch_ = 0, data_position_ = 0;  // loader state to seek to before training
   nlohmann::json run_record_;                   // train/run_record.h; recorded in each checkpoint
+  CheckpointModelFiles checkpoint_files_;       // config.json etc. of a full fine-tune's ones
   std::vector<std::string> removed_checkpoints_;
   std::vector<std::string> resume_changes_;
 };

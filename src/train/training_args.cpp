@@ -158,7 +158,9 @@ std::optional<WeightQuantConfig> TrainingArguments::weight_quant() const {
 }
 
 ModelConfig TrainingArguments::model_config() const {
-  return resolve_model(model, model_shape, config_override);
+  const ModelConfig c = resolve_model(model, model_shape, config_override);
+  if (task.empty() && num_labels == 0) return c;
+  return with_task(c, task.empty() ? c.task : parse_task(task, "--task"), num_labels);
 }
 
 OptimizerOptions TrainingArguments::optimizer_options() const {

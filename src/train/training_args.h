@@ -34,6 +34,11 @@ struct TrainingArguments {
   // --config-override KEY=VALUE (repeatable): config.json keys of the model by their Hugging
   // Face names, applied after model_shape (models/config_override.h).
   std::vector<std::string> config_override;
+  // --task: the model's head (models/model_config.h): causal-lm, masked-lm or
+  // sequence-classification; empty: the model's own (causal-lm for decoders; a BERT config's
+  // architectures). --num-labels: sequence classification's classes (0: the config's).
+  std::string task;
+  int64_t num_labels = 0;
   std::string data = "builtin";
   // jsonl data (data/sft_data.h, docs/data.md): the tokenizer (a tokenizer.json or its folder;
   // "" = the one beside a --model config.json), TRL's loss masks, packing and length grouping.

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -133,6 +135,38 @@ TEST_F(SafetensorsIo, RoundTripF32Bf16I32Metadata) {
   Tensor c2 = Tensor::zeros({2, 2}, DType::i32, Category::input_data, cpu_);
   f.read_into("ids", c2);
   EXPECT_EQ(std::memcmp(c2.raw(), cvals, sizeof(cvals)), 0);
+}
+
+// The streamed writer (one tensor's bytes at a time, from a callback) writes the very bytes of
+// save_safetensors for the same tensors, in the given order, empty tensors included.
+TEST_F(SafetensorsIo, StreamedWriteEqualsTheWholeWrite) {
+  Tensor a = Tensor::empty({3, 5}, DType::f32, Category::weights, cpu_);
+  for (int i = 0; i < 15; ++i) a.data<float>()[i] = 0.25f * static_cast<float>(i) - 1.0f;
+  Tensor e = Tensor::empty({0, 4}, DType::f32, Category::weights, cpu_);
+  Tensor b = Tensor::empty({7}, DType::bf16, Category::weights, cpu_);
+  for (int i = 0; i < 7; ++i) b.data_u16()[i] = f32_to_bf16(static_cast<float>(i) / 3.0f);
+  const std::vector<std::pair<std::string, const Tensor*>> tensors = {
+      {"z.weight", &a}, {"empty", &e}, {"a.bias", &b}};
+  const std::map<std::string, std::string> meta = {{"format", "pt"}};
+  save_safetensors(file("whole.safetensors"), tensors, meta);
+  std::vector<SafetensorsEntry> entries;
+  for (const auto& [name, t] : tensors) entries.push_back({name, t->dtype(), t->shape()});
+  EXPECT_EQ(entries[0].nbytes(), 60);
+  EXPECT_EQ(entries[2].nbytes(), 14);
+  std::vector<size_t> asked;
+  save_safetensors_streamed(file("streamed.safetensors"), entries, meta, [&](size_t i, void* dst) {
+    asked.push_back(i);
+    std::memcpy(dst, tensors[i].second->raw(), static_cast<size_t>(tensors[i].second->nbytes()));
+  });
+  EXPECT_EQ(asked, (std::vector<size_t>{0, 2}));  // nothing to fill for the empty tensor
+  auto bytes = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(bytes(file("streamed.safetensors")), bytes(file("whole.safetensors")));
+  EXPECT_ERROR_CONTAINS(save_safetensors_streamed(file("dup.safetensors"), {entries[0], entries[0]},
+                                                  {}, [](size_t, void*) {}),
+                        "duplicate tensor name 'z.weight'");
 }
 
 TEST_F(SafetensorsIo, SaveReplacesExistingFileAndEmptyMetadataIsOmitted) {

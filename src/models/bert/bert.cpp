@@ -1,0 +1,568 @@
+#include "models/bert/bert.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/random.h"
+#include "kernels/op_table.h"
+#include "nn/block_util.h"
+#include "nn/init.h"
+#include "nn/param_fill.h"
+
+namespace snug {
+
+namespace {
+
+// Dropout sites outside the layers (RunContext::dropout_key's layer numbers).
+constexpr int64_t kEmbeddingsDropoutLayer = -1, kPoolerDropoutLayer = -2;
+
+}  // namespace
+
+struct Bert::Saved {
+  int64_t B = 0, T = 0;
+  bool has_targets = false, for_backward = false;
+  nn::Embedding::Saved words, types;
+  nn::NormSaved emb_norm;
+  Tensor emb_mask;  // (B,T,C) uint8
+  Tensor x0;        // (B,T,C) the embeddings' output, layer 0's input
+  std::vector<nn::EncoderLayer::Saved> layers;
+  std::vector<Tensor> outs;  // layer outputs kept as segment inputs (checkpointing) and the last
+  // masked-lm
+  nn::Linear::Saved transform_lin;
+  Tensor pre;  // (B,T,C) the transform's output, GELU's input
+  nn::NormSaved transform_norm;
+  nn::LMHeadLoss::Saved head;
+  // sequence classification
+  nn::Linear::Saved pooler_lin, cls_lin;
+  Tensor pooled;    // (B,C) tanh's output
+  Tensor cls_mask;  // (B,C) uint8
+  Tensor probs, losses, labels;
+  int64_t valid = 0;
+  float loss_scale = 1.0f;
+};
+
+Bert::Bert(const BertConfig& cfg, Device& dev, DType param_dtype,
+           const std::optional<WeightQuantConfig>& quant)
+    : cfg_(cfg), dev_(&dev), ps_(dev) {
+  cfg_.validate();
+  const int64_t V = cfg_.vocab_size, C = cfg_.hidden_size;
+  dev.pool().set_phase("init weights");
+  ps_.set_param_dtype(param_dtype);
+  words_.emplace(ps_, "bert.embeddings.word_embeddings.weight", V, C,
+                 "bert.embeddings.position_embeddings.weight", cfg_.max_position_embeddings);
+  types_.emplace(ps_, "bert.embeddings.token_type_embeddings.weight", cfg_.type_vocab_size, C);
+  emb_norm_.emplace(ps_, "bert.embeddings.LayerNorm", C, nn::NormKind::layer, cfg_.layer_norm_eps);
+  ps_.set_weight_quant(quant);  // the layers' Linear weights only
+  layers_.reserve(static_cast<size_t>(cfg_.num_hidden_layers));
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+    nn::EncoderLayerConfig lc;
+    lc.norm_eps = cfg_.layer_norm_eps;
+    lc.attn = {.hidden = C,
+               .num_heads = cfg_.num_attention_heads,
+               .causal = false,
+               .qkv_bias = true,
+               .o_bias = true,
+               .kernel = attention_,
+               .layout = nn::LinearLayout::linear,
+               .q_name = "self.query",
+               .k_name = "self.key",
+               .v_name = "self.value",
+               .o_name = "output.dense",
+               .fused_qkv_name = "",
+               .fused_qkv_layout = nn::FusedQKVLayout::blocks,
+               .probs_dropout = cfg_.attention_probs_dropout_prob,
+               .dropout_layer = l};
+    lc.mlp = {.hidden = C,
+              .intermediate = cfg_.intermediate_size,
+              .act = nn::Activation::gelu_erf,
+              .bias = true,
+              .layout = nn::LinearLayout::linear,
+              .up_name = "intermediate.dense",
+              .down_name = "output.dense"};
+    lc.hidden_dropout = cfg_.hidden_dropout_prob;
+    lc.index = l;
+    const size_t begin = ps_.list().size();
+    layers_.emplace_back(ps_, "bert.encoder.layer." + std::to_string(l), lc);
+    layer_params_.emplace_back(begin, ps_.list().size());
+  }
+  ps_.set_weight_quant(std::nullopt);
+  head_params_begin_ = ps_.list().size();
+  if (classifies()) {
+    pooler_.emplace(ps_, "bert.pooler.dense", C, C, true, nn::LinearLayout::linear);
+    classifier_.emplace(ps_, "classifier", C, cfg_.num_labels, true, nn::LinearLayout::linear);
+  } else {
+    // BertLMPredictionHead registers its own bias before its submodules (HF's order).
+    mlm_bias_ = ps_.add("cls.predictions.bias", {V}, false);
+    transform_.emplace(ps_, "cls.predictions.transform.dense", C, C, true,
+                       nn::LinearLayout::linear);
+    transform_norm_.emplace(ps_, "cls.predictions.transform.LayerNorm", C, nn::NormKind::layer,
+                            cfg_.layer_norm_eps);
+    decoder_.emplace(ps_, "cls.predictions.decoder", C, V, words_->weight(), mlm_bias_);
+  }
+  for (nn::EncoderLayer& layer : layers_) linears_.push_back(layer.linears());
+  SNUG_ASSERT(count_params(parameters()) == cfg_.num_params(), "BERT parameter count");
+}
+
+Bert::~Bert() = default;
+
+ModelSummary Bert::summary() const {
+  ModelSummary s;
+  s.name = cfg_.name;
+  s.model_type = "bert";
+  s.n_layer = cfg_.num_hidden_layers;
+  s.n_embd = cfg_.hidden_size;
+  s.n_head = cfg_.num_attention_heads;
+  s.vocab_size = cfg_.vocab_size;
+  s.n_positions = cfg_.max_position_embeddings;
+  return s;
+}
+
+std::map<std::string, std::string> Bert::weights_metadata() const {
+  return {{"format", "pt"},
+          {"model", cfg_.name},
+          {"model_type", "bert"},
+          {"task", task_name(cfg_.task)}};
+}
+
+void Bert::init_weights(uint64_t seed) {
+  ctx().dropout_seed = seed;
+  NormalGenerator rng(seed);
+  const float std = static_cast<float>(cfg_.initializer_range);
+  const int64_t C = cfg_.hidden_size, pad = cfg_.pad_token_id;
+  for (Parameter* p : parameters()) {
+    const std::string& n = p->name;
+    auto ends_with = [&](const char* s) {
+      const std::string suffix(s);
+      return n.size() >= suffix.size() &&
+             n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    const bool norm = n.find("LayerNorm") != std::string::npos;
+    const bool words = n == words_->weight()->name;
+    int64_t at = 0;  // elements filled so far (the padding row of the word embeddings is 0)
+    nn::fill_values(*p, device().ops(), [&](float* d, int64_t cnt) {
+      if (norm) {
+        for (int64_t i = 0; i < cnt; ++i) d[i] = ends_with(".weight") ? 1.0f : 0.0f;
+      } else if (ends_with("bias")) {
+        for (int64_t i = 0; i < cnt; ++i) d[i] = 0.0f;
+      } else {
+        rng.fill(d, cnt, 0.0f, std);
+        if (words)
+          for (int64_t i = 0; i < cnt; ++i)
+            if ((at + i) / C == pad) d[i] = 0.0f;
+      }
+      at += cnt;
+    });
+  }
+}
+
+void Bert::set_attention(AttentionImpl a) {
+  attention_ = a;
+  for (nn::EncoderLayer& layer : layers_) layer.set_attention(a);
+}
+
+void Bert::set_checkpointing(const CheckpointConfig& c) {
+  SNUG_CHECK(c.policy == CheckpointPolicy::none || c.policy == CheckpointPolicy::every_layer ||
+                 c.policy == CheckpointPolicy::every_k,
+             "gradient checkpointing: ", cfg_.name,
+             " (bert) supports every-layer and every-k:K segments, not the selective policy");
+  SNUG_CHECK(c.policy == CheckpointPolicy::none || c.every_k >= 1,
+             "gradient checkpointing: segment length must be >= 1, got ", c.every_k);
+  ckpt_ = c;
+}
+
+void Bert::set_neftune_noise_alpha(double alpha) {
+  SNUG_CHECK(alpha == 0, "--neftune-noise-alpha: not supported for ", cfg_.name, " (bert) yet");
+}
+
+const Tensor& Bert::logits() const {
+  SNUG_CHECK(saved_ && (saved_->probs.defined() || saved_->head.probs.defined()),
+             "logits(): no forward pass has run");
+  return classifies() ? saved_->probs : saved_->head.probs;
+}
+
+void Bert::free_activations() {
+  saved_.reset();
+  ctx().clear();
+}
+
+std::vector<const Parameter*> Bert::gemm_weights() const {
+  std::vector<const Parameter*> w;
+  if (classifies()) {
+    w = {pooler_->weight(), classifier_->weight()};
+  } else {
+    w = {words_->weight(), transform_->weight()};
+  }
+  for (const auto& layer : linears_)
+    for (const nn::Linear* lin : layer) w.push_back(lin->weight());
+  return w;
+}
+
+int64_t Bert::num_compute_copy_params() const {
+  if (ps_.param_dtype() != DType::f32) return 0;
+  int64_t n = 0;
+  for (const Parameter* p : gemm_weights())
+    if (!p->quantized()) n += p->numel();
+  return n;
+}
+
+std::string Bert::phase(const char* what, size_t l) const {
+  return detail::concat(what, " layer.", l);
+}
+
+bool Bert::segment_end(size_t l) const {
+  if (l + 1 == layers_.size()) return true;
+  return (l + 1) % static_cast<size_t>(ckpt_.every_k) == 0;
+}
+
+void Bert::layer_forward(size_t l, Saved& s) {
+  const Tensor& x = l == 0 ? s.x0 : s.outs[l - 1];
+  s.outs[l] = layers_[l].forward(x, s.layers[l]);
+}
+
+void Bert::ready(Parameter* p) {
+  if (grad_ready_ && p->requires_grad && p->grad.defined()) grad_ready_(*p);
+}
+
+float Bert::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
+                    bool for_backward, float loss_scale) {
+  const int64_t V = cfg_.vocab_size, C = cfg_.hidden_size, N = B * T;
+  SNUG_CHECK(B > 0 && T > 0, "forward: batch ", B, " and sequence length ", T, " must be positive");
+  SNUG_CHECK(T <= cfg_.max_position_embeddings, "forward: sequence length ", T,
+             " exceeds the model's ", cfg_.max_position_embeddings,
+             " positions (max_position_embeddings of ", cfg_.name, ")");
+  for (int64_t i = 0; i < N; ++i)
+    SNUG_CHECK(tokens[i] >= 0 && tokens[i] < V, "forward: token id ", tokens[i], " at position ", i,
+               " is outside the vocabulary [0, ", V, ")");
+  if (!token_types_.empty()) {
+    SNUG_CHECK(static_cast<int64_t>(token_types_.size()) == N, "forward: ", token_types_.size(),
+               " token type ids for a batch of ", B, " x ", T);
+    for (int64_t i = 0; i < N; ++i)
+      SNUG_CHECK(token_types_[i] >= 0 && token_types_[i] < cfg_.type_vocab_size,
+                 "forward: token type id ", token_types_[i], " at position ", i, " is outside [0, ",
+                 cfg_.type_vocab_size, ") (type_vocab_size of ", cfg_.name, ")");
+  }
+  valid_targets_ = 0;
+  std::vector<int32_t> labels;
+  if (targets) {
+    for (int64_t i = 0; i < N; ++i) {
+      if (classifies()) {
+        const int64_t b = i / T;
+        if (i % T == 0) {
+          SNUG_CHECK(targets[i] < cfg_.num_labels, "forward: label ", targets[i], " of row ", b,
+                     " is outside the ", cfg_.num_labels, " labels [0, ", cfg_.num_labels, ")");
+          labels.push_back(targets[i]);
+        } else {
+          SNUG_CHECK(targets[i] < 0, "forward: sequence classification takes one label per row, ",
+                     "in column 0 (targets[b*T]); row ", b, " has ", targets[i], " at column ",
+                     i % T);
+        }
+      } else {
+        SNUG_CHECK(targets[i] < V, "forward: target id ", targets[i], " at position ", i,
+                   " is outside the vocabulary [0, ", V, ")");
+      }
+      valid_targets_ += (!classifies() || i % T == 0) && targets[i] >= 0 ? 1 : 0;
+    }
+  }
+  saved_.reset();
+  nn::RunContext& c = ctx();
+  const OpTable& ops = c.ops();
+  c.training = for_backward;
+  if (for_backward) ++c.forward_count;  // keys this forward's dropout masks
+  MemoryPool& pool = dev_->pool();
+  if (c.low_precision()) {
+    pool.set_phase("forward cast weights");
+    c.cast_compute_weights(gemm_weights());
+  }
+  auto s = std::make_unique<Saved>();
+  s->B = B;
+  s->T = T;
+  s->has_targets = targets != nullptr;
+  s->for_backward = for_backward;
+  pool.set_phase("forward embeddings");
+  Tensor tokens_t = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
+  Tensor types_t = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
+  Tensor targets_t;
+  if (targets) {
+    if (classifies()) {
+      targets_t = Tensor::empty({B}, DType::i32, Category::input_data, *dev_);
+      ops.copy_i32(targets_t.data<int32_t>(), labels.data(), B);
+    } else {
+      targets_t = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
+      ops.copy_i32(targets_t.data<int32_t>(), targets, N);
+    }
+  }
+  ops.copy_i32(tokens_t.data<int32_t>(), tokens, N);
+  {
+    const std::vector<int32_t> zeros(token_types_.empty() ? static_cast<size_t>(N) : 0, 0);
+    ops.copy_i32(types_t.data<int32_t>(), token_types_.empty() ? zeros.data() : token_types_.data(),
+                 N);
+  }
+  {
+    // x0 = dropout(LayerNorm(words[ids] + positions[t] + types[type ids])).
+    const Tensor e = nn::activation(*dev_, {B, T, C});  // the LayerNorm's saved input
+    words_->forward(tokens_t, e, s->words);
+    Tensor te = nn::temporary(*dev_, {B, T, C});
+    types_->forward(types_t, te, s->types);
+    ops.add(nn::f32(e), nn::f32(e), nn::f32(te), N * C);
+    te.reset();
+    tokens_t.reset();  // the Saveds keep the ids
+    types_t.reset();
+    s->x0 = nn::activation(*dev_, {B, T, C});
+    emb_norm_->forward(e, s->x0, s->emb_norm);
+    if (for_backward && cfg_.hidden_dropout_prob > 0) {
+      s->emb_mask = Tensor::empty({B, T, C}, DType::u8, Category::activations, *dev_);
+      ops.dropout_forward(nn::f32(s->x0), s->emb_mask.data<uint8_t>(), nn::f32(s->x0), N * C,
+                          cfg_.hidden_dropout_prob, c.dropout_key(kEmbeddingsDropoutLayer, 0));
+    }
+    if (!for_backward) s->emb_norm = {};
+  }
+
+  const bool segments = for_backward && (ckpt_.policy == CheckpointPolicy::every_layer ||
+                                         ckpt_.policy == CheckpointPolicy::every_k);
+  const size_t L = layers_.size();
+  s->layers.resize(L);
+  s->outs.resize(L);
+  for (size_t l = 0; l < L; ++l) {
+    pool.set_phase(phase("forward", l));
+    layer_forward(l, *s);
+    if (l == 0 && !for_backward) s->x0.reset();
+    if (!for_backward || segments) s->layers[l] = {};
+    // A layer's input is kept by its attention's Saved (or, checkpointing, as a segment input).
+    if (l > 0 && !(segments && segment_end(l - 1))) s->outs[l - 1].reset();
+    if (for_backward) layers_[l].compact(s->layers[l]);
+  }
+  pool.set_phase("forward head");
+  const double loss = head_forward(s->outs.back(), targets_t, for_backward, loss_scale, *s);
+  if (!for_backward) {
+    s->layers.clear();
+    s->outs.clear();
+    c.free_compute_weights();
+  }
+  pool.set_phase("forward done");
+  saved_ = std::move(s);
+  return static_cast<float>(loss);
+}
+
+double Bert::head_forward(const Tensor& x, const Tensor& targets, bool for_backward, float scale,
+                          Saved& s) {
+  nn::RunContext& c = ctx();
+  const OpTable& ops = c.ops();
+  const int64_t B = s.B, T = s.T, C = cfg_.hidden_size;
+  s.valid = valid_targets_;
+  s.loss_scale = scale;
+  if (!classifies()) {
+    // cls.predictions: LayerNorm(gelu(dense(x))) -> decoder (tied) + bias.
+    s.pre = nn::activation(*dev_, {B, T, C});
+    transform_->forward(x, s.pre, s.transform_lin);
+    const Tensor g = nn::activation(*dev_, {B, T, C});  // the LayerNorm's saved input
+    ops.gelu_erf_forward(nn::f32(g), nn::f32(s.pre), B * T * C);
+    const Tensor xf = nn::activation(*dev_, {B, T, C});
+    transform_norm_->forward(g, xf, s.transform_norm);
+    c.round_half(xf);
+    if (!for_backward) {
+      s.pre.reset();
+      s.transform_lin = {};
+      s.transform_norm = {};
+    }
+    return decoder_->forward(xf, targets, s.valid, LogitsMode::full, for_backward, scale, false,
+                             s.head);
+  }
+  // Pooler on each row's first token, tanh, dropout, classifier.
+  const int64_t NL = cfg_.num_labels;
+  const Tensor first = nn::activation(*dev_, {B, C});
+  for (int64_t b = 0; b < B; ++b)
+    ops.copy_f32(nn::offset(nn::f32(first), b * C), nn::offset(nn::f32(x), b * T * C), C);
+  s.pooled = nn::activation(*dev_, {B, C});
+  pooler_->forward(first, s.pooled, s.pooler_lin);
+  ops.tanh_forward(nn::f32(s.pooled), nn::f32(s.pooled), B * C);
+  const Tensor pd = nn::activation(*dev_, {B, C});  // the classifier's saved input
+  const double p = cfg_.pooler_dropout();
+  if (for_backward && p > 0) {
+    s.cls_mask = Tensor::empty({B, C}, DType::u8, Category::activations, *dev_);
+    ops.dropout_forward(nn::f32(pd), s.cls_mask.data<uint8_t>(), nn::f32(s.pooled), B * C, p,
+                        c.dropout_key(kPoolerDropoutLayer, 0));
+  } else {
+    ops.copy_f32(nn::f32(pd), nn::f32(s.pooled), B * C);
+  }
+  c.round_gemm_input(pd);
+  s.probs = nn::activation(*dev_, {B, NL});  // logits, then probabilities, then their gradient
+  classifier_->forward(pd, s.probs, s.cls_lin);
+  if (!for_backward) {
+    s.pooler_lin = {};
+    s.cls_lin = {};
+    s.pooled.reset();
+  }
+  if (!targets.defined()) return 0.0;
+  s.labels = targets;
+  s.losses = nn::activation(*dev_, {B});
+  const double sum = ops.softmax_xent_forward(nn::f32(s.losses), nn::f32(s.probs), nn::f32(s.probs),
+                                              targets.data<int32_t>(), B, NL);
+  return s.valid > 0 ? sum / static_cast<double>(s.valid) : 0.0;
+}
+
+void Bert::head_backward(const Tensor& dres, Saved& s) {
+  nn::RunContext& c = ctx();
+  const OpTable& ops = c.ops();
+  const int64_t B = s.B, T = s.T, C = cfg_.hidden_size;
+  if (!classifies()) {
+    Tensor dxf = decoder_->backward(s.head);
+    s.head = {};
+    Tensor dg = nn::temporary(*dev_, {B, T, C});
+    dg.zero_();
+    transform_norm_->backward(dxf, s.transform_norm, dg);
+    dxf.reset();
+    ops.gelu_erf_backward(nn::f32(dg), nn::f32(s.pre), nn::f32(dg), B * T * C);
+    s.pre.reset();
+    const Tensor dg16 = c.half_grad(dg, transform_->weight(), false);
+    transform_->backward(dg16, s.transform_lin, dres, false);
+    return;
+  }
+  const int64_t NL = cfg_.num_labels;
+  const float scale = s.valid > 0 ? s.loss_scale / static_cast<float>(s.valid) : 0.0f;
+  ops.softmax_xent_backward(nn::f32(s.probs), nn::f32(s.probs), s.labels.data<int32_t>(), scale, B,
+                            NL);
+  s.losses.reset();
+  Tensor dpd = nn::temporary(*dev_, {B, C});
+  {
+    const Tensor g16 = c.half_grad(s.probs, classifier_->weight(), false);
+    classifier_->backward(g16, s.cls_lin, dpd, false);
+  }
+  s.probs.reset();
+  if (s.cls_mask.defined()) {
+    ops.dropout_backward(nn::f32(dpd), nn::f32(dpd), s.cls_mask.data<uint8_t>(), B * C,
+                         cfg_.pooler_dropout());
+    s.cls_mask.reset();
+  }
+  ops.tanh_backward(nn::f32(dpd), nn::f32(s.pooled), nn::f32(dpd), B * C);
+  s.pooled.reset();
+  Tensor dfirst = nn::temporary(*dev_, {B, C});
+  {
+    const Tensor g16 = c.half_grad(dpd, pooler_->weight(), false);
+    pooler_->backward(g16, s.pooler_lin, dfirst, false);
+  }
+  Tensor(dres).zero_();  // a handle on the same storage
+  for (int64_t b = 0; b < B; ++b)
+    ops.copy_f32(nn::offset(nn::f32(dres), b * T * C), nn::offset(nn::f32(dfirst), b * C), C);
+}
+
+void Bert::backward(float loss_scale) {
+  SNUG_CHECK(saved_ && saved_->has_targets && saved_->for_backward,
+             "backward: needs a forward pass with targets and for_backward=true before it");
+  Saved& s = *saved_;
+  nn::RunContext& c = ctx();
+  const OpTable& ops = c.ops();
+  MemoryPool& pool = dev_->pool();
+  pool.set_phase("backward head");
+  s.loss_scale = loss_scale;
+  s.head.loss_scale = loss_scale;
+  const int64_t B = s.B, T = s.T, C = cfg_.hidden_size, n = B * T * C;
+  Tensor dres = nn::temporary(*dev_, {B, T, C});  // reused layer to layer
+  head_backward(dres, s);
+  c.flush_grads();
+  const ParameterList& list = ps_.list();
+  for (size_t i = head_params_begin_; i < list.size(); ++i)
+    if (list[i] != words_->weight()) ready(list[i]);
+
+  for (size_t li = layers_.size(); li-- > 0;) {
+    nn::EncoderLayer::Saved& a = s.layers[li];
+    if (!a.attn.q.defined()) {
+      // Segment checkpointing: recompute this layer's segment from its saved input.
+      pool.set_phase(phase("recompute", li));
+      const size_t k = static_cast<size_t>(ckpt_.every_k);
+      s.outs[li].reset();
+      const size_t start = li - li % k;
+      for (size_t j = start; j <= li; ++j) layer_forward(j, s);
+      for (size_t j = start; j < li; ++j) layers_[j].compact(s.layers[j]);
+      // The attentions' Saveds hold their inputs now (16-bit under mixed precision).
+      for (size_t j = start; j < li; ++j) s.outs[j].reset();
+      if (start > 0) s.outs[start - 1].reset();
+    } else {
+      layers_[li].widen(a);
+    }
+    pool.set_phase(phase("backward", li));
+    s.outs[li].reset();
+    layers_[li].backward(dres, a);
+    c.flush_grads();
+    for (size_t i = layer_params_[li].first; i < layer_params_[li].second; ++i) ready(list[i]);
+    for (const nn::Linear* lin : linears_[li])
+      if (const LoraAdapter* ad = lin->lora()) {
+        ready(ad->A);
+        ready(ad->B);
+      }
+  }
+
+  pool.set_phase("backward embeddings");
+  if (s.emb_mask.defined()) {
+    ops.dropout_backward(nn::f32(dres), nn::f32(dres), s.emb_mask.data<uint8_t>(), n,
+                         cfg_.hidden_dropout_prob);
+    s.emb_mask.reset();
+  }
+  s.x0.reset();
+  {
+    Tensor de = nn::temporary(*dev_, {B, T, C});
+    de.zero_();
+    emb_norm_->backward(dres, s.emb_norm, de);
+    dres.reset();
+    words_->backward(de, s.words);
+    types_->backward(de, s.types);
+  }
+  c.flush_grads();
+  for (size_t i = 0; i < layer_params_.front().first; ++i) ready(list[i]);
+  saved_.reset();
+  c.free_compute_weights();
+  pool.set_phase("backward done");
+}
+
+void Bert::add_lora(const LoraConfig& cfg, uint64_t seed) {
+  cfg.validate();
+  SNUG_CHECK(lora_.empty(), "add_lora: the model has LoRA adapters already");
+  for (const std::string& key : cfg.target_modules) {
+    bool hit = false;
+    for (const auto& layer : linears_)
+      for (const nn::Linear* lin : layer) hit = hit || lora_target_matches({key}, lin->name());
+    if (hit) continue;
+    std::string names;
+    const std::string first = "bert.encoder.layer.0.";
+    for (const nn::Linear* lin : linears_.front())
+      names += (names.empty() ? "" : ", ") + lin->name().substr(first.size());
+    throw Error(detail::concat("--target-modules: '", key, "' matches no Linear of ", cfg_.name,
+                               " (its layers' Linears are ", names, "; or all-linear)"));
+  }
+  for (Parameter* p : ps_.list()) p->requires_grad = false;  // PEFT: the base is frozen
+  nn::RunContext& c = ctx();
+  c.lora = cfg;
+  c.lora_seed = seed;
+  dev_->pool().set_phase("init lora");
+  const OpTable& ops = c.ops();
+  SplitMix64 rng(splitmix64_mix(seed ^ 0x4c6f526131ull));
+  for (size_t l = 0; l < linears_.size(); ++l)
+    for (size_t slot = 0; slot < linears_[l].size(); ++slot) {
+      nn::Linear& lin = *linears_[l][slot];
+      if (!lora_target_matches(cfg.target_modules, lin.name())) continue;
+      const LoraAdapter& ad =
+          lin.add_lora(ps_, cfg.r, static_cast<int64_t>(l), static_cast<int>(slot));
+      const double bound = 1.0 / std::sqrt(static_cast<double>(lin.in_features()));
+      std::vector<float> av(static_cast<size_t>(ad.A->value.numel()));
+      for (float& v : av) v = static_cast<float>((2.0 * rng.uniform() - 1.0) * bound);
+      ops.copy_f32(ad.A->value.data<float>(), av.data(), ad.A->value.numel());
+      ad.B->value.zero_();
+      lora_.push_back(ad);
+    }
+  c.has_lora = !lora_.empty();
+}
+
+std::vector<float> Bert::merged_weight(const LoraAdapter& a) const {
+  return linears_[static_cast<size_t>(a.layer)][static_cast<size_t>(a.slot)]->merged_weight();
+}
+
+void Bert::read_values(const Parameter& p, float* out) const {
+  const OpTable& ops = ctx().ops();
+  if (p.quantized())
+    dequantize_weight(*p.quant, out);
+  else if (p.value.dtype() == DType::f32)
+    ops.copy_f32(out, p.value.data<float>(), p.numel());
+  else
+    ops.unpack_half(out, p.value.data_u16(), p.numel(), p.value.dtype() == DType::f16);
+}
+
+}  // namespace snug

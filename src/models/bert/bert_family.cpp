@@ -1,0 +1,129 @@
+// BERT's entry in the registry of model families (models/registry.h).
+#include <type_traits>
+
+#include "core/error.h"
+#include "models/bert/bert.h"
+#include "models/bert/bert_config.h"
+#include "models/hf_weights.h"
+#include "models/registry.h"
+
+namespace snug {
+
+namespace {
+
+template <class M>
+auto& as_bert(M& m) {
+  auto* g = dynamic_cast<std::conditional_t<std::is_const_v<M>, const Bert, Bert>*>(&m);
+  SNUG_ASSERT(g != nullptr, "a bert model that is not a Bert");
+  return *g;
+}
+
+ModelConfig to_model_config(const BertConfig& c) {
+  ModelConfig m;
+  m.shape.name = c.name;
+  m.shape.model_type = "bert";
+  m.shape.n_layer = c.num_hidden_layers;
+  m.shape.n_embd = c.hidden_size;
+  m.shape.n_head = c.num_attention_heads;
+  m.shape.vocab_size = c.vocab_size;
+  m.shape.n_positions = c.max_position_embeddings;
+  m.num_params = c.num_params();
+  m.hf = bert_config_json(c);
+  m.task = c.task;
+  m.num_labels = c.num_labels;
+  m.mask_token_id = bert_mask_token_id(c);
+  return m;
+}
+
+ModelConfig parse(const nlohmann::json& j, const std::string& spec, const std::string& name) {
+  return to_model_config(parse_bert_config(j, spec, name));
+}
+
+ModelConfig set_task(const ModelConfig& cfg, ModelTask task, int64_t num_labels) {
+  BertConfig c = parse_bert_config(cfg.hf, cfg.shape.name, cfg.shape.name);
+  c.task = task;
+  if (num_labels > 0) c.num_labels = num_labels;
+  c.validate();
+  return to_model_config(c);
+}
+
+std::unique_ptr<CausalLM> create(const ModelConfig& cfg, Device& dev, DType param_dtype,
+                                 const std::optional<WeightQuantConfig>& quant) {
+  return std::make_unique<Bert>(bert_config(cfg), dev, param_dtype, quant);
+}
+
+// A transformers BERT file may also hold the MLM decoder tied to the word embeddings (accepted
+// only equal to them), its bias (the same tensor as cls.predictions.bias: transformers ties it)
+// and the position_ids / token_type_ids buffers.
+HfWeightRules rules(const Bert& m) {
+  HfWeightRules r;
+  r.model_desc = m.config().name + " (BERT, " + task_name(m.config().task) + ")";
+  r.ignored_suffixes = {"embeddings.position_ids", "embeddings.token_type_ids",
+                        "cls.predictions.decoder.bias"};
+  if (m.config().task == ModelTask::masked_lm) {
+    r.tied_name = "cls.predictions.decoder.weight";
+    r.tied_to = "bert.embeddings.word_embeddings.weight";
+    r.tie_note = "snug ties BERT's MLM decoder to the word embeddings";
+  }
+  return r;
+}
+
+void load_weights(CausalLM& model, const std::string& path) {
+  load_hf_weights(model, path, rules(as_bert(model)));
+}
+
+void save_weights(const CausalLM& model, const std::string& path,
+                  const std::map<std::string, std::string>& extra) {
+  save_hf_weights(model, path, extra);
+}
+
+// Per token: 4 C^2 (q, k, v, o) + 2 C I (intermediate, output) per layer, 2 FLOPs each; the MLM
+// head C^2 + V C (the classifier's per-row cost is negligible); bidirectional attention 4 T C
+// per layer (QK^T and PV over all T keys).
+FlopsPerToken flops_per_token(const ModelConfig& cfg, int64_t T) {
+  const BertConfig c = bert_config(cfg);
+  const double L = static_cast<double>(c.num_hidden_layers);
+  const double C = static_cast<double>(c.hidden_size);
+  const double I = static_cast<double>(c.intermediate_size);
+  FlopsPerToken f;
+  f.layer_gemm = 2.0 * L * (4.0 * C * C + 2.0 * C * I);
+  f.head =
+      c.task == ModelTask::masked_lm ? 2.0 * (C * C + static_cast<double>(c.vocab_size) * C) : 0.0;
+  f.attention = 4.0 * L * static_cast<double>(T) * C;
+  return f;
+}
+
+// One encoder layer keeps, per token and hidden unit, e bytes for each of its input, q, k, v, the
+// attention output, the LayerNorm inputs h1 and h2, n1, and 4 + 4 for the intermediate pre- and
+// post-activation (I = 4h), plus two one-byte hidden dropout masks: s b h (16 e + 2), Korthikanti
+// et al. 2022's count with dropout; with the scores kept (naive attention) the probabilities, the
+// one-byte mask and the dropped probabilities, a s^2 b (2 e + 1).
+int64_t layer_activation_bytes(const ModelConfig& cfg, int64_t s, int64_t b, int64_t e,
+                               bool keep_scores) {
+  const int64_t h = cfg.shape.n_embd, a = cfg.shape.n_head;
+  return s * b * h * (16 * e + 2) + (keep_scores ? a * s * s * b * (2 * e + 1) : 0);
+}
+
+}  // namespace
+
+const Architecture& bert_architecture() {
+  static const Architecture a{"bert",
+                              bert_presets(),
+                              bert_preset_config,
+                              parse,
+                              "num_hidden_layers",
+                              "hidden_size",
+                              "num_attention_heads",
+                              "vocab_size",
+                              "max_position_embeddings",
+                              create,
+                              load_weights,
+                              save_weights,
+                              flops_per_token,
+                              layer_activation_bytes,
+                              {ModelTask::masked_lm, ModelTask::sequence_classification},
+                              set_task};
+  return a;
+}
+
+}  // namespace snug

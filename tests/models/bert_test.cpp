@@ -1,0 +1,324 @@
+// BERT (models/bert): a training step's memory on meta equals the cpu run's to the byte (both
+// heads, naive and flash attention, dropout on, checkpointing, fp16); every parameter gradient
+// passes central finite differences with dropout on (the masks are keyed by the forward count, so
+// the perturbed forwards drop the same elements); checkpointing recomputes bitwise the same
+// gradients; the collator and the trainer's tasks.
+#include "models/bert/bert.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "data/collator.h"
+#include "data/dataset.h"
+#include "kernels/gemm_path.h"
+#include "kernels/op_table.h"
+#include "models/config_override.h"
+#include "models/registry.h"
+#include "plan/what_if.h"
+#include "support/gradcheck.h"
+#include "train/trainer.h"
+
+namespace snug {
+namespace {
+
+ModelConfig tiny(ModelTask task, int64_t labels = 3) {
+  // Odd sizes; dropout probabilities high enough that masks matter.
+  ModelConfig c = resolve_model("bert-tiny", {},
+                                {"vocab_size=37", "hidden_size=12", "num_attention_heads=3",
+                                 "intermediate_size=19", "max_position_embeddings=11",
+                                 "hidden_dropout_prob=0.2", "attention_probs_dropout_prob=0.3"});
+  return with_task(c, task, task == ModelTask::sequence_classification ? labels : 0);
+}
+
+struct Batch {
+  std::vector<int32_t> ids, targets;
+  int64_t B = 2, T = 7;
+};
+
+Batch batch(const ModelConfig& cfg) {
+  Batch b;
+  const int64_t N = b.B * b.T;
+  for (int64_t i = 0; i < N; ++i) b.ids.push_back(static_cast<int32_t>((i * 7 + 3) % 37));
+  b.targets.assign(static_cast<size_t>(N), -100);
+  if (cfg.task == ModelTask::sequence_classification) {
+    b.targets[0] = 2;
+    b.targets[static_cast<size_t>(b.T)] = 1;
+  } else {
+    for (int64_t i : {1, 4, 8, 12}) b.targets[static_cast<size_t>(i)] = (i * 5) % 37;
+  }
+  return b;
+}
+
+struct StepMemory {
+  MemoryStats stats;
+  float loss = 0;
+};
+
+StepMemory step(const ModelConfig& cfg, DeviceKind kind, AttentionImpl impl, CheckpointPolicy pol,
+                ComputeDType dt) {
+  Device dev(kind);
+  auto m = create_model(cfg, dev);
+  if (kind != DeviceKind::meta) m->init_weights(5);
+  m->set_attention(impl);
+  CheckpointConfig ck;
+  ck.policy = pol;
+  ck.every_k = 1;
+  m->set_checkpointing(ck);
+  m->set_compute_dtype(dt);
+  // bf16 runs on this machine's bf16 GEMM path when it has one (the saved GEMM inputs then stay
+  // bf16 and the nn.Linear layouts widen them in backward).
+  m->set_gemm_path(kernels::resolve_gemm_path("auto"));
+  const Batch b = batch(cfg);
+  StepMemory r;
+  r.loss = m->forward(b.ids.data(), b.targets.data(), b.B, b.T, true, 1.0f);
+  m->backward(1.0f);
+  r.stats = dev.pool().stats();
+  return r;
+}
+
+TEST(Bert, MetaEqualsCpuToTheByte) {
+  for (ModelTask task : {ModelTask::masked_lm, ModelTask::sequence_classification})
+    for (AttentionImpl impl : {AttentionImpl::naive, AttentionImpl::flash})
+      for (CheckpointPolicy pol : {CheckpointPolicy::none, CheckpointPolicy::every_layer})
+        for (ComputeDType dt : {ComputeDType::f32, ComputeDType::f16, ComputeDType::bf16}) {
+          SCOPED_TRACE(std::string(task_name(task)) +
+                       (impl == AttentionImpl::naive ? " naive" : " flash") +
+                       (pol == CheckpointPolicy::none ? "" : " ckpt") +
+                       (dt == ComputeDType::f32   ? ""
+                        : dt == ComputeDType::f16 ? " fp16"
+                                                  : " bf16"));
+          const ModelConfig cfg = tiny(task);
+          const StepMemory cpu = step(cfg, DeviceKind::cpu, impl, pol, dt);
+          const StepMemory meta = step(cfg, DeviceKind::meta, impl, pol, dt);
+          EXPECT_TRUE(std::isfinite(cpu.loss));
+          EXPECT_EQ(cpu.stats.peak_total, meta.stats.peak_total);
+          EXPECT_EQ(cpu.stats.alloc_count, meta.stats.alloc_count);
+          for (size_t c = 0; c < cpu.stats.max_by_category.size(); ++c) {
+            EXPECT_EQ(cpu.stats.max_by_category[c], meta.stats.max_by_category[c]) << c;
+            EXPECT_EQ(cpu.stats.peak_by_category[c], meta.stats.peak_by_category[c]) << c;
+          }
+        }
+}
+
+// Naive attention with probability dropout keeps the (B,NH,T,T) mask (1 byte) and the dropped
+// probabilities (4 bytes) beside the probabilities, as eager attention does; flash keeps none.
+TEST(Bert, NaiveDropoutKeepsEagerAttentionsTensors) {
+  const ModelConfig cfg = tiny(ModelTask::masked_lm);
+  const int64_t scores = 2 * 3 * 7 * 7;  // B * NH * T * T
+  const int64_t per_layer = scores * (4 + 1 + 4);
+  ModelConfig off = resolve_model(
+      "bert-tiny", {},
+      {"vocab_size=37", "hidden_size=12", "num_attention_heads=3", "intermediate_size=19",
+       "max_position_embeddings=11", "hidden_dropout_prob=0.2", "attention_probs_dropout_prob=0"});
+  off = with_task(off, ModelTask::masked_lm, 0);
+  const auto with =
+      step(cfg, DeviceKind::meta, AttentionImpl::naive, CheckpointPolicy::none, ComputeDType::f32);
+  const auto without =
+      step(off, DeviceKind::meta, AttentionImpl::naive, CheckpointPolicy::none, ComputeDType::f32);
+  const size_t act = static_cast<size_t>(Category::activations);
+  EXPECT_EQ(with.stats.max_by_category[act] - without.stats.max_by_category[act],
+            2 * (per_layer - scores * 4));  // 2 layers: the mask and the dropped copy
+  const auto fw =
+      step(cfg, DeviceKind::meta, AttentionImpl::flash, CheckpointPolicy::none, ComputeDType::f32);
+  const auto fo =
+      step(off, DeviceKind::meta, AttentionImpl::flash, CheckpointPolicy::none, ComputeDType::f32);
+  EXPECT_EQ(fw.stats.max_by_category[act], fo.stats.max_by_category[act]);
+}
+
+// Loss with the dropout masks of forward count 0 every time.
+double loss_at(CausalLM& m, const Batch& b) {
+  m.set_forward_count(0);
+  const double l = m.forward(b.ids.data(), b.targets.data(), b.B, b.T, true, 1.0f);
+  m.free_activations();
+  return l;
+}
+
+void finite_differences(ModelTask task, AttentionImpl impl) {
+  // Large weights (initializer_range 1) make gradients large against the fp32 loss's rounding;
+  // the reference kernels (double accumulation) keep the perturbed losses smooth.
+  ModelConfig cfg = tiny(task);
+  cfg = with_task(apply_config_overrides(architecture("bert"), cfg, {}, {"initializer_range=1.0"}),
+                  task, task == ModelTask::sequence_classification ? 3 : 0);
+  Device dev(DeviceKind::cpu, &ref_op_table());
+  auto m = create_model(cfg, dev);
+  m->init_weights(11);
+  m->set_attention(impl);
+  const Batch b = batch(cfg);
+  m->set_forward_count(0);
+  m->forward(b.ids.data(), b.targets.data(), b.B, b.T, true, 1.0f);
+  m->backward(1.0f);
+  for (Parameter* p : m->parameters()) {
+    SCOPED_TRACE(p->name);
+    ASSERT_TRUE(p->grad.defined());
+    std::vector<float> analytic(p->grad.data<float>(), p->grad.data<float>() + p->numel());
+    std::vector<float> x(p->value.data<float>(), p->value.data<float>() + p->numel());
+    // Large tables: the rows the batch touches are enough (the rest have zero gradient).
+    if (x.size() > 400) {
+      x.resize(400);
+      analytic.resize(400);
+    }
+    const auto numeric = test::numerical_grad(x, [&] {
+      std::copy(x.begin(), x.end(), p->value.data<float>());
+      return loss_at(*m, b);
+    });
+    std::copy(x.begin(), x.end(), p->value.data<float>());
+    // The fp32 forward rounds every activation: a perturbed loss moves in steps of about 5e-7,
+    // so central differences carry up to about 3e-4 of noise: every element must agree within
+    // 1e-2 of the gradient's scale (test::expect_grad_close's bound) or that noise floor, 1e-3
+    // (the biases after post-norm are small; the key biases are exactly 0, since softmax ignores
+    // a per-row constant). The tight float64 comparison is bert_parity_test.cpp's.
+    double scale = 0;
+    for (float a : analytic) scale = std::max(scale, std::fabs(double{a}));
+    for (size_t i = 0; i < analytic.size(); ++i)
+      EXPECT_NEAR(analytic[i], numeric[i], std::max(1e-2 * scale, 1e-3))
+          << p->name << " element " << i;
+  }
+}
+
+TEST(Bert, FiniteDifferencesMaskedLMWithDropout) {
+  finite_differences(ModelTask::masked_lm, AttentionImpl::naive);
+  finite_differences(ModelTask::masked_lm, AttentionImpl::flash);
+}
+
+TEST(Bert, FiniteDifferencesClassificationWithDropout) {
+  finite_differences(ModelTask::sequence_classification, AttentionImpl::flash);
+}
+
+std::vector<std::vector<float>> grads(const ModelConfig& cfg, AttentionImpl impl,
+                                      CheckpointPolicy pol) {
+  Device dev(DeviceKind::cpu);
+  auto m = create_model(cfg, dev);
+  m->init_weights(3);
+  m->set_attention(impl);
+  CheckpointConfig ck;
+  ck.policy = pol;
+  ck.every_k = 1;
+  m->set_checkpointing(ck);
+  const Batch b = batch(cfg);
+  m->set_forward_count(7);
+  m->forward(b.ids.data(), b.targets.data(), b.B, b.T, true, 1.0f);
+  m->backward(1.0f);
+  std::vector<std::vector<float>> g;
+  for (Parameter* p : m->parameters())
+    g.emplace_back(p->grad.data<float>(), p->grad.data<float>() + p->numel());
+  return g;
+}
+
+TEST(Bert, CheckpointingRecomputesTheSameDropoutBitwise) {
+  for (ModelTask task : {ModelTask::masked_lm, ModelTask::sequence_classification})
+    for (AttentionImpl impl : {AttentionImpl::naive, AttentionImpl::flash}) {
+      const ModelConfig cfg = tiny(task);
+      EXPECT_EQ(grads(cfg, impl, CheckpointPolicy::none),
+                grads(cfg, impl, CheckpointPolicy::every_layer));
+    }
+}
+
+TEST(Bert, TasksAndHeadsAreRefusedByName) {
+  EXPECT_THROW(with_task(tiny(ModelTask::masked_lm), ModelTask::causal_lm, 0), Error);
+  const ModelConfig gpt2 = resolve_model("gpt2-tiny");
+  EXPECT_THROW(with_task(gpt2, ModelTask::masked_lm, 0), Error);
+  EXPECT_THROW(resolve_model("bert-tiny", {}, {"hidden_act=\"relu\""}), Error);
+  EXPECT_THROW(resolve_model("bert-tiny", {}, {"position_embedding_type=relative_key"}), Error);
+  // transformers' BertForSequenceClassification of bert-large-uncased, 2 labels: BertModel's
+  // 335,141,888 (with the pooler) + the classifier's 1024 * 2 + 2.
+  EXPECT_EQ(with_task(resolve_model("bert-large-uncased"), ModelTask::sequence_classification, 2)
+                .num_params,
+            335143938);
+}
+
+TEST(Collator, MasksAboutFifteenPercentAsTransformersDoes) {
+  const int64_t n = 200000, V = 1000;
+  std::vector<int32_t> in(n), tg(n);
+  for (int64_t i = 0; i < n; ++i) in[i] = static_cast<int32_t>(i % 997);
+  const std::vector<int32_t> orig = in;
+  mask_tokens(in.data(), tg.data(), n, V, 999, collator_key(42, 3, 0));
+  int64_t masked = 0, as_mask = 0, kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (tg[i] < 0) {
+      EXPECT_EQ(in[i], orig[i]);
+      continue;
+    }
+    ++masked;
+    EXPECT_EQ(tg[i], orig[i]);
+    as_mask += in[i] == 999 ? 1 : 0;
+    kept += in[i] == orig[i] ? 1 : 0;
+  }
+  EXPECT_NEAR(static_cast<double>(masked) / n, 0.15, 0.005);
+  EXPECT_NEAR(static_cast<double>(as_mask) / masked, 0.8, 0.01);
+  EXPECT_NEAR(static_cast<double>(kept) / masked, 0.1, 0.01);
+  std::vector<int32_t> again = orig, tg2(n);
+  mask_tokens(again.data(), tg2.data(), n, V, 999, collator_key(42, 3, 0));
+  EXPECT_EQ(again, in);
+  EXPECT_EQ(tg2, tg);
+}
+
+// The Trainer: masked-lm and sequence classification train on dummy data and the loss falls.
+TEST(Bert, TrainerRunsBothTasks) {
+  for (const char* task : {"masked-lm", "sequence-classification"}) {
+    SCOPED_TRACE(task);
+    TrainingArguments a;
+    a.model = "bert-tiny";
+    a.task = task;
+    a.data = "dummy";
+    a.seq_len = 16;
+    a.per_device_train_batch_size = 4;
+    a.max_steps = 12;
+    a.learning_rate = 1e-3;
+    a.gradient_accumulation_steps = 2;
+    const ModelConfig cfg = a.model_config();
+    Device dev(DeviceKind::cpu);
+    auto m = create_model(cfg, dev);
+    m->init_weights(a.seed);
+    const auto data = open_dataset("dummy", cfg.shape.vocab_size, a.seed);
+    Trainer t(a, *m, data.get());
+    const TrainResult r = t.train();
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    ASSERT_EQ(r.loss.size(), 12u);
+    for (double l : r.loss) EXPECT_TRUE(std::isfinite(l));
+  }
+}
+
+// `snug plan`'s dry run (meta) equals a real training run's peak to the byte, with the
+// optimizer, both heads, dropout, naive attention, accumulation, checkpointing and fp16.
+TEST(Bert, PlanEqualsTheMeasuredPeakToTheByte) {
+  for (const char* task : {"masked-lm", "sequence-classification"})
+    for (bool combined : {false, true}) {
+      SCOPED_TRACE(std::string(task) + (combined ? " accum+ckpt+fp16" : ""));
+      TrainingArguments a;
+      a.model = "bert-tiny";
+      a.task = task;
+      a.data = "dummy";
+      a.seq_len = 24;
+      a.per_device_train_batch_size = 2;
+      a.max_steps = 2;
+      a.attention = "naive";
+      if (combined) {
+        a.gradient_accumulation_steps = 2;
+        a.gradient_checkpointing = true;
+        a.fp16 = true;
+      }
+      const MemoryStats plan = dry_run(a);
+      const ModelConfig cfg = a.model_config();
+      Device dev(DeviceKind::cpu);
+      auto m = create_model(cfg, dev);
+      m->init_weights(a.seed);
+      const auto data = open_dataset("dummy", cfg.shape.vocab_size, a.seed);
+      Trainer t(a, *m, data.get());
+      const TrainResult r = t.train();
+      ASSERT_TRUE(r.error.empty()) << r.error;
+      const MemoryStats got = dev.pool().stats();
+      EXPECT_EQ(plan.peak_total, got.peak_total);
+      for (size_t c = 0; c < got.max_by_category.size(); ++c) {
+        EXPECT_EQ(plan.max_by_category[c], got.max_by_category[c]) << c;
+        EXPECT_EQ(plan.peak_by_category[c], got.peak_by_category[c]) << c;
+      }
+    }
+}
+
+}  // namespace
+}  // namespace snug

@@ -1,0 +1,56 @@
+"""Logits of a Hugging Face model folder, as transformers computes them (issue 17, acceptance 2).
+
+Loads DIR with AutoModelForCausalLM.from_pretrained(DIR, dtype=torch.float32) -- a folder snug
+wrote (`snug export --merge -o DIR`, `snug export-init -o DIR`, a checkpoint-N) -- runs the
+token ids of --tokens (a safetensors file with "tokens" (B,T) I32) in eval mode and writes its
+(B,T,V) F32 logits as "logits" to --out. tests/torch/hf_folder_torchtest.cpp compares them with
+snug's; this script only measures, so the comparison and its tolerance live in one place.
+
+Exit status: 0 written; 2 bad input; 3 torch, transformers or safetensors missing (pip install
+torch transformers safetensors); 4 the folder's model_type is not a causal LM in transformers.
+
+    python tests/torch/hf_folder_logits.py --model DIR --tokens tokens.safetensors --out hf.safetensors
+"""
+
+import argparse
+import sys
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True, help="a Hugging Face model folder")
+    ap.add_argument("--tokens", required=True, help="safetensors with 'tokens' (B,T)")
+    ap.add_argument("--out", required=True, help="where to write 'logits' (B,T,V) F32")
+    args = ap.parse_args(argv)
+    try:
+        import torch
+        import transformers
+        from safetensors.torch import load_file, save_file
+    except ImportError as e:
+        print(f"hf_folder_logits: {e}; pip install torch transformers safetensors",
+              file=sys.stderr)
+        return 3
+    import json
+    import os
+
+    with open(os.path.join(args.model, "config.json")) as f:
+        model_type = json.load(f).get("model_type")
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        print(f"hf_folder_logits: model_type {model_type!r} is not a causal LM", file=sys.stderr)
+        return 4
+    tokens = load_file(args.tokens)["tokens"].long()
+    model = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=tokens).logits.float().contiguous()
+    save_file({"logits": logits}, args.out)
+    print(f"hf_folder_logits: {type(model).__name__} from {args.model}: logits "
+          f"{tuple(logits.shape)} (transformers {transformers.__version__}, torch "
+          f"{torch.__version__})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
