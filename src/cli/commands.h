@@ -80,5 +80,6 @@ Command add_estimate_command(CLI::App& app);     // `snug estimate`
 Command add_peft_export_command(CLI::App& app);  // `snug export` (--adapter, --merge)
 Command add_info_command(CLI::App& app);         // `snug info`
 Command add_tokenize_command(CLI::App& app);     // `snug tokenize`
+Command add_generate_command(CLI::App& app);     // `snug generate`
 
 }  // namespace snug::cli

@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
       snug::cli::add_bench_command(app),    snug::cli::add_export_command(app),
       snug::cli::add_quantize_command(app), snug::cli::add_plot_memory_command(app),
       snug::cli::add_estimate_command(app), snug::cli::add_peft_export_command(app),
-      snug::cli::add_info_command(app),     snug::cli::add_tokenize_command(app)};
+      snug::cli::add_info_command(app),     snug::cli::add_tokenize_command(app),
+      snug::cli::add_generate_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

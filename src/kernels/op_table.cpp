@@ -21,6 +21,7 @@ const OpTable kFast = {
     "fast",
 #define SNUG_OP(ret, name, params) &kernels::name,
 #include "kernels/flash_ops.inc"
+#include "kernels/kv_cache_ops.inc"
 #include "kernels/lm_head_ops.inc"
 #include "kernels/ops.inc"
 #include "kernels/optim_ops.inc"
@@ -32,6 +33,7 @@ const OpTable kRef = {
     "ref",
 #define SNUG_OP(ret, name, params) &ref::name,
 #include "kernels/flash_ops.inc"
+#include "kernels/kv_cache_ops.inc"
 #include "kernels/lm_head_ops.inc"
 #include "kernels/ops.inc"
 #include "kernels/optim_ops.inc"
@@ -43,6 +45,7 @@ const OpTable kMeta = {
     "meta",
 #define SNUG_OP(ret, name, params) &MetaOp<ret params>::run,
 #include "kernels/flash_ops.inc"
+#include "kernels/kv_cache_ops.inc"
 #include "kernels/lm_head_ops.inc"
 #include "kernels/ops.inc"
 #include "kernels/optim_ops.inc"

@@ -1,6 +1,6 @@
 // The per-device op table: one function pointer per kernel op, generated from the op lists
-// (kernels/ops.inc, flash_ops.inc, lm_head_ops.inc, optim_ops.inc, quant_ops.inc), so an op
-// added there is in every table.
+// (kernels/ops.inc, flash_ops.inc, lm_head_ops.inc, optim_ops.inc, quant_ops.inc,
+// kv_cache_ops.inc), so an op added there is in every table.
 //
 // Why: model and block code (src/nn), the optimizers (src/optim) and the quantized weights
 // (src/quant) reach kernels only through `dev.ops()` (core/device.h) and never ask which device
@@ -19,6 +19,7 @@
 
 #include "kernels/flash_attention.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_cache_ops.h"
 #include "kernels/lm_head.h"
 #include "kernels/optim_ops.h"
 #include "kernels/quant_ops.h"
@@ -29,6 +30,7 @@ struct OpTable {
   const char* impl;  // "fast", "ref" or "meta"
 #define SNUG_OP(ret, name, params) ret(*name) params;
 #include "kernels/flash_ops.inc"
+#include "kernels/kv_cache_ops.inc"
 #include "kernels/lm_head_ops.inc"
 #include "kernels/ops.inc"
 #include "kernels/optim_ops.inc"

@@ -35,6 +35,7 @@
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "kernels/gemm_path.h"
+#include "nn/kv_cache.h"
 #include "nn/lora.h"
 #include "nn/parameter.h"
 #include "nn/run_options.h"
@@ -127,6 +128,14 @@ class CausalLM {
   virtual void set_dequant_bf16(bool on) = 0;
   // fp32 values of any parameter (dequantized, widened) into `out` (p.numel() floats, host).
   virtual void read_values(const Parameter& p, float* out) const = 0;
+
+  // Generation (nn/kv_cache.h). The cache this model's forward_cached needs; throws for a model
+  // that cannot generate.
+  virtual nn::KVCacheShape kv_cache_shape() const;
+  // Inference forward of T new tokens (B,T) (host) after the cache's cache.len() rows: appends
+  // their keys and values to `cache`, advances it, and returns the logits of each row's last
+  // token, (B, V) fp32 on the model's device. Keeps nothing else.
+  virtual Tensor forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn::KVCache& cache);
 };
 
 }  // namespace snug

@@ -232,6 +232,64 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
   return static_cast<float>(loss);
 }
 
+nn::KVCacheShape DecoderLM::kv_cache_shape() const {
+  const nn::AttentionConfig& a = spec_.layer.attn;
+  const int64_t heads = a.num_kv_heads > 0 ? a.num_kv_heads : a.num_heads;
+  const int64_t hs = a.head_dim > 0 ? a.head_dim : a.hidden / a.num_heads;
+  return {.layers = spec_.layers, .width = heads * hs, .max_positions = spec_.max_positions};
+}
+
+Tensor DecoderLM::forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn::KVCache& cache) {
+  const int64_t V = spec_.vocab, C = spec_.hidden, N = B * T, past = cache.len();
+  SNUG_CHECK(B == cache.batch() && T > 0 && past + T <= cache.max_len(), "generate: ", B, " x ", T,
+             " new tokens after ", past, " do not fit the KV cache of ", cache.batch(), " x ",
+             cache.max_len());
+  for (int64_t i = 0; i < N; ++i)
+    SNUG_CHECK(tokens[i] >= 0 && tokens[i] < V, "generate: token id ", tokens[i],
+               " is outside the vocabulary [0, ", V, ")");
+  saved_.reset();
+  nn::RunContext& c = ctx();
+  const OpTable& ops = c.ops();
+  c.training = false;
+  SNUG_CHECK(!c.low_precision(),
+             "generate: 16-bit compute (--bf16/--fp16) is not supported in "
+             "generation yet; drop the flag (the weights may still be bf16, "
+             "8-bit or 4-bit)");
+  MemoryPool& pool = dev_->pool();
+  pool.set_phase("generate embeddings");
+  Tensor x = nn::activation(*dev_, {B, T, C});
+  {
+    Tensor tokens_t = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
+    ops.copy_i32(tokens_t.data<int32_t>(), tokens, N);
+    nn::Embedding::Saved es;
+    embed_->forward(tokens_t, x, es, past);
+  }
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    pool.set_phase(phase("generate", l));
+    nn::DecoderLayer::Saved s;
+    const nn::KVSlot slot = cache.slot(static_cast<int64_t>(l));
+    x = layers_[l].forward(x, s, &slot);
+  }
+  pool.set_phase("generate lm_head");
+  // The last token of each row: the only logits generation reads.
+  Tensor last = nn::activation(*dev_, {B, 1, C});
+  for (int64_t b = 0; b < B; ++b)
+    ops.copy_f32(nn::offset(nn::f32(last), b * C), nn::offset(nn::f32(x), ((b + 1) * T - 1) * C),
+                 C);
+  x.reset();
+  const Tensor xf = nn::activation(*dev_, {B, 1, C});
+  nn::NormSaved ns;
+  norm_->forward(last, xf, ns);
+  ns = {};
+  last.reset();
+  nn::LMHeadLoss::Saved hs;
+  head_->forward(xf, Tensor(), 0, LogitsMode::full, false, 1.0f, false, hs);
+  cache.advance(T);
+  pool.set_phase("generate done");
+  Tensor logits = hs.probs;
+  return logits.view({B, V});
+}
+
 void DecoderLM::backward(float loss_scale) {
   SNUG_CHECK(saved_ && saved_->has_targets && saved_->for_backward,
              "backward: needs a forward pass with targets and for_backward=true before it");

@@ -116,6 +116,12 @@ class DecoderLM : public CausalLM {
   }
   void set_forward_count(uint64_t n) override { ctx().forward_count = n; }
 
+  // Generation: one KV-cache row per position and layer, NKV*hs wide (nn/kv_cache.h).
+  nn::KVCacheShape kv_cache_shape() const override;
+  // Embeddings at positions len..len+T-1, each layer through its cached attention, then the final
+  // norm and the head on each row's last token only: (B, V) logits (category activations).
+  Tensor forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn::KVCache& cache) override;
+
   // LoRA: an adapter pair on every Linear of the layers that `cfg` targets (PEFT's
   // get_peft_model with bias="none"); every other parameter is frozen. The adapters join
   // parameters() after the base ones. A from `seed` (kaiming_uniform(a = sqrt(5))), B zero. Call

@@ -1,5 +1,7 @@
 #include "nn/attention.h"
 
+#include <vector>
+
 #include "core/error.h"
 #include "kernels/op_table.h"
 #include "nn/block_util.h"
@@ -140,6 +142,59 @@ void Attention::forward(const Tensor& x, const Tensor& out, Saved& s) const {
   c.round_half(y);
   c.round_half(s.att);
   c.round_half(s.att_dropped);
+  o_->forward(y, out, s.o_lin);
+}
+
+void Attention::forward_cached(const Tensor& x, const Tensor& out, const KVSlot& slot) const {
+  const RunContext& c = *ctx_;
+  const OpTable& ops = c.ops();
+  const int64_t B = x.dim(0), T = x.dim(1), Tmax = slot.k.dim(1);
+  SNUG_CHECK(cfg_.causal, prefix_, ": a KV cache needs causal attention");
+  SNUG_CHECK(slot.k.dim(0) == B && slot.k.dim(2) == kv_width_ && slot.past + T <= Tmax, prefix_,
+             ": ", T, " new rows after ", slot.past, " do not fit a KV cache of ", slot.k.dim(0),
+             " x ", Tmax, " x ", slot.k.dim(2));
+  // Row (b, t) is position past + t.
+  std::vector<int32_t> host(static_cast<size_t>(B * T));
+  for (int64_t i = 0; i < B * T; ++i) host[i] = static_cast<int32_t>(slot.past + i % T);
+  const Tensor pos = Tensor::empty({B, T}, DType::i32, Category::temporary, c.device());
+  ops.copy_i32(pos.data<int32_t>(), host.data(), B * T);
+  // The rotary op reads absolute positions from pos (not document starts: no mask is built).
+  AttentionDims d = dims(B, T, Tensor());
+  d.pos = pos.data<int32_t>();
+  Saved s;  // the projections' Saveds, dropped on return
+  if (one_qkv_tensor()) {
+    s.q = temporary(c.device(), {B, T, d.ldq});
+  } else {
+    s.q = temporary(c.device(), {B, T, q_width_});
+    s.k = temporary(c.device(), {B, T, kv_width_});
+    s.v = temporary(c.device(), {B, T, kv_width_});
+  }
+  if (one_qkv_tensor()) {
+    q_->forward(x, s.q, s.q_lin);
+  } else if (fused_) {
+    const Tensor qkv = temporary(c.device(), {B, T, q_width_ + 2 * kv_width_});
+    q_->forward(x, qkv, s.q_lin);
+    ops.qkv_interleaved_split(f32(s.q), f32(s.k), f32(s.v), f32(qkv), B * T, d.NH, hs_);
+  } else {
+    q_->forward(x, s.q, s.q_lin);
+    k_->forward(x, s.k, s.k_lin);
+    v_->forward(x, s.v, s.v_lin);
+  }
+  const auto [q, k, v] = qkv_of(s.q, s.k, s.v);
+  if (cfg_.rotary_dim > 0) {
+    ops.rope_forward(q, B, T, d.NH, hs_, d.ldq, cfg_.rotary_dim, cfg_.rope_theta, d.pos,
+                     inv_freq());
+    ops.rope_forward(k, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta, d.pos,
+                     inv_freq());
+  }
+  ops.kv_cache_write(f32(slot.k), k, B, T, Tmax, slot.past, kv_width_, d.ldk);
+  ops.kv_cache_write(f32(slot.v), v, B, T, Tmax, slot.past, kv_width_, d.ldv);
+  const Tensor y = temporary(c.device(), {B, T, q_width_});
+  ops.attention_decode_gqa(f32(y), q, f32(slot.k), f32(slot.v), B, T, slot.past, Tmax, d.NH, d.NKV,
+                           hs_, d.ldq, cfg_.sliding_window);
+  s.q.reset();
+  s.k.reset();
+  s.v.reset();
   o_->forward(y, out, s.o_lin);
 }
 

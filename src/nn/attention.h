@@ -35,7 +35,11 @@
 // A sliding window (sliding_window W > 0) limits query t to the keys [t - W + 1, t]
 // (kernels/attention_dims.h), in every attention kernel.
 //
-// Later steps (docs/design.md): padding masks, a KV cache with an incremental forward.
+// Generation (forward_cached): the same projections and rotary, keys and values appended to a
+// KVCache, attention of the new rows over every cached one (kernels/kv_cache_ops.inc), within
+// the window.
+//
+// Later steps (docs/design.md): padding masks.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +49,7 @@
 
 #include "core/tensor.h"
 #include "kernels/attention_dims.h"
+#include "nn/kv_cache.h"
 #include "nn/linear.h"
 #include "nn/parameter_store.h"
 #include "nn/run_options.h"
@@ -104,6 +109,10 @@ class Attention {
 
   // out (B,T,C) from x (B,T,C); out is the caller's.
   void forward(const Tensor& x, const Tensor& out, Saved& s) const;
+  // Generation: out (B,T,C) for T new rows x (B,T,C) at positions slot.past .. past+T-1, their
+  // keys and values appended to the cache (nn/kv_cache.h), attending over every cached row
+  // (causal). Keeps nothing: an inference forward. Needs causal attention.
+  void forward_cached(const Tensor& x, const Tensor& out, const KVSlot& slot) const;
   // Returns dx (B,T,C) = d/dx (temporary); parameter gradients accumulate. Releases s. Under
   // mixed precision dout is the residual stream's fp32 gradient (rounded here for o's GEMM) and
   // dx comes back rounded.

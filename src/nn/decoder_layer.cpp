@@ -27,7 +27,7 @@ DecoderLayer::DecoderLayer(ParameterStore& ps, const std::string& prefix,
   }
 }
 
-Tensor DecoderLayer::forward(const Tensor& x, Saved& s) const {
+Tensor DecoderLayer::forward(const Tensor& x, Saved& s, const KVSlot* kv) const {
   const RunContext& c = *ctx_;
   const OpTable& ops = c.ops();
   const Shape shape = x.shape();
@@ -37,7 +37,7 @@ Tensor DecoderLayer::forward(const Tensor& x, Saved& s) const {
   c.round_gemm_input(n1);
   if (cfg_.parallel_residual) {
     Tensor out = activation(c.device(), shape);
-    attn_->forward(n1, out, s.attn);
+    attention(n1, out, s, kv);
     const Tensor n2 = c.work(shape);
     norm2_->forward(x, n2, s.n2);
     c.round_gemm_input(n2);
@@ -48,7 +48,7 @@ Tensor DecoderLayer::forward(const Tensor& x, Saved& s) const {
     return out;
   }
   const Tensor h = activation(c.device(), shape);  // h = x + attn(norm1(x))
-  attn_->forward(n1, h, s.attn);
+  attention(n1, h, s, kv);
   ops.add(f32(h), f32(h), f32(x), n);
   const Tensor n2 = c.work(shape);
   norm2_->forward(h, n2, s.n2);
@@ -57,6 +57,14 @@ Tensor DecoderLayer::forward(const Tensor& x, Saved& s) const {
   mlp_->forward(n2, out, s.mlp);
   ops.add(f32(out), f32(out), f32(h), n);  // out = h + mlp(norm2(h))
   return out;
+}
+
+void DecoderLayer::attention(const Tensor& n1, const Tensor& out, Saved& s,
+                             const KVSlot* kv) const {
+  if (kv)
+    attn_->forward_cached(n1, out, *kv);
+  else
+    attn_->forward(n1, out, s.attn);
 }
 
 void DecoderLayer::backward(const Tensor& dres, Saved& s) const {

@@ -55,8 +55,9 @@ class DecoderLayer {
   // prefix: e.g. "model.layers.0".
   DecoderLayer(ParameterStore& ps, const std::string& prefix, const DecoderLayerConfig& cfg);
 
-  // Returns out (B,T,C), category activations, from x (B,T,C).
-  Tensor forward(const Tensor& x, Saved& s) const;
+  // Returns out (B,T,C), category activations, from x (B,T,C). With `kv` (generation), attention
+  // reads and extends the KV cache (Attention::forward_cached) and keeps nothing in s.attn.
+  Tensor forward(const Tensor& x, Saved& s, const KVSlot* kv = nullptr) const;
   // dres (B,T,C): d/d(out) on entry, d/dx on return. Releases s.
   void backward(const Tensor& dres, Saved& s) const;
 
@@ -75,6 +76,8 @@ class DecoderLayer {
   std::vector<Linear*> linears();
 
  private:
+  void attention(const Tensor& n1, const Tensor& out, Saved& s, const KVSlot* kv) const;
+
   RunContext* ctx_;
   DecoderLayerConfig cfg_;
   std::optional<Norm> norm1_, norm2_;

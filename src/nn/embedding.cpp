@@ -15,13 +15,15 @@ Embedding::Embedding(ParameterStore& ps, const std::string& name, int64_t vocab,
   if (max_positions > 0) pos_ = ps.add(positions_name, {max_positions, dim}, true);
 }
 
-void Embedding::forward(const Tensor& tokens, const Tensor& out, Saved& s) const {
+void Embedding::forward(const Tensor& tokens, const Tensor& out, Saved& s,
+                        int64_t first_position) const {
   const int64_t B = tokens.dim(0), T = tokens.dim(1);
-  SNUG_CHECK(pos_ == nullptr || T <= max_pos_, "sequence length ", T, " exceeds the ", max_pos_,
-             " learned positions");
+  SNUG_CHECK(pos_ == nullptr || first_position + T <= max_pos_, "sequence length ",
+             first_position + T, " exceeds the ", max_pos_, " learned positions");
   Tensor w_s, pos_s;  // --bf16-full: the tables widened to fp32 (temporary)
   const float* w = ctx_->param_f32(w_, w_s);
   const float* pos = pos_ ? ctx_->param_f32(pos_, pos_s) : nullptr;
+  if (pos) pos += first_position * dim_;
   ctx_->ops().embedding_forward(f32(out), tokens.data<int32_t>(), w, pos, B, T, dim_);
   s.tokens = tokens;
 }

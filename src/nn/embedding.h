@@ -23,8 +23,9 @@ class Embedding {
   Embedding(ParameterStore& ps, const std::string& name, int64_t vocab, int64_t dim,
             const std::string& positions_name = "", int64_t max_positions = 0);
 
-  // out (B,T,C); tokens (B,T) int32 with ids in [0, V) (the model checks the host batch).
-  void forward(const Tensor& tokens, const Tensor& out, Saved& s) const;
+  // out (B,T,C); tokens (B,T) int32 with ids in [0, V) (the model checks the host batch). Row t
+  // is position first_position + t (generation continues after the KV cache's rows).
+  void forward(const Tensor& tokens, const Tensor& out, Saved& s, int64_t first_position = 0) const;
   // Accumulates the weight (and position) gradients from dout (B,T,C). Releases s.
   void backward(const Tensor& dout, Saved& s) const;
 
