@@ -115,23 +115,9 @@ void Attention::forward(const Tensor& x, const Tensor& out, Saved& s) const {
   alloc_dropout(B, T, s);
   const AttentionDims d = dims(B, T, s);
   const Tensor y = c.work({B, T, q_width_});
-  if (one_qkv_tensor()) {
-    q_->forward(x, s.q, s.q_lin);
-  } else if (fused_) {  // per-head interleaved: the projection's output is only split
-    const Tensor qkv = temporary(c.device(), {B, T, q_width_ + 2 * kv_width_});
-    q_->forward(x, qkv, s.q_lin);
-    ops.qkv_interleaved_split(f32(s.q), f32(s.k), f32(s.v), f32(qkv), B * T, d.NH, hs_);
-  } else {
-    q_->forward(x, s.q, s.q_lin);
-    k_->forward(x, s.k, s.k_lin);
-    v_->forward(x, s.v, s.v_lin);
-  }
+  project(x, s, d);
   const auto [q, k, v] = qkv_of(s.q, s.k, s.v);
   if (cfg_.rotary_dim > 0) {
-    ops.rope_forward(q, B, T, d.NH, hs_, d.ldq, cfg_.rotary_dim, cfg_.rope_theta, d.pos,
-                     inv_freq());
-    ops.rope_forward(k, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta, d.pos,
-                     inv_freq());
     c.round_half(s.q);  // 16-bit rotated queries and keys, as a 16-bit rotary would leave them
     c.round_half(s.k);
   }
@@ -143,6 +129,30 @@ void Attention::forward(const Tensor& x, const Tensor& out, Saved& s) const {
   c.round_half(s.att);
   c.round_half(s.att_dropped);
   o_->forward(y, out, s.o_lin);
+}
+
+void Attention::project(const Tensor& x, Saved& s, const AttentionDims& d) const {
+  const RunContext& c = *ctx_;
+  const OpTable& ops = c.ops();
+  const int64_t B = x.dim(0), T = x.dim(1);
+  if (one_qkv_tensor()) {
+    q_->forward(x, s.q, s.q_lin);
+  } else if (fused_) {  // per-head interleaved: the projection's output is only split
+    const Tensor qkv = temporary(c.device(), {B, T, q_width_ + 2 * kv_width_});
+    q_->forward(x, qkv, s.q_lin);
+    ops.qkv_interleaved_split(f32(s.q), f32(s.k), f32(s.v), f32(qkv), B * T, d.NH, hs_);
+  } else {
+    q_->forward(x, s.q, s.q_lin);
+    k_->forward(x, s.k, s.k_lin);
+    v_->forward(x, s.v, s.v_lin);
+  }
+  if (cfg_.rotary_dim > 0) {
+    const auto [q, k, v] = qkv_of(s.q, s.k, s.v);
+    ops.rope_forward(q, B, T, d.NH, hs_, d.ldq, cfg_.rotary_dim, cfg_.rope_theta, d.pos,
+                     inv_freq());
+    ops.rope_forward(k, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta, d.pos,
+                     inv_freq());
+  }
 }
 
 void Attention::forward_cached(const Tensor& x, const Tensor& out, const KVSlot& slot) const {
@@ -169,24 +179,8 @@ void Attention::forward_cached(const Tensor& x, const Tensor& out, const KVSlot&
     s.k = temporary(c.device(), {B, T, kv_width_});
     s.v = temporary(c.device(), {B, T, kv_width_});
   }
-  if (one_qkv_tensor()) {
-    q_->forward(x, s.q, s.q_lin);
-  } else if (fused_) {
-    const Tensor qkv = temporary(c.device(), {B, T, q_width_ + 2 * kv_width_});
-    q_->forward(x, qkv, s.q_lin);
-    ops.qkv_interleaved_split(f32(s.q), f32(s.k), f32(s.v), f32(qkv), B * T, d.NH, hs_);
-  } else {
-    q_->forward(x, s.q, s.q_lin);
-    k_->forward(x, s.k, s.k_lin);
-    v_->forward(x, s.v, s.v_lin);
-  }
+  project(x, s, d);
   const auto [q, k, v] = qkv_of(s.q, s.k, s.v);
-  if (cfg_.rotary_dim > 0) {
-    ops.rope_forward(q, B, T, d.NH, hs_, d.ldq, cfg_.rotary_dim, cfg_.rope_theta, d.pos,
-                     inv_freq());
-    ops.rope_forward(k, B, T, d.NKV, hs_, d.ldk, cfg_.rotary_dim, cfg_.rope_theta, d.pos,
-                     inv_freq());
-  }
   ops.kv_cache_write(f32(slot.k), k, B, T, Tmax, slot.past, kv_width_, d.ldk);
   ops.kv_cache_write(f32(slot.v), v, B, T, Tmax, slot.past, kv_width_, d.ldv);
   const Tensor y = temporary(c.device(), {B, T, q_width_});

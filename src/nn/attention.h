@@ -141,6 +141,9 @@ class Attention {
 
  private:
   AttentionDims dims(int64_t B, int64_t T, const Tensor& pos) const;
+  // q, k, v of x into s.q (s.k, s.v), allocated by the caller, rotated by d.pos (nullptr: rows
+  // 0..T-1) when the block has rotary dims.
+  void project(const Tensor& x, Saved& s, const AttentionDims& d) const;
   // dims() with the Saved's dropout (and, naive, its mask and dropped probabilities).
   AttentionDims dims(int64_t B, int64_t T, const Saved& s) const;
   // Naive attention with dropout: allocates the mask and the dropped probabilities.
