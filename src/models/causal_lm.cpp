@@ -2,8 +2,13 @@
 #include "models/causal_lm.h"
 
 #include "core/error.h"
+#include "models/model_config.h"
 
 namespace snug {
+
+ModelTask CausalLM::task() const {
+  return ModelTask::causal_lm;
+}
 
 nn::KVCacheShape CausalLM::kv_cache_shape() const {
   throw Error(detail::concat(summary().name, " (", summary().model_type,

@@ -42,6 +42,9 @@
 
 namespace snug {
 
+// What a model is trained for (defined in models/model_config.h; see "Tasks" above).
+enum class ModelTask : int;
+
 // The shape a report and a run record show, in the names snug's report JSON has always used.
 struct ModelSummary {
   std::string name;        // as resolved: preset or config path, with overrides
@@ -117,7 +120,11 @@ class CausalLM {
   // resumed run draws the same.
   virtual void set_forward_count(uint64_t n) = 0;
 
-  // LoRA (nn/lora.h): adapters on every Linear `cfg` targets; every other parameter frozen.
+  // The head this model was built with (ModelConfig::task); causal_lm unless a family says.
+  virtual ModelTask task() const;
+
+  // LoRA (nn/lora.h): adapters on every Linear `cfg` targets; every other parameter frozen but
+  // the modules PEFT keeps trainable for the task (peft_modules_to_save, models/model_config.h).
   virtual void add_lora(const LoraConfig& cfg, uint64_t seed) = 0;
   virtual const std::vector<LoraAdapter>& lora_adapters() const = 0;
   virtual const LoraConfig& lora_config() const = 0;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/causal_lm.h"
 
@@ -15,11 +16,18 @@ namespace snug {
 
 // What a model is trained for: the head on top of the layers and how forward() reads its
 // targets (models/causal_lm.h, "Tasks"). Not every family has every task (Architecture::tasks).
-enum class ModelTask { causal_lm, masked_lm, sequence_classification };
+enum class ModelTask : int { causal_lm, masked_lm, sequence_classification };
 // "causal-lm", "masked-lm", "sequence-classification" (the --task values).
 const char* task_name(ModelTask t);
 // The --task value `name`; throws naming `where` and the values.
 ModelTask parse_task(const std::string& name, const std::string& where);
+// PEFT's view of a task, so that an adapter snug writes is the one PEFT would have written:
+// LoraConfig.task_type ("CAUSAL_LM", "SEQ_CLS"; nullptr for masked LM, which PEFT has no task
+// type for: a plain PeftModel), and the modules PEFT keeps trainable beside the adapters and
+// saves in the adapter file (PeftModelForSequenceClassification: "classifier" and "score", the
+// list its adapter_config.json carries as modules_to_save; empty for the others).
+const char* peft_task_type(ModelTask t);
+const std::vector<std::string>& peft_modules_to_save(ModelTask t);
 
 struct ModelConfig {
   ModelSummary shape;      // name, model_type and the dimensions reports show

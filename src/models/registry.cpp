@@ -36,6 +36,23 @@ const char* task_name(ModelTask t) {
   return "?";
 }
 
+const char* peft_task_type(ModelTask t) {
+  switch (t) {
+    case ModelTask::causal_lm:
+      return "CAUSAL_LM";
+    case ModelTask::sequence_classification:
+      return "SEQ_CLS";
+    case ModelTask::masked_lm:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+const std::vector<std::string>& peft_modules_to_save(ModelTask t) {
+  static const std::vector<std::string> none, heads = {"classifier", "score"};
+  return t == ModelTask::sequence_classification ? heads : none;
+}
+
 ModelTask parse_task(const std::string& name, const std::string& where) {
   for (ModelTask t :
        {ModelTask::causal_lm, ModelTask::masked_lm, ModelTask::sequence_classification})

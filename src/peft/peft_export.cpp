@@ -166,28 +166,18 @@ nlohmann::json peft_adapter_config(const CausalLM& model) {
   j["qalora_group_size"] = 16;
   j["r"] = c.r;
   j["target_modules"] = J(std::vector<std::string>(targets.begin(), targets.end()));
-  j["task_type"] = "CAUSAL_LM";
+  // PEFT's task type and the modules it keeps trainable for it (models/model_config.h).
+  const char* task_type = peft_task_type(model.task());
+  j["task_type"] = task_type != nullptr ? J(task_type) : J(nullptr);
+  const std::vector<std::string>& to_save = peft_modules_to_save(model.task());
+  j["modules_to_save"] = to_save.empty() ? J(nullptr) : J(to_save);
   j["use_rslora"] = c.use_rslora;
-  for (const char* key : {"alora_invocation_tokens",
-                          "arrow_config",
-                          "auto_mapping",
-                          "base_model_name_or_path",
-                          "corda_config",
-                          "eva_config",
-                          "exclude_modules",
-                          "kasa_config",
-                          "layer_replication",
-                          "layers_pattern",
-                          "layers_to_transform",
-                          "lora_ga_config",
-                          "megatron_config",
-                          "modules_to_save",
-                          "monteclora_config",
-                          "revision",
-                          "target_parameters",
-                          "trainable_token_indices",
-                          "use_bdlora",
-                          "velora_config"})
+  for (const char* key :
+       {"alora_invocation_tokens", "arrow_config", "auto_mapping", "base_model_name_or_path",
+        "corda_config", "eva_config", "exclude_modules", "kasa_config", "layer_replication",
+        "layers_pattern", "layers_to_transform", "lora_ga_config", "megatron_config",
+        "monteclora_config", "revision", "target_parameters", "trainable_token_indices",
+        "use_bdlora", "velora_config"})
     j[key] = nullptr;
   for (const char* key : {"alpha_pattern", "loftq_config", "rank_pattern"}) j[key] = J::object();
   for (const char* key : {"ensure_weight_tying", "lora_bias", "use_dora", "use_qalora"})
@@ -211,6 +201,18 @@ void save_peft_adapter(const CausalLM& model, const std::string& dir) {
       tensors.emplace_back(kPeftPrefix + p->name, &p->value);
     }
   }
+  // The task's modules_to_save (a classifier), whole, under their own names as PEFT's
+  // get_peft_model_state_dict writes them.
+  for (const std::string& module : peft_modules_to_save(model.task()))
+    for (const Parameter* p : model.parameters()) {
+      if (p->name.rfind(module + ".", 0) != 0 ||
+          p->name.find('.', module.size() + 1) != std::string::npos)
+        continue;
+      SNUG_CHECK(p->value.dtype() == DType::f32, p->name,
+                 ": modules_to_save are written as F32, this one is ",
+                 dtype_name(p->value.dtype()));
+      tensors.emplace_back(kPeftPrefix + p->name, &p->value);
+    }
   save_safetensors((fs::path(dir) / "adapter_model.safetensors").string(), tensors,
                    {{"format", "pt"}});
   const fs::path cfg_path = fs::path(dir) / "adapter_config.json";

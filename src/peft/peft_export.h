@@ -4,7 +4,9 @@
 //            writes them for a LoRA on the Hugging Face model, so that
 //            PeftModel.from_pretrained(base, DIR) rebuilds the adapted model. Keys
 //            "base_model.model.<module>.lora_A.weight" (r, in) and ".lora_B.weight" (out, r), F32,
-//            in module order, metadata
+//            in module order, then the task's modules_to_save whole (BERT's sequence
+//            classification: "base_model.model.classifier.weight"/".bias", trainable beside the
+//            adapters as under PEFT's SEQ_CLS; models/model_config.h), metadata
 //            {"format": "pt"}: PEFT keeps nn.Linear layouts for the adapters even on GPT-2's
 //            Conv1D, and says so with fan_in_fan_out = true in the config.
 //   merged   a Hugging Face model folder (models/hf_folder.h: config.json, shards, tokenizer

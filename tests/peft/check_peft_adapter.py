@@ -8,7 +8,7 @@ compares the logits with snug's. With --merged it also loads snug's merged weigh
 weights with PEFT's own merge_and_unload() of the adapter.
 
 --expected is a safetensors file with "tokens" (B,T) I32/I64 and "logits" (B,T,V) F32: what
-snug's LoRA model computes for those tokens (tests/cli/peft_roundtrip_test.cpp writes it).
+snug's LoRA model computes for those tokens (tests/torch/peft_roundtrip_torchtest.cpp writes it).
 
 Exit status: 0 when every logits difference is below --tol (default 1e-4) and the merged weights
 agree with PEFT's to --weight-tol; 1 when a check fails; 2 for bad input; 3 when numpy, torch,

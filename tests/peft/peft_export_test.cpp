@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/device.h"
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "models/gpt2.h"
+#include "models/registry.h"
 #include "support/configs.h"
 #include "support/random.h"
 #include "support/run_cli.h"
@@ -174,6 +176,65 @@ TEST(PeftExport, MergedWeightsAreBasePlusScaledLowRankProduct) {
   const Parameter* fc = model.find("transformer.h.1.mlp.c_fc.weight");
   EXPECT_EQ(f.read_f32(fc->name),
             std::vector<float>(fc->value.data<float>(), fc->value.data<float>() + fc->numel()));
+}
+
+// PEFT's task types: a classifier's adapter is SEQ_CLS with the classifier trainable beside the
+// adapters and written whole (modules_to_save), a masked LM's has no task type, a decoder's is
+// CAUSAL_LM with nothing but the adapters.
+TEST(PeftExport, TaskTypeAndModulesToSaveArePeftsPerTask) {
+  Device cpu(DeviceKind::cpu);
+  LoraConfig lc;
+  lc.r = 2;
+  lc.alpha = 4;
+  lc.target_modules = {"query", "value"};
+  struct Case {
+    const char* task;
+    nlohmann::json task_type, modules_to_save;
+    std::vector<std::string> trainable_base;
+  };
+  const nlohmann::json null;
+  for (const Case& c : {Case{"sequence-classification",
+                             "SEQ_CLS",
+                             {"classifier", "score"},
+                             {"classifier.weight", "classifier.bias"}},
+                        Case{"masked-lm", null, null, {}}}) {
+    SCOPED_TRACE(c.task);
+    const ModelTask task = parse_task(c.task, "test");
+    const ModelConfig cfg = with_task(resolve_model("bert-tiny"), task,
+                                      task == ModelTask::sequence_classification ? 3 : 0);
+    auto m = create_model(cfg, cpu);
+    m->init_weights(1);
+    m->add_lora(lc, 2);
+    std::vector<std::string> trainable;
+    for (const Parameter* p : m->parameters())
+      if (p->requires_grad && p->name.find("lora_") == std::string::npos)
+        trainable.push_back(p->name);
+    EXPECT_EQ(trainable, c.trainable_base);
+    const nlohmann::json j = peft_adapter_config(*m);
+    EXPECT_EQ(j["task_type"], c.task_type);
+    EXPECT_EQ(j["modules_to_save"], c.modules_to_save);
+    test::TempDir tmp;
+    save_peft_adapter(*m, tmp.path("a"));
+    const SafetensorsFile f(tmp.path("a") + "/adapter_model.safetensors");
+    const size_t adapters = 2 * m->lora_adapters().size();
+    EXPECT_EQ(f.names().size(), adapters + c.trainable_base.size());
+    for (const std::string& n : c.trainable_base) {
+      ASSERT_TRUE(f.contains("base_model.model." + n)) << n;
+      std::vector<float> v(static_cast<size_t>(m->find(n)->numel()));
+      m->read_values(*m->find(n), v.data());
+      EXPECT_EQ(f.read_f32("base_model.model." + n), v) << n;
+    }
+  }
+  auto llama = create_model(resolve_model("llama-tiny"), cpu);
+  llama->init_weights(1);
+  LoraConfig ll = lc;
+  ll.target_modules = {"q_proj", "v_proj"};
+  llama->add_lora(ll, 2);
+  const nlohmann::json j = peft_adapter_config(*llama);
+  EXPECT_EQ(j["task_type"], "CAUSAL_LM");
+  EXPECT_TRUE(j["modules_to_save"].is_null());
+  for (const Parameter* p : llama->parameters())
+    EXPECT_EQ(p->requires_grad, p->name.find("lora_") != std::string::npos) << p->name;
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // A tiny LoRA run through the CLI and the logits of its checkpoint, shared by the export tests
-// (tests/cli/export_cli_test.cpp, tests/cli/peft_roundtrip_test.cpp).
+// (tests/cli/export_cli_test.cpp, tests/torch/peft_roundtrip_torchtest.cpp).
 #pragma once
 
 #include <cstdint>

@@ -6,10 +6,17 @@ token ids of --tokens (a safetensors file with "tokens" (B,T) I32) in eval mode 
 (B,T,V) F32 logits as "logits" to --out. tests/torch/hf_folder_torchtest.cpp compares them with
 snug's; this script only measures, so the comparison and its tolerance live in one place.
 
-Exit status: 0 written; 2 bad input; 3 torch, transformers or safetensors missing (pip install
-torch transformers safetensors); 4 the folder's model_type is not a causal LM in transformers.
+With --adapter ADIR the model is the class its config.json's "architectures" names (a BERT
+masked-LM or classifier too, whose logits are (B,T,V) or (B,num_labels)) with the PEFT adapter
+folder ADIR on top (peft.PeftModel.from_pretrained: the adapter's task_type picks PEFT's wrapper,
+modules_to_save come from the adapter file).
+
+Exit status: 0 written; 2 bad input; 3 torch, transformers, safetensors (or peft) missing (pip
+install torch transformers safetensors peft); 4 the folder's model_type is not a causal LM in
+transformers (without --adapter).
 
     python tests/torch/hf_folder_logits.py --model DIR --tokens tokens.safetensors --out hf.safetensors
+    python tests/torch/hf_folder_logits.py --model DIR --adapter ADIR --tokens t.safetensors --out o
 """
 
 import argparse
@@ -21,6 +28,7 @@ def main(argv=None):
     ap.add_argument("--model", required=True, help="a Hugging Face model folder")
     ap.add_argument("--tokens", required=True, help="safetensors with 'tokens' (B,T)")
     ap.add_argument("--out", required=True, help="where to write 'logits' (B,T,V) F32")
+    ap.add_argument("--adapter", help="a PEFT adapter folder to load on top")
     args = ap.parse_args(argv)
     try:
         import torch
@@ -37,11 +45,28 @@ def main(argv=None):
         model_type = json.load(f).get("model_type")
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        print(f"hf_folder_logits: model_type {model_type!r} is not a causal LM", file=sys.stderr)
-        return 4
     tokens = load_file(args.tokens)["tokens"].long()
-    model = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    if args.adapter:
+        try:
+            import peft
+        except ImportError as e:
+            print(f"hf_folder_logits: {e}; pip install peft", file=sys.stderr)
+            return 3
+        with open(os.path.join(args.model, "config.json")) as f:
+            archs = json.load(f).get("architectures") or []
+        cls = getattr(transformers, archs[0], None) if archs else None
+        if cls is None:
+            cls = transformers.AutoModelForCausalLM
+        base = cls.from_pretrained(args.model, dtype=torch.float32)
+        model = peft.PeftModel.from_pretrained(base, args.adapter)
+        print(f"hf_folder_logits: PEFT {peft.__version__} {type(model).__name__} "
+              f"(task_type {model.peft_config['default'].task_type})")
+    else:
+        if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+            print(f"hf_folder_logits: model_type {model_type!r} is not a causal LM",
+                  file=sys.stderr)
+            return 4
+        model = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     model.eval()
     with torch.no_grad():
         logits = model(input_ids=tokens).logits.float().contiguous()

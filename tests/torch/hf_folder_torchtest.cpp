@@ -8,7 +8,10 @@
 // Cases: a LoRA run on an odd-shaped GPT-2 merged by the CLI into a sharded folder; the same
 // weights as a bf16 folder; and every fixture folder tests/data/hf/<name>/ (written by
 // transformers, tests/golden/) of a family this build registers, through the registry only,
-// with LoRA adapters on every linear merged in.
+// with LoRA adapters on every linear merged in. And every fixture folder (BERT's masked-LM and
+// classifier too) as a base with snug's PEFT adapter (`snug export --adapter`) on top, loaded
+// by PeftModel.from_pretrained: the adapter's logits equal snug's LoRA model's (issue 17:
+// "--adapter writes PEFT adapters for every family").
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -74,7 +77,8 @@ struct Compared {
 // Runs transformers on `dir` for `tokens` and compares with snug's `logits`.
 Compared compare_with_transformers(const std::string& dir, const std::vector<int32_t>& tokens,
                                    int64_t B, int64_t T, const std::vector<float>& logits,
-                                   const TempDir& tmp, const std::string& tag) {
+                                   const TempDir& tmp, const std::string& tag,
+                                   const std::string& adapter = "") {
   Device cpu(DeviceKind::cpu);
   Tensor tok = Tensor::empty({B, T}, DType::i32, Category::input_data, cpu);
   std::copy(tokens.begin(), tokens.end(), tok.data<int32_t>());
@@ -87,9 +91,11 @@ Compared compare_with_transformers(const std::string& dir, const std::vector<int
   save_safetensors(tok_path, {{"tokens", &tok}});
   const std::string script = std::string(SNUG_TEST_DATA_DIR) + "/../torch/hf_folder_logits.py";
   Compared c;
-  const int raw = std::system(("'" + python() + "' " + script + " --model '" + dir + "' --tokens " +
-                               tok_path + " --out " + out_path + " >" + log + " 2>&1")
-                                  .c_str());
+  const std::string with = adapter.empty() ? "" : " --adapter '" + adapter + "'";
+  const int raw =
+      std::system(("'" + python() + "' " + script + " --model '" + dir + "'" + with + " --tokens " +
+                   tok_path + " --out " + out_path + " >" + log + " 2>&1")
+                      .c_str());
   c.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   c.log = slurp(log);
   if (c.status != 0) return c;
@@ -221,6 +227,68 @@ TEST(HfFolderTorch, EveryFixtureFamilyMergedLoadsInTransformers) {
     ++compared;
   }
   std::printf("%d fixture folder(s) compared with transformers\n", compared);
+}
+
+// Every fixture folder as the base of a PEFT adapter snug writes: rsLoRA on every Linear with B
+// nonzero, and for a classifier its trained head (PEFT's SEQ_CLS modules_to_save), perturbed so
+// that a head left out of the adapter would show.
+TEST(HfFolderTorch, PeftAdapterOfEveryFixtureFamilyLoadsInPeft) {
+  require_torch();
+  const fs::path root = fs::path(SNUG_TEST_DATA_DIR) / "hf";
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(root))
+    if (fs::exists(e.path() / "config.json")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  ASSERT_FALSE(dirs.empty()) << "no fixture folders in " << root.string();
+  TempDir tmp;
+  Device cpu(DeviceKind::cpu);
+  int compared = 0;
+  for (const fs::path& d : dirs) {
+    const std::string name = d.filename().string();
+    SCOPED_TRACE(name);
+    std::vector<std::string> eval_mode;  // transformers' eval mode: no dropout
+    ModelConfig cfg = resolve_model(d.string());
+    for (const char* key : {"hidden_dropout_prob", "attention_probs_dropout_prob",
+                            "attention_dropout", "hidden_dropout"})
+      if (cfg.hf.contains(key)) eval_mode.push_back(std::string(key) + "=0");
+    cfg = resolve_model(d.string(), {}, eval_mode);
+    const auto m = create_model(cfg, cpu);
+    load_model_weights(*m, d.string());
+    LoraConfig lc;
+    lc.r = 4;
+    lc.alpha = 6;
+    lc.use_rslora = true;
+    lc.target_modules = {"all-linear"};
+    m->add_lora(lc, 5);
+    for (const LoraAdapter& a : m->lora_adapters()) {
+      const std::vector<float> v = random_floats(a.B->numel(), 17, -0.05f, 0.05f);
+      std::copy(v.begin(), v.end(), a.B->value.data<float>());
+    }
+    int64_t head = 0;
+    for (Parameter* p : m->parameters())
+      if (p->requires_grad && p->name.find("lora_") == std::string::npos) {
+        const std::vector<float> v = random_floats(p->numel(), 23, -0.5f, 0.5f);
+        float* w = p->value.data<float>();
+        for (int64_t i = 0; i < p->numel(); ++i) w[i] += v[static_cast<size_t>(i)];
+        ++head;
+      }
+    EXPECT_EQ(head, cfg.task == ModelTask::sequence_classification ? 2 : 0)
+        << "trainable base parameters beside the adapters (PEFT's modules_to_save)";
+    const std::string adapter = tmp.path(name + "-adapter");
+    save_peft_adapter(*m, adapter);
+    const int64_t T = std::min<int64_t>(24, cfg.shape.n_positions), B = 2;
+    const std::vector<int32_t> tokens =
+        random_ints(B * T, 13, 0, static_cast<int32_t>(cfg.shape.vocab_size - 1));
+    const std::vector<float> mine = logits_of(*m, tokens, B, T);
+    const Compared c =
+        compare_with_transformers(d.string(), tokens, B, T, mine, tmp, name + " + PEFT", adapter);
+    std::cout << c.log;
+    ASSERT_EQ(c.status, 0) << c.log;
+    EXPECT_LE(c.rel, kTol);
+    EXPECT_GT(c.max_ref, 1e-3);
+    ++compared;
+  }
+  EXPECT_EQ(compared, static_cast<int>(dirs.size()));
 }
 
 }  // namespace

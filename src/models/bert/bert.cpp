@@ -1,5 +1,6 @@
 #include "models/bert/bert.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -528,7 +529,13 @@ void Bert::add_lora(const LoraConfig& cfg, uint64_t seed) {
     throw Error(detail::concat("--target-modules: '", key, "' matches no Linear of ", cfg_.name,
                                " (its layers' Linears are ", names, "; or all-linear)"));
   }
-  for (Parameter* p : ps_.list()) p->requires_grad = false;  // PEFT: the base is frozen
+  // PEFT: the base is frozen, but for the task's modules_to_save (the classifier: a head
+  // initialized for this task has to learn too), which stay trainable in full.
+  const std::vector<std::string>& keep = peft_modules_to_save(cfg_.task);
+  for (Parameter* p : ps_.list()) {
+    const std::string module = p->name.substr(0, p->name.rfind('.'));
+    p->requires_grad = std::find(keep.begin(), keep.end(), module) != keep.end();
+  }
   nn::RunContext& c = ctx();
   c.lora = cfg;
   c.lora_seed = seed;

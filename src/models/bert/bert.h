@@ -34,8 +34,8 @@
 #include <utility>
 #include <vector>
 
-#include "models/bert/bert_config.h"
 #include "core/error.h"
+#include "models/bert/bert_config.h"
 #include "models/causal_lm.h"
 #include "nn/embedding.h"
 #include "nn/encoder_layer.h"
@@ -104,6 +104,7 @@ class Bert final : public CausalLM {
   void add_lora(const LoraConfig& cfg, uint64_t seed) override;
   const std::vector<LoraAdapter>& lora_adapters() const override { return lora_; }
   const LoraConfig& lora_config() const override { return ctx().lora; }
+  ModelTask task() const override { return cfg_.task; }
   std::vector<float> merged_weight(const LoraAdapter& a) const override;
   void set_dequant_bf16(bool on) override { ctx().dequant_bf16 = on; }
   void read_values(const Parameter& p, float* out) const override;
