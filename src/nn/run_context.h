@@ -121,6 +121,8 @@ class RunContext {
   // quantized weights, which are dequantized per use). free_compute_weights() drops them.
   void cast_compute_weights(const std::vector<const Parameter*>& weights);
   void free_compute_weights() { compute_weights_.clear(); }
+  // Whether cast_compute_weights() made copies that are still held.
+  bool has_compute_weights() const { return !compute_weights_.empty(); }
   // Whether GEMMs with weight p run on gemm_bf16 (kernels/gemm_path.h).
   bool bf16_gemm(const Parameter* p) const;
   // fp32 values of GEMM weight p as the compute precision sees them: p's own values in fp32,
