@@ -30,7 +30,7 @@ std::vector<std::vector<int32_t>> golden_prompts_of_length(size_t n) {
   std::vector<std::vector<int32_t>> out;
   for (const auto& p : e["prompts"]) {
     std::vector<int32_t> v = p.get<std::vector<int32_t>>();
-    for (size_t i = v.size(); i < n; ++i) v.push_back(static_cast<int32_t>(11 + 13 * i));
+    for (size_t i = v.size(); i < n; ++i) v.push_back(static_cast<int32_t>((11 + 13 * i) % 96 + 1));
     v.resize(n);
     out.push_back(v);
   }
