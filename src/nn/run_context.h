@@ -6,7 +6,8 @@
 //   - the run options that change arithmetic: compute dtype (fp32 / fp16 / bf16 autocast), the
 //     bf16 GEMM path (kernels/gemm_path.h), bnb's bf16 compute dtype for quantized weights;
 //   - the 16-bit compute copies of the GEMM weights, cast once per forward (torch.autocast's
-//     cache): category weights, alive from forward to the end of backward;
+//     cache): category weights, alive from forward to the end of backward (in generation, from
+//     the prefill to the end of the generation: models/decoder_lm.h forward_cached);
 //   - --bf16-full's fp32 gradient accumulators (category temporary), rounded into the bf16
 //     gradients by flush_grads() after the block that produced them;
 //   - the training-forward state that keys random draws (LoRA dropout, NEFTune).
