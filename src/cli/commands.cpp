@@ -29,14 +29,25 @@ ModelConfig prepare_dry_run(TrainingArguments& args) {
   return cfg;
 }
 
+void add_max_new_tokens_flag(CLI::App* sub, int64_t& max_new_tokens) {
+  sub->add_option("--max-new-tokens", max_new_tokens, "New tokens at most (default 64)");
+}
+
+void add_num_beams_flag(CLI::App* sub, int64_t& num_beams) {
+  sub->add_option("--num-beams", num_beams, "Beam search with this many beams (default 1)");
+}
+
+std::string precision_words(const TrainingArguments& args) {
+  return args.fp16        ? "fp16 mixed precision"
+         : args.bf16_full ? "bf16 weights, gradients and state (--bf16-full)"
+         : args.bf16      ? "bf16 mixed precision"
+                          : "fp32";
+}
+
 std::string describe_step(const TrainingArguments& args) {
-  const char* precision = args.fp16        ? "fp16 mixed precision"
-                          : args.bf16_full ? "bf16 weights, gradients and state (--bf16-full)"
-                          : args.bf16      ? "bf16 mixed precision"
-                                           : "fp32";
   return detail::concat("batch ", args.per_device_train_batch_size, " x ", args.seq_len,
                         " tokens, accumulation ", args.gradient_accumulation_steps, ", ",
-                        args.optim, ", ", precision);
+                        args.optim, ", ", precision_words(args));
 }
 
 void add_folder_flags(CLI::App* sub, FolderFlags& f) {

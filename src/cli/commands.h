@@ -46,6 +46,14 @@ struct TrainingFlags {
 Subcommand<TrainingFlags> add_training_subcommand(CLI::App& app, const std::string& name,
                                                   const std::string& description);
 
+// The generation flags that `snug generate` and `snug plan --inference` share, registered by
+// both through these (one name, help and default).
+void add_max_new_tokens_flag(CLI::App* sub, int64_t& max_new_tokens);
+void add_num_beams_flag(CLI::App* sub, int64_t& num_beams);
+
+// The precision of a run in words: "fp32", "bf16 mixed precision", ...
+std::string precision_words(const TrainingArguments& args);
+
 // --seq-len against the model's context, with one message for every command.
 void check_seq_len(int64_t seq_len, const ModelConfig& cfg);
 // `args` made a dry run's (meta device, no modelled capacity) and validated; its model, with

@@ -118,7 +118,7 @@ int run_generate(const TrainingArguments& args, GenerateFlags f) {
   dev.pool().set_capacity(args.device_memory);
   auto model = create_model(cfg, dev, args.param_dtype(), args.weight_quant());
   std::string source = load_initial_weights(*model, args, cfg);
-  if (args.lora_r > 0) prepare_model(*model, args);
+  prepare_generation(*model, args);
   if (!f.checkpoint.empty()) source = load_checkpoint_values(*model, f.checkpoint, args);
   std::fprintf(stderr, "snug: generating with %s from %s\n", cfg.shape.name.c_str(),
                source.c_str());
@@ -166,7 +166,7 @@ Command add_generate_command(CLI::App& app) {
   auto f = std::make_shared<GenerateFlags>();
   sub->add_option("--prompt", f->prompt, "The prompt text");
   sub->add_option("--prompts", f->prompts, "A file of prompts, one per line");
-  sub->add_option("--max-new-tokens", f->gen.max_new_tokens, "New tokens at most (default 64)");
+  add_max_new_tokens_flag(sub, f->gen.max_new_tokens);
   sub->add_flag("--do-sample", f->gen.do_sample, "Sample instead of greedy decoding");
   sub->add_option("--temperature", f->gen.temperature, "Sampling temperature (default 1)");
   sub->add_option("--top-k", f->gen.top_k,
@@ -174,7 +174,7 @@ Command add_generate_command(CLI::App& app) {
   sub->add_option("--top-p", f->gen.top_p, "Sampling: nucleus probability (default 1: off)");
   sub->add_option("--repetition-penalty", f->gen.repetition_penalty,
                   "CTRL's penalty on tokens already in the sequence (default 1: off)");
-  sub->add_option("--num-beams", f->gen.num_beams, "Beam search with this many beams (default 1)");
+  add_num_beams_flag(sub, f->gen.num_beams);
   sub->add_option("--length-penalty", f->gen.length_penalty,
                   "Beam search: score / length^penalty (default 1)");
   sub->add_option("--early-stopping", f->early_stopping,

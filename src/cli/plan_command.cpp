@@ -2,14 +2,15 @@
 // the same allocations), answering "does it fit, with how much headroom, and if not, what to
 // turn on". A GPU preset adds the CUDA runtime's own footprint as its own line: the seeds
 // measured about 1343 MB of context and kernels on their V100 before any tensor, which is what
-// nvidia-smi shows on top of the tensors.
+// nvidia-smi shows on top of the tensors. `--inference` plans a generation instead
+// (cli/plan_inference.h).
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <memory>
 
 #include "cli/commands.h"
 #include "cli/plan_extras.h"
+#include "cli/plan_inference.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "models/registry.h"
@@ -23,31 +24,11 @@ namespace snug::cli {
 
 namespace {
 
-struct Verdict {
-  std::string device;
-  int64_t capacity, overhead, need;
-  bool fits() const { return need + overhead <= capacity; }
-};
-
-nlohmann::json verdict_json(const Verdict& v) {
-  return {{"device", v.device},
-          {"capacity_bytes", v.capacity},
-          {"runtime_overhead_bytes", v.overhead},
-          {"need_bytes", v.need + v.overhead},
-          {"fits", v.fits()},
-          {"headroom_bytes", v.capacity - v.need - v.overhead}};
-}
-
-void print_verdict(const Verdict& v) {
-  const double mb = 1024.0 * 1024.0;
-  std::printf("%-14s capacity %9.0f MB  need %9.0f MB (tensors %.0f + runtime %.0f)  %s %.0f MB\n",
-              v.device.c_str(), v.capacity / mb, (v.need + v.overhead) / mb, v.need / mb,
-              v.overhead / mb, v.fits() ? "fits, headroom" : "DOES NOT FIT, short by",
-              std::abs(static_cast<double>(v.capacity - v.need - v.overhead)) / mb);
-}
-
 int run_plan(TrainingArguments args, const std::string& device_memory, bool all_gpus,
-             const std::string& json_path, const PlanExtras& extras) {
+             const std::string& json_path, const PlanExtras& extras,
+             const InferenceFlags& inference) {
+  if (inference.on)
+    return run_inference_plan(args, inference, device_memory, all_gpus, json_path, extras);
   const ModelConfig cfg = prepare_dry_run(args);
   const MemoryStats mem = dry_run(args);
   // What --freeze leaves training (a shapes-only model: no bytes are touched).
@@ -65,15 +46,7 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
                 static_cast<double>(trainable) / 1e6);
   std::printf("%s\n", memory_table(mem, std::nullopt).c_str());
 
-  std::vector<Verdict> verdicts;
-  if (!device_memory.empty()) {
-    verdicts.push_back({device_memory, parse_device_memory(device_memory),
-                        is_device_memory_preset(device_memory) ? kCudaContextBytes : 0,
-                        mem.peak_total});
-  }
-  if (all_gpus)
-    for (const auto& [name, bytes] : device_memory_presets())
-      verdicts.push_back({name, bytes, kCudaContextBytes, mem.peak_total});
+  const std::vector<Verdict> verdicts = plan_verdicts(device_memory, all_gpus, mem.peak_total);
   for (const Verdict& v : verdicts) print_verdict(v);
 
   const bool any_short =
@@ -107,11 +80,13 @@ Command add_plan_command(CLI::App& app) {
   auto all_gpus = std::make_shared<bool>(false);
   auto json_path = std::make_shared<std::string>();
   auto extras = std::make_shared<PlanExtras>();
+  auto inference = std::make_shared<InferenceFlags>();
   c.sub->add_flag("--all-gpus", *all_gpus, "Check every GPU preset");
   c.sub->add_option("--json", *json_path, "Write the plan as JSON to this path");
   add_plan_extra_flags(c.sub, *extras);
-  return {c.sub, [t = c.flags, all_gpus, json_path, extras] {
-            return run_plan(t->args, t->device_memory, *all_gpus, *json_path, *extras);
+  add_inference_flags(c.sub, *inference);
+  return {c.sub, [t = c.flags, all_gpus, json_path, extras, inference] {
+            return run_plan(t->args, t->device_memory, *all_gpus, *json_path, *extras, *inference);
           }};
 }
 

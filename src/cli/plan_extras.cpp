@@ -1,5 +1,6 @@
 #include "cli/plan_extras.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "core/device.h"
@@ -18,35 +19,6 @@ namespace {
 
 double mib(int64_t bytes) {
   return static_cast<double>(bytes) / (1024.0 * 1024.0);
-}
-
-nlohmann::json search_json(const FitSearchResult& r, int64_t capacity, int64_t overhead) {
-  nlohmann::json j = {{"value", r.value},           {"peak_bytes", r.peak_bytes},
-                      {"capacity_bytes", capacity}, {"runtime_overhead_bytes", overhead},
-                      {"capped", r.capped},         {"dry_runs", r.dry_runs}};
-  if (!r.capped) {
-    j["above"] = r.above;
-    j["above_peak_bytes"] = r.above_peak;
-  }
-  return j;
-}
-
-void print_search(const char* what, const FitSearchResult& r, const std::string& device,
-                  int64_t overhead, const char* cap_reason) {
-  const char* plus = overhead > 0 ? " + runtime" : "";
-  if (r.value == 0) {
-    std::printf("%s: none fits %s: even 1 needs %.1f MB%s\n", what, device.c_str(),
-                mib(r.peak_bytes + overhead), plus);
-    return;
-  }
-  std::printf("%s that fits %s: %lld (peak %.1f MB%s", what, device.c_str(),
-              static_cast<long long>(r.value), mib(r.peak_bytes + overhead), plus);
-  if (r.capped)
-    std::printf("; %s)", cap_reason);
-  else
-    std::printf("; %lld needs %.1f MB)", static_cast<long long>(r.above),
-                mib(r.above_peak + overhead));
-  std::printf(" - %lld dry runs\n", static_cast<long long>(r.dry_runs));
 }
 
 void run_advisor(const PlanExtras& x, const TrainingArguments& args,
@@ -80,6 +52,63 @@ void run_advisor(const PlanExtras& x, const TrainingArguments& args,
 }
 
 }  // namespace
+
+nlohmann::json search_json(const FitSearchResult& r, int64_t capacity, int64_t overhead) {
+  nlohmann::json j = {{"value", r.value},           {"peak_bytes", r.peak_bytes},
+                      {"capacity_bytes", capacity}, {"runtime_overhead_bytes", overhead},
+                      {"capped", r.capped},         {"dry_runs", r.dry_runs}};
+  if (!r.capped) {
+    j["above"] = r.above;
+    j["above_peak_bytes"] = r.above_peak;
+  }
+  return j;
+}
+
+void print_search(const char* what, const FitSearchResult& r, const std::string& device,
+                  int64_t overhead, const char* cap_reason) {
+  const char* plus = overhead > 0 ? " + runtime" : "";
+  if (r.value == 0) {
+    std::printf("%s: none fits %s: even 1 needs %.1f MB%s\n", what, device.c_str(),
+                mib(r.peak_bytes + overhead), plus);
+    return;
+  }
+  std::printf("%s that fits %s: %lld (peak %.1f MB%s", what, device.c_str(),
+              static_cast<long long>(r.value), mib(r.peak_bytes + overhead), plus);
+  if (r.capped)
+    std::printf("; %s)", cap_reason);
+  else
+    std::printf("; %lld needs %.1f MB)", static_cast<long long>(r.above),
+                mib(r.above_peak + overhead));
+  std::printf(" - %lld dry runs\n", static_cast<long long>(r.dry_runs));
+}
+
+std::vector<Verdict> plan_verdicts(const std::string& device_memory, bool all_gpus, int64_t need) {
+  std::vector<Verdict> verdicts;
+  if (!device_memory.empty())
+    verdicts.push_back({device_memory, parse_device_memory(device_memory),
+                        runtime_overhead_bytes(device_memory), need});
+  if (all_gpus)
+    for (const auto& [name, bytes] : device_memory_presets())
+      verdicts.push_back({name, bytes, kCudaContextBytes, need});
+  return verdicts;
+}
+
+void print_verdict(const Verdict& v) {
+  const double mb = 1024.0 * 1024.0;
+  std::printf("%-14s capacity %9.0f MB  need %9.0f MB (tensors %.0f + runtime %.0f)  %s %.0f MB\n",
+              v.device.c_str(), v.capacity / mb, (v.need + v.overhead) / mb, v.need / mb,
+              v.overhead / mb, v.fits() ? "fits, headroom" : "DOES NOT FIT, short by",
+              std::abs(static_cast<double>(v.capacity - v.need - v.overhead)) / mb);
+}
+
+nlohmann::json verdict_json(const Verdict& v) {
+  return {{"device", v.device},
+          {"capacity_bytes", v.capacity},
+          {"runtime_overhead_bytes", v.overhead},
+          {"need_bytes", v.need + v.overhead},
+          {"fits", v.fits()},
+          {"headroom_bytes", v.capacity - v.need - v.overhead}};
+}
 
 int64_t runtime_overhead_bytes(const std::string& device_memory) {
   return is_device_memory_preset(device_memory) ? kCudaContextBytes : 0;

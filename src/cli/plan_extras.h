@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "plan/fit_search.h"
 #include "train/training_args.h"
 
 namespace snug::cli {
@@ -19,6 +21,24 @@ namespace snug::cli {
 inline constexpr int64_t kCudaContextBytes = int64_t{1343} * 1024 * 1024;
 // kCudaContextBytes for a GPU preset name, 0 for a plain size.
 int64_t runtime_overhead_bytes(const std::string& device_memory);
+
+// One device's verdict: the plan's tensors plus the runtime's footprint against its capacity.
+struct Verdict {
+  std::string device;
+  int64_t capacity, overhead, need;
+  bool fits() const { return need + overhead <= capacity; }
+};
+// The verdicts --device-memory (none when empty) and --all-gpus ask for, for tensors peaking at
+// `need` bytes.
+std::vector<Verdict> plan_verdicts(const std::string& device_memory, bool all_gpus, int64_t need);
+void print_verdict(const Verdict& v);
+nlohmann::json verdict_json(const Verdict& v);
+
+// A --find-max-* search as plan prints it ("largest --seq-len that fits 24GB: 812 (peak ...)")
+// and writes it in --json ("max_seq_len_search"). `cap_reason` says why a capped value stopped.
+void print_search(const char* what, const FitSearchResult& r, const std::string& device,
+                  int64_t overhead, const char* cap_reason);
+nlohmann::json search_json(const FitSearchResult& r, int64_t capacity, int64_t overhead);
 
 struct PlanExtras {
   bool find_max_batch = false;

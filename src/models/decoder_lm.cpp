@@ -236,7 +236,11 @@ nn::KVCacheShape DecoderLM::kv_cache_shape() const {
   const nn::AttentionConfig& a = spec_.layer.attn;
   const int64_t heads = a.num_kv_heads > 0 ? a.num_kv_heads : a.num_heads;
   const int64_t hs = a.head_dim > 0 ? a.head_dim : a.hidden / a.num_heads;
-  return {.layers = spec_.layers, .width = heads * hs, .max_positions = spec_.max_positions};
+  return {.layers = spec_.layers,
+          .width = heads * hs,
+          .max_positions = spec_.max_positions,
+          .kv_heads = heads,
+          .head_dim = hs};
 }
 
 Tensor DecoderLM::forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn::KVCache& cache) {
@@ -251,11 +255,13 @@ Tensor DecoderLM::forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn
   nn::RunContext& c = ctx();
   const OpTable& ops = c.ops();
   c.training = false;
-  SNUG_CHECK(!c.low_precision(),
-             "generate: 16-bit compute (--bf16/--fp16) is not supported in "
-             "generation yet; drop the flag (the weights may still be bf16, "
-             "8-bit or 4-bit)");
   MemoryPool& pool = dev_->pool();
+  if (c.low_precision() && (past == 0 || !c.has_compute_weights())) {
+    // Mixed precision: the 16-bit copies of the GEMM weights, cast at the prefill and kept for
+    // the whole generation (generate() frees them with free_activations()).
+    pool.set_phase("generate cast weights");
+    c.cast_compute_weights(gemm_weights());
+  }
   pool.set_phase("generate embeddings");
   Tensor x = nn::activation(*dev_, {B, T, C});
   {
@@ -281,6 +287,7 @@ Tensor DecoderLM::forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn
   nn::NormSaved ns;
   norm_->forward(last, xf, ns);
   ns = {};
+  c.round_half(xf);  // the LM head GEMM's input
   last.reset();
   nn::LMHeadLoss::Saved hs;
   head_->forward(xf, Tensor(), 0, LogitsMode::full, false, 1.0f, false, hs);

@@ -120,6 +120,9 @@ class DecoderLM : public CausalLM {
   nn::KVCacheShape kv_cache_shape() const override;
   // Embeddings at positions len..len+T-1, each layer through its cached attention, then the final
   // norm and the head on each row's last token only: (B, V) logits (category activations).
+  // Under --bf16/--fp16 it rounds where forward() does and casts the 16-bit compute copies of
+  // the GEMM weights at the prefill (cache.len() == 0), keeping them for the following tokens:
+  // free_activations() drops them (generate() does, at the end).
   Tensor forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn::KVCache& cache) override;
 
   // LoRA: an adapter pair on every Linear of the layers that `cfg` targets (PEFT's

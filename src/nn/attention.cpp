@@ -181,11 +181,16 @@ void Attention::forward_cached(const Tensor& x, const Tensor& out, const KVSlot&
   }
   project(x, s, d);
   const auto [q, k, v] = qkv_of(s.q, s.k, s.v);
+  if (cfg_.rotary_dim > 0) {
+    c.round_half(s.q);  // 16-bit rotated queries and keys, as forward() leaves them
+    c.round_half(s.k);
+  }
   ops.kv_cache_write(f32(slot.k), k, B, T, Tmax, slot.past, kv_width_, d.ldk);
   ops.kv_cache_write(f32(slot.v), v, B, T, Tmax, slot.past, kv_width_, d.ldv);
   const Tensor y = temporary(c.device(), {B, T, q_width_});
   ops.attention_decode_gqa(f32(y), q, f32(slot.k), f32(slot.v), B, T, slot.past, Tmax, d.NH, d.NKV,
                            hs_, d.ldq, cfg_.sliding_window);
+  c.round_half(y);
   s.q.reset();
   s.k.reset();
   s.v.reset();

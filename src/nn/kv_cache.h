@@ -20,6 +20,8 @@ struct KVCacheShape {
   int64_t layers = 0;
   int64_t width = 0;          // NKV * head_dim
   int64_t max_positions = 0;  // the model's context: len may not pass it
+  int64_t kv_heads = 0;       // NKV (the formula's factors, for plan --inference's line)
+  int64_t head_dim = 0;
 };
 
 // One layer's cache as its attention reads and appends to it.

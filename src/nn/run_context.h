@@ -6,7 +6,8 @@
 //   - the run options that change arithmetic: compute dtype (fp32 / fp16 / bf16 autocast), the
 //     bf16 GEMM path (kernels/gemm_path.h), bnb's bf16 compute dtype for quantized weights;
 //   - the 16-bit compute copies of the GEMM weights, cast once per forward (torch.autocast's
-//     cache): category weights, alive from forward to the end of backward;
+//     cache): category weights, alive from forward to the end of backward (in generation, from
+//     the prefill to the end of the generation: models/decoder_lm.h forward_cached);
 //   - --bf16-full's fp32 gradient accumulators (category temporary), rounded into the bf16
 //     gradients by flush_grads() after the block that produced them;
 //   - the training-forward state that keys random draws (LoRA dropout, NEFTune).
@@ -121,6 +122,8 @@ class RunContext {
   // quantized weights, which are dequantized per use). free_compute_weights() drops them.
   void cast_compute_weights(const std::vector<const Parameter*>& weights);
   void free_compute_weights() { compute_weights_.clear(); }
+  // Whether cast_compute_weights() made copies that are still held.
+  bool has_compute_weights() const { return !compute_weights_.empty(); }
   // Whether GEMMs with weight p run on gemm_bf16 (kernels/gemm_path.h).
   bool bf16_gemm(const Parameter* p) const;
   // fp32 values of GEMM weight p as the compute precision sees them: p's own values in fp32,

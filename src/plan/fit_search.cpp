@@ -19,12 +19,18 @@ TrainingArguments with_fit_value(const TrainingArguments& args, FitDimension dim
 
 FitSearchResult find_max_fit(const TrainingArguments& args, FitDimension dim, int64_t capacity,
                              int64_t overhead, int64_t cap) {
+  return find_max_fit([&](int64_t v) { return dry_run(with_fit_value(args, dim, v)).peak_total; },
+                      capacity, overhead, cap);
+}
+
+FitSearchResult find_max_fit(const PeakAt& peak_at, int64_t capacity, int64_t overhead,
+                             int64_t cap) {
   SNUG_CHECK(cap >= 1, "find_max_fit: cap must be >= 1, got ", cap);
   std::map<int64_t, int64_t> peaks;  // value -> dry-run peak, each probed once
   auto peak = [&](int64_t v) {
     auto it = peaks.find(v);
     if (it != peaks.end()) return it->second;
-    const int64_t p = dry_run(with_fit_value(args, dim, v)).peak_total;
+    const int64_t p = peak_at(v);
     peaks.emplace(v, p);
     return p;
   };

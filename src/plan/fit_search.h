@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "train/training_args.h"
@@ -26,9 +27,16 @@ struct FitSearchResult {
   int64_t dry_runs = 0;    // probes made
 };
 
-// Largest per-device batch (or seq_len) whose dry-run peak plus `overhead` (the runtime's own
-// footprint, e.g. the CUDA context of a GPU preset) is at most `capacity`, every other argument
-// as in `args`. `cap`: the largest value worth trying (seq_len: the model's n_positions).
+// The search itself, over any dry run: `peak_at(v)` is the peak at value v >= 1 (called at most
+// once per value). Largest v in [1, cap] with peak_at(v) + overhead <= capacity.
+using PeakAt = std::function<int64_t(int64_t)>;
+FitSearchResult find_max_fit(const PeakAt& peak_at, int64_t capacity, int64_t overhead,
+                             int64_t cap);
+
+// Largest per-device batch (or seq_len) of a training run whose dry-run peak plus `overhead` (the
+// runtime's own footprint, e.g. the CUDA context of a GPU preset) is at most `capacity`, every
+// other argument as in `args`. `cap`: the largest value worth trying (seq_len: the model's
+// n_positions). plan --inference searches its generation's dry runs (plan/inference_plan.h).
 FitSearchResult find_max_fit(const TrainingArguments& args, FitDimension dim, int64_t capacity,
                              int64_t overhead, int64_t cap);
 

@@ -1,8 +1,10 @@
 #include "train/model_setup.h"
 
 #include "core/error.h"
+#include "kernels/gemm_path.h"
 #include "models/hf_folder.h"
 #include "models/registry.h"
+#include "nn/run_options.h"
 #include "train/freeze.h"
 
 namespace snug {
@@ -37,6 +39,19 @@ void prepare_model(CausalLM& model, const TrainingArguments& args) {
   if (args.lora_r > 0) model.add_lora(args.lora_config(), args.seed);
   apply_freeze(model.parameters(), args.freeze);
   model.set_neftune_noise_alpha(args.neftune_noise_alpha);
+}
+
+void prepare_generation(CausalLM& model, const TrainingArguments& args) {
+  if (args.lora_r > 0) {
+    prepare_model(model, args);
+  } else {
+    bool quantized = false;
+    for (const Parameter* p : model.parameters()) quantized = quantized || p->quantized();
+    model.set_dequant_bf16(quantized && args.bnb_4bit_compute_dtype == "bf16");
+  }
+  // As the Trainer sets them: --bf16-full computes as --bf16.
+  model.set_compute_dtype(parse_compute_dtype(args.fp16, args.bf16 || args.bf16_full));
+  model.set_gemm_path(kernels::resolve_gemm_path(args.gemm_path));
 }
 
 }  // namespace snug

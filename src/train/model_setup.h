@@ -41,4 +41,13 @@ std::string load_initial_weights(CausalLM& model, const TrainingArguments& args,
 // Throws snug::Error naming the flag when the combination cannot train.
 void prepare_model(CausalLM& model, const TrainingArguments& args);
 
+// What `snug generate` and `snug plan --inference` do to a freshly built and loaded model before
+// generating (one place, so that the plan builds exactly the model the generation runs):
+// prepare_model with --lora-r (a LoRA run's checkpoint; a quantized base may generate without
+// adapters), else only a quantized base's --bnb-4bit-compute-dtype; then the compute dtype of
+// --bf16/--fp16/--bf16-full (16-bit compute copies of the GEMM weights beside fp32 master
+// weights under --bf16/--fp16: the seeds' 6 bytes per parameter) and --gemm-path, as the
+// Trainer sets them.
+void prepare_generation(CausalLM& model, const TrainingArguments& args);
+
 }  // namespace snug

@@ -132,8 +132,8 @@ DecoderLMSpec spec_of(const test::BlockLMSpec& b, const char* name) {
 }
 
 // Prefill 5 tokens, then 1 at a time: every step's logits equal the full forward's at that
-// position (B = 2 rows).
-void expect_cached_equals_full(CausalLM& m, int64_t T = 11) {
+// position (B = 2 rows), within `tol` (max difference over max magnitude).
+void expect_cached_equals_full(CausalLM& m, int64_t T = 11, float tol = 1e-5f) {
   const int64_t B = 2, V = m.summary().vocab_size;
   std::vector<int32_t> tokens(B * T);
   for (int64_t i = 0; i < B * T; ++i) tokens[i] = static_cast<int32_t>((i * 7 + 3) % V);
@@ -155,7 +155,7 @@ void expect_cached_equals_full(CausalLM& m, int64_t T = 11) {
     for (int64_t b = 0; b < B; ++b) {
       std::vector<float> got(logits.data<float>() + b * V, logits.data<float>() + (b + 1) * V);
       std::vector<float> ref(want.begin() + (b * T + t0 - 1) * V, want.begin() + (b * T + t0) * V);
-      EXPECT_LT(max_rel(got, ref), 1e-5f) << "row " << b << " position " << t0 - 1;
+      EXPECT_LT(max_rel(got, ref), tol) << "row " << b << " position " << t0 - 1;
     }
   }
 }
@@ -207,6 +207,44 @@ TEST(KVCache, CachedForwardEqualsFullForwardOnEveryCausalFixture) {
     ++cases;
   }
   EXPECT_GE(cases, 6);
+}
+
+TEST(KVCache, MixedPrecisionCachedForwardRoundsAsTheFullForward) {
+  // --bf16 and --fp16 (16-bit compute copies of the GEMM weights, 16-bit GEMM and attention
+  // outputs): the cached forward rounds where the full one does, so the two differ only by the
+  // attention kernels' fp32 summation order carried through the 16-bit roundings.
+  test::BlockLMConfig c;
+  c.vocab = 29;
+  c.hidden = 24;
+  c.layers = 2;
+  c.heads = 6;
+  c.kv_heads = 2;
+  c.intermediate = 20;
+  for (const ComputeDType d : {ComputeDType::bf16, ComputeDType::f16}) {
+    Device dev(DeviceKind::cpu);
+    auto gpt2 = create_model(resolve_model("gpt2-tiny"), dev);
+    gpt2->init_weights(3);
+    gpt2->set_compute_dtype(d);
+    expect_cached_equals_full(*gpt2, 11, d == ComputeDType::bf16 ? 2e-2f : 4e-3f);
+    SpecModel llama(spec_of(test::llama_style(c), "tiny-llama"), dev);
+    llama.init_weights(5);
+    llama.set_compute_dtype(d);
+    expect_cached_equals_full(llama, 11, d == ComputeDType::bf16 ? 2e-2f : 4e-3f);
+    // The compute copies are held from the prefill until free_activations().
+    const auto weights = [&] {
+      return dev.pool().stats().live[static_cast<size_t>(Category::weights)];
+    };
+    llama.free_activations();  // the copies the cached forwards above kept
+    const int64_t before = weights();
+    nn::KVCache cache(dev, llama.kv_cache_shape(), 1, 4);
+    const std::vector<int32_t> toks{1, 2};
+    llama.forward_cached(toks.data(), 1, 2, cache);
+    EXPECT_EQ(weights(), before + 2 * llama.num_compute_copy_params());
+    llama.forward_cached(toks.data(), 1, 1, cache);
+    EXPECT_EQ(weights(), before + 2 * llama.num_compute_copy_params());
+    llama.free_activations();
+    EXPECT_EQ(weights(), before);
+  }
 }
 
 TEST(KVCacheOps, SlidingWindowDecodeEqualsWindowedAttention) {

@@ -1,0 +1,68 @@
+// `snug plan --inference`: a generation (generate/generate.h) replayed on the meta device with
+// the model built exactly as `snug generate` builds it (create_model, load_initial_weights,
+// prepare_generation: the same precision, quantization and LoRA flags), so that the plan's peak
+// is a real cpu generation's peak to the byte (tests/generate/inference_plan_test.cpp).
+//
+// The shape, in the flags' terms:
+//   batch          --per-device-eval-batch-size prompts (transformers' name for the batch of
+//                  evaluation and predict_with_generate)
+//   context        --seq-len positions in all: the prompt is seq_len - --max-new-tokens tokens
+//   num_beams      --num-beams: batch x num_beams cache rows
+// The KV cache is seed 004's formula, 2 x rows x layers x kv_heads x head_dim x context x 4 bytes
+// (the cache is fp32, also under --bf16: nn/kv_cache.h).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/memory.h"
+#include "nn/kv_cache.h"
+#include "train/training_args.h"
+
+namespace snug {
+
+struct InferenceShape {
+  int64_t batch = 1;           // prompts
+  int64_t prompt_tokens = 1;   // tokens per prompt
+  int64_t max_new_tokens = 1;  // tokens generated after each
+  int64_t num_beams = 1;
+  int64_t context() const { return prompt_tokens + max_new_tokens; }
+  int64_t rows() const { return batch * num_beams; }  // the cache's batch
+};
+
+// The shape the flags ask for. Throws snug::Error naming the flags when the prompt would have
+// no token (--seq-len <= --max-new-tokens) or a size is not positive.
+InferenceShape inference_shape(const TrainingArguments& args, int64_t max_new_tokens,
+                               int64_t num_beams);
+
+struct InferencePlan {
+  MemoryStats memory;
+  nn::KVCacheShape kv;              // the model's cache: layers, kv heads, head_dim
+  int64_t kv_cache_bytes = 0;       // the generation's cache (the formula)
+  int64_t params = 0;               // parameter elements (a tied head counted once)
+  int64_t compute_copy_params = 0;  // of them, those with a 16-bit compute copy (--bf16/--fp16)
+  int64_t trainable_params = 0;     // LoRA adapters' (the plan's config reports it)
+  int64_t forwards = 0;
+};
+
+// The generation of `shape` on meta, every other setting from `args` (its device is ignored).
+// With `timeline`, every allocation and free is recorded into it. Throws snug::Error for a model
+// that cannot generate (an encoder such as BERT), naming it.
+InferencePlan inference_dry_run(const TrainingArguments& args, const InferenceShape& shape,
+                                std::vector<MemoryEvent>* timeline = nullptr);
+
+// "2 x 3 (batch x beams) x 12 (layers) x 12 (kv heads) x 64 (head_dim) x 1024 (context) x 4
+// (bytes, fp32) = 226492416 bytes": the formula with the plan's numbers.
+std::string kv_cache_formula(const InferenceShape& shape, const nn::KVCacheShape& kv);
+// What the weights are: "4 x 124.44M (fp32) + 2 x 124.34M (bf16 compute copies) = 6.00 bytes per
+// parameter", from the plan's counts and its measured weights bytes.
+std::string weights_formula(const TrainingArguments& args, const InferencePlan& p);
+
+// The "inference" object of plan --json: batch, prompt_tokens, max_new_tokens, num_beams,
+// context, kv_cache_bytes, kv_cache ({layers, kv_heads, head_dim, bytes_per_element}),
+// forwards, params, compute_copy_params.
+nlohmann::json inference_json(const InferenceShape& shape, const InferencePlan& p);
+
+}  // namespace snug
