@@ -7,6 +7,8 @@
 //   --stop TOKEN (repeatable): more tokens that end a sequence, besides the tokenizer's eos
 //   --checkpoint DIR: the values of a checkpoint folder (or an output dir's latest), as `snug
 //   export` reads them
+//   --adapter DIR: a PEFT LoRA adapter (peft/peft_adapter.h) on the --model weights; its r,
+//   lora_alpha, target_modules and use_rslora replace the LoRA flags. Exclusive with --checkpoint
 // It takes every training flag and builds the model as `snug train` does (--model, --init-from,
 // --load-in-4bit..., --lora-r/--target-modules for a LoRA run's checkpoint, --seed). The tokenizer
 // is --tokenizer, else the model folder's tokenizer.json, else bytes (the built-in corpus'
@@ -28,6 +30,7 @@
 #include "data/tokenizer.h"
 #include "generate/generate.h"
 #include "models/registry.h"
+#include "peft/peft_adapter.h"
 #include "peft/peft_export.h"
 #include "report/report.h"
 #include "train/model_setup.h"
@@ -38,7 +41,7 @@ namespace {
 
 struct GenerateFlags {
   GenerationConfig gen;
-  std::string prompt, prompts, checkpoint, early_stopping = "false";
+  std::string prompt, prompts, checkpoint, adapter, early_stopping = "false";
   std::vector<std::string> stop;
 };
 
@@ -90,7 +93,8 @@ std::vector<std::string> read_prompts(const GenerateFlags& f) {
   return out;
 }
 
-int run_generate(const TrainingArguments& args, GenerateFlags f) {
+int run_generate(const TrainingArguments& args, GenerateFlags f,
+                 const std::optional<PeftAdapterConfig>& adapter) {
   args.validate();
   set_num_threads(args.threads);
   const ModelConfig cfg = args.model_config();
@@ -118,6 +122,8 @@ int run_generate(const TrainingArguments& args, GenerateFlags f) {
   dev.pool().set_capacity(args.device_memory);
   auto model = create_model(cfg, dev, args.param_dtype(), args.weight_quant());
   std::string source = load_initial_weights(*model, args, cfg);
+  // A PEFT adapter folder adds its LoRA (and loads it) before the generation setup.
+  if (adapter) source = load_peft_adapter(*model, args, *adapter) + " on " + source;
   prepare_generation(*model, args);
   if (!f.checkpoint.empty()) source = load_checkpoint_values(*model, f.checkpoint, args);
   std::fprintf(stderr, "snug: generating with %s from %s\n", cfg.shape.name.c_str(),
@@ -182,7 +188,22 @@ Command add_generate_command(CLI::App& app) {
   sub->add_option("--stop", f->stop, "A token that ends generation (repeatable)");
   sub->add_option("--checkpoint", f->checkpoint,
                   "Read the values from this checkpoint folder, or an output dir's latest");
-  return {sub, [t = c.flags, f] { return run_generate(t->args, *f); }};
+  sub->add_option("--adapter", f->adapter,
+                  "A PEFT LoRA adapter folder (adapter_config.json, adapter_model.safetensors) "
+                  "on the --model weights; its r, alpha and targets replace the LoRA flags");
+  return {sub, [t = c.flags, f, sub] {
+            SNUG_CHECK(f->adapter.empty() || f->checkpoint.empty(),
+                       "snug generate: --adapter and --checkpoint are exclusive (a checkpoint has "
+                       "its own adapters)");
+            TrainingArguments args = t->args;
+            std::optional<PeftAdapterConfig> adapter;
+            if (!f->adapter.empty()) {
+              adapter = read_peft_adapter_config(f->adapter);
+              adopt_peft_adapter(args, *adapter,
+                                 [sub](const std::string& flag) { return sub->count(flag) > 0; });
+            }
+            return run_generate(args, *f, adapter);
+          }};
 }
 
 }  // namespace snug::cli

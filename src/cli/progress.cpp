@@ -43,9 +43,10 @@ void ConsoleProgress::on_step(const StepLog& l) {
 
 void ConsoleProgress::on_eval(const EvalLog& l) {
   finish();
-  std::fprintf(out_, "eval step %lld  eval_loss %.4f  perplexity %.4g  (%lld samples)\n",
-               static_cast<long long>(l.step), l.eval_loss, l.perplexity,
-               static_cast<long long>(l.samples));
+  std::fprintf(out_, "eval step %lld  eval_loss %.4f  perplexity %.4g",
+               static_cast<long long>(l.step), l.eval_loss, l.perplexity);
+  if (l.accuracy) std::fprintf(out_, "  eval_accuracy %.4f", *l.accuracy);
+  std::fprintf(out_, "  (%lld samples)\n", static_cast<long long>(l.samples));
   std::fflush(out_);
 }
 

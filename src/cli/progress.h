@@ -12,7 +12,8 @@ class ConsoleProgress final : public TrainCallback {
  public:
   ConsoleProgress(FILE* out, int64_t log_every, bool show_loss);
   void on_step(const StepLog& log) override;
-  // "eval step 20/100  eval_loss 2.3456  perplexity 10.44  (64 samples)"
+  // "eval step 20  eval_loss 2.3456  perplexity 10.44  (64 samples)", with
+  // "  eval_accuracy 0.5000" before the samples for sequence classification
   void on_eval(const EvalLog& log) override;
   void finish();  // ends the bar's line
 

@@ -107,12 +107,15 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
   const MemoryStats mem = dev.pool().stats();
   std::printf("%s", summary_lines(r, mem).c_str());
   if (real && !r.loss.empty()) std::printf("Loss: %.4f -> %.4f\n", r.loss.front(), r.loss.back());
-  if (!r.evals.empty())
-    std::printf("eval_loss: %.4f  perplexity: %.4g\n", r.evals.back().eval_loss,
+  if (!r.evals.empty()) {
+    std::printf("eval_loss: %.4f  perplexity: %.4g", r.evals.back().eval_loss,
                 r.evals.back().perplexity);
+    if (r.evals.back().accuracy) std::printf("  eval_accuracy: %.4f", *r.evals.back().accuracy);
+    std::printf("\n");
+  }
   if (!r.best_model_checkpoint.empty())
-    std::printf("--load-best-model-at-end: loaded %s (eval_loss %.4f)\n",
-                r.best_model_checkpoint.c_str(), r.best_metric);
+    std::printf("--load-best-model-at-end: loaded %s (%s %.4f)\n", r.best_model_checkpoint.c_str(),
+                args.best_metric_key().c_str(), r.best_metric);
   std::printf("\n%s", memory_table(mem, capacity).c_str());
   // What each memory switch that is off would change, from dry runs of the same arguments.
   const std::vector<WhatIf> alternatives = what_if(args);

@@ -45,6 +45,18 @@ int32_t dummy_label(uint64_t seed, int64_t window, int64_t num_labels) {
   return static_cast<int32_t>(h % static_cast<uint64_t>(num_labels));
 }
 
+namespace {
+constexpr uint64_t kEvalSalt = 0x6576616c75617465ull;  // "evaluate"
+}  // namespace
+
+int32_t dummy_eval_label(uint64_t seed, int64_t row, int64_t num_labels) {
+  return dummy_label(seed ^ kEvalSalt, row, num_labels);
+}
+
+uint64_t eval_collator_key(uint64_t seed, int64_t first_row) {
+  return collator_key(seed ^ kEvalSalt, 0, first_row);
+}
+
 void row_labels(int32_t* targets, const int32_t* labels, int64_t B, int64_t T) {
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) targets[b * T + t] = t == 0 ? labels[b] : -100;

@@ -26,6 +26,14 @@ uint64_t collator_key(uint64_t seed, int64_t step, int64_t micro);
 // window), as the seeds' dummy dataset draws random labels; a sample keeps its label across
 // epochs and resumes.
 int32_t dummy_label(uint64_t seed, int64_t window, int64_t num_labels);
+// The label of row `row` of the evaluation data (--eval-split of --data dummy, or --eval-data
+// dummy), its windows read in order: drawn as dummy_label, from a key of its own, so the
+// evaluation's labels are independent of the training samples'.
+int32_t dummy_eval_label(uint64_t seed, int64_t row, int64_t num_labels);
+// The masked-lm collator's key for the evaluation batch starting at row `first_row`: the same
+// masks at every evaluation of a run (its eval_loss moves with the model only), apart from
+// training's.
+uint64_t eval_collator_key(uint64_t seed, int64_t first_row);
 // targets (B,T): label[b] at column 0 of row b, -100 elsewhere.
 void row_labels(int32_t* targets, const int32_t* labels, int64_t B, int64_t T);
 

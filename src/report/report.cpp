@@ -129,16 +129,21 @@ nlohmann::json make_report(const TrainingArguments& args, const CausalLM& model,
   // The parameters' (and gradients') storage: "bf16" under --bf16-full, else "f32".
   j["param_dtype"] = dtype_name(model.param_dtype());
   // Evaluation (docs/report.md): the last eval_loss and perplexity = exp(eval_loss), as the
-  // Trainer's metrics and run_clm name them, and every evaluation in "eval_history".
+  // Trainer's metrics and run_clm name them, eval_accuracy for sequence classification, and
+  // every evaluation in "eval_history".
   if (!r.evals.empty()) {
     j["eval_loss"] = r.evals.back().eval_loss;
     j["perplexity"] = r.evals.back().perplexity;
+    if (r.evals.back().accuracy) j["eval_accuracy"] = *r.evals.back().accuracy;
     nlohmann::json h = nlohmann::json::array();
-    for (const EvalLog& e : r.evals)
-      h.push_back({{"step", e.step},
-                   {"eval_loss", e.eval_loss},
-                   {"perplexity", e.perplexity},
-                   {"eval_samples", e.samples}});
+    for (const EvalLog& e : r.evals) {
+      nlohmann::json rec = {{"step", e.step},
+                            {"eval_loss", e.eval_loss},
+                            {"perplexity", e.perplexity},
+                            {"eval_samples", e.samples}};
+      if (e.accuracy) rec["eval_accuracy"] = *e.accuracy;
+      h.push_back(rec);
+    }
     j["eval_history"] = h;
   }
   if (!r.best_model_checkpoint.empty()) {

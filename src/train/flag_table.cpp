@@ -162,7 +162,8 @@ std::vector<TrainingFlag> make_table() {
        .shown = S::changed},
       {.names = "--metric-for-best-model",
        .key = "metric_for_best_model",
-       .help = "eval_loss (lower is better)",
+       .help = "eval_loss (lower is better), or eval_accuracy (higher is better; "
+               "--task sequence-classification)",
        .target = &TA::metric_for_best_model,
        .shown = S::changed,
        .when = [](const TA& a) { return a.load_best_model_at_end; }},

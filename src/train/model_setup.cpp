@@ -43,7 +43,7 @@ void prepare_model(CausalLM& model, const TrainingArguments& args) {
 
 void prepare_generation(CausalLM& model, const TrainingArguments& args) {
   if (args.lora_r > 0) {
-    prepare_model(model, args);
+    if (model.lora_adapters().empty()) prepare_model(model, args);  // else: a PEFT adapter's
   } else {
     bool quantized = false;
     for (const Parameter* p : model.parameters()) quantized = quantized || p->quantized();

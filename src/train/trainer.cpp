@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -61,6 +62,16 @@ Trainer::Trainer(const TrainingArguments& args, CausalLM& model, std::unique_ptr
                "--task sequence-classification: labels come with --data dummy only (random "
                "labels, as the seeds' dummy dataset); --data ",
                args_.data, " has no labels");
+    SNUG_CHECK(task_ != ModelTask::sequence_classification || args_.eval_data.empty() ||
+                   args_.eval_data == "dummy",
+               "--task sequence-classification: evaluation labels come with --eval-split of "
+               "--data dummy or --eval-data dummy only; --eval-data ",
+               args_.eval_data, " has no labels");
+    SNUG_CHECK(
+        args_.best_metric_key() != "eval_accuracy" || task_ == ModelTask::sequence_classification,
+        "--metric-for-best-model ", args_.metric_for_best_model,
+        ": accuracy is computed for --task sequence-classification only; ", mc.shape.name,
+        " is --task ", task_name(task_), " (use eval_loss)");
   }
   SNUG_CHECK(data_ || model_.device().is_meta(), "Trainer: a dataset is required on ",
              model_.device().name());
@@ -200,20 +211,37 @@ double accumulate_gradients(CausalLM& model, const int32_t* inputs, const int32_
   return window_targets > 0 ? loss_sum / static_cast<double>(window_targets) : 0.0;
 }
 
-EvalLog evaluate(CausalLM& model, const TrainData& data, int64_t B, int64_t T, uint64_t seed) {
+EvalLog evaluate(CausalLM& model, const TrainData& data, int64_t B, int64_t T, uint64_t seed,
+                 const EvalOptions& options) {
   const std::unique_ptr<BatchSource> src = data.batches(B, T, seed, false);
   const int64_t items = src->items_per_epoch();
   std::vector<int32_t> in(static_cast<size_t>(B * T)), tg(in.size());
   std::vector<int32_t> pos(src->has_positions() ? in.size() : 0);
   double weighted = 0.0;
-  int64_t rows_with_targets = 0, done = 0;
+  int64_t rows_with_targets = 0, done = 0, correct = 0, labelled = 0;
   while (done < items) {
     const int64_t rows = std::min(B, items - done);
     const int64_t cols =
         src->next_rows(rows, in.data(), tg.data(), pos.empty() ? nullptr : pos.data());
+    if (options.prepare) options.prepare(in.data(), tg.data(), rows, cols, done);
     if (!pos.empty())
       model.set_position_ids({pos.begin(), pos.begin() + static_cast<std::ptrdiff_t>(rows * cols)});
     const float loss = model.forward(in.data(), tg.data(), rows, cols, false);
+    if (options.accuracy) {
+      // (rows, labels): softmax keeps the order of the logits, so either gives the argmax.
+      const Tensor& out = model.logits();
+      SNUG_ASSERT(out.shape().size() == 2 && out.shape()[0] == rows && out.dtype() == DType::f32,
+                  "accuracy needs (rows, labels) fp32 outputs, got ", shape_str(out.shape()));
+      const int64_t labels = out.shape()[1];
+      const float* p = out.data<float>();
+      for (int64_t b = 0; b < rows; ++b) {
+        const int32_t label = tg[static_cast<size_t>(b * cols)];
+        if (label < 0) continue;
+        const float* row = p + b * labels;
+        correct += std::max_element(row, row + labels) - row == label ? 1 : 0;
+        ++labelled;
+      }
+    }
     model.free_activations();
     if (model.last_valid_targets() > 0) {
       weighted += static_cast<double>(loss) * static_cast<double>(rows);
@@ -228,12 +256,43 @@ EvalLog evaluate(CausalLM& model, const TrainData& data, int64_t B, int64_t T, u
   e.eval_loss = weighted / static_cast<double>(rows_with_targets);
   e.perplexity = std::exp(e.eval_loss);
   e.samples = done;
+  if (options.accuracy && labelled > 0)
+    e.accuracy = static_cast<double>(correct) / static_cast<double>(labelled);
   return e;
+}
+
+EvalOptions Trainer::eval_options() const {
+  EvalOptions o;
+  // The evaluation's masks and labels (data/collator.h) are the same at every evaluation of a
+  // run, so that its eval_loss moves with the model only.
+  const uint64_t seed = args_.seed;
+  if (task_ == ModelTask::masked_lm) {
+    const int64_t vocab = vocab_;
+    const auto mask_id = static_cast<int32_t>(mask_token_id_);
+    o.prepare = [seed, vocab, mask_id](int32_t* inputs, int32_t* targets, int64_t rows,
+                                       int64_t cols, int64_t first_row) {
+      mask_tokens(inputs, targets, rows * cols, vocab, mask_id, eval_collator_key(seed, first_row));
+    };
+  } else if (task_ == ModelTask::sequence_classification) {
+    // The evaluation data is a token stream read in order (the constructor checks): row i is
+    // its window i.
+    const int64_t num_labels = num_labels_;
+    o.prepare = [seed, num_labels](int32_t*, int32_t* targets, int64_t rows, int64_t cols,
+                                   int64_t first_row) {
+      std::vector<int32_t> labels(static_cast<size_t>(rows));
+      for (int64_t b = 0; b < rows; ++b)
+        labels[static_cast<size_t>(b)] = dummy_eval_label(seed, first_row + b, num_labels);
+      row_labels(targets, labels.data(), rows, cols);
+    };
+    o.accuracy = true;
+  }
+  return o;
 }
 
 void Trainer::run_eval(TrainResult& r, TrainCallback* callback) {
   model_.device().pool().set_phase(detail::concat("eval step ", r.steps));
-  EvalLog e = evaluate(model_, *eval_, args_.per_device_eval_batch_size, args_.seq_len, args_.seed);
+  EvalLog e = evaluate(model_, *eval_, args_.per_device_eval_batch_size, args_.seq_len, args_.seed,
+                       eval_options());
   e.step = r.steps;
   SNUG_CHECK(std::isfinite(e.eval_loss), "eval_loss is ", e.eval_loss, " at step ", r.steps);
   r.evals.push_back(e);
@@ -388,11 +447,19 @@ TrainResult Trainer::train(TrainCallback* callback) {
         r.checkpoints.push_back(
             save_checkpoint(args_.output_dir, st, model_, *optimizer_, checkpoint_files_));
         // --load-best-model-at-end: the Trainer judges a checkpoint by the evaluation of its
-        // step (save steps are multiples of eval steps); lower eval_loss is better.
-        if (args_.load_best_model_at_end && !r.evals.empty() && r.evals.back().step == r.steps &&
-            (r.best_model_checkpoint.empty() || r.evals.back().eval_loss < r.best_metric)) {
-          r.best_model_checkpoint = r.checkpoints.back();
-          r.best_metric = r.evals.back().eval_loss;
+        // step (save steps are multiples of eval steps): lower eval_loss, higher eval_accuracy
+        // is better (greater_is_better), and a tie keeps the earlier checkpoint.
+        if (args_.load_best_model_at_end && !r.evals.empty() && r.evals.back().step == r.steps) {
+          const EvalLog& e = r.evals.back();
+          const bool accuracy = args_.best_metric_key() == "eval_accuracy";
+          SNUG_ASSERT(!accuracy || e.accuracy.has_value(), "no eval_accuracy at step ", r.steps);
+          const double metric = accuracy ? *e.accuracy : e.eval_loss;
+          const bool better =
+              args_.greater_is_better() ? metric > r.best_metric : metric < r.best_metric;
+          if (r.best_model_checkpoint.empty() || better) {
+            r.best_model_checkpoint = r.checkpoints.back();
+            r.best_metric = metric;
+          }
         }
         rotate_checkpoints(args_.output_dir, args_.save_total_limit, r.checkpoints.back(),
                            r.best_model_checkpoint);

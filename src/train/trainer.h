@@ -10,7 +10,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,10 @@ struct EvalLog {
                       // losses, each batch weighted by its rows
   double perplexity;  // exp(eval_loss), as transformers' run_clm reports it
   int64_t samples;    // rows evaluated
+  // Sequence classification only: the share of rows whose most likely label is their label,
+  // what the Trainer logs as eval_accuracy when compute_metrics returns "accuracy" (argmax of
+  // the logits against the labels, over every row evaluated).
+  std::optional<double> accuracy;
 };
 
 class TrainCallback {
@@ -66,7 +72,8 @@ struct TrainResult {
   int64_t skipped_steps = 0;
   double loss_scale = 0.0;  // 0 without a loss scaler
   // Evaluations in order (--eval-data/--eval-split); with --load-best-model-at-end, the best
-  // checkpoint ("" when none was saved) and its metric, loaded at the end.
+  // checkpoint ("" when none was saved) and its --metric-for-best-model value, loaded at the
+  // end.
   std::vector<EvalLog> evals;
   std::string best_model_checkpoint;
   double best_metric = 0.0;
@@ -85,9 +92,24 @@ double accumulate_gradients(CausalLM& model, const int32_t* inputs, const int32_
 double accumulate_gradients(CausalLM& model, const int32_t* inputs, const int32_t* targets,
                             const int32_t* positions, const std::vector<int64_t>& cols, int64_t B,
                             int64_t T, int64_t window_targets, double loss_scale = 1.0);
+// What evaluate() does beyond a causal LM's next-token loss (the Trainer sets it per --task).
+struct EvalOptions {
+  // Called on each batch before its forward: rows x cols inputs and targets as the data gave
+  // them (targets: the next tokens), `first_row` the index of the batch's first row in the
+  // evaluation order. Masked-lm masks the inputs, sequence classification puts the labels in
+  // (data/collator.h). Empty: the batch as it is.
+  std::function<void(int32_t* inputs, int32_t* targets, int64_t rows, int64_t cols,
+                     int64_t first_row)>
+      prepare;
+  // Count the rows whose most likely label (the argmax of the model's (rows, labels) output,
+  // the first on a tie) is the label in column 0 of their targets: EvalLog::accuracy.
+  bool accuracy = false;
+};
+
 // eval_loss of `data` (every row once, in order, batches of B): the mean of the batches' mean
 // token losses weighted by their rows (batches without any target are left out). No gradients.
-EvalLog evaluate(CausalLM& model, const TrainData& data, int64_t B, int64_t T, uint64_t seed);
+EvalLog evaluate(CausalLM& model, const TrainData& data, int64_t B, int64_t T, uint64_t seed,
+                 const EvalOptions& options = {});
 
 class Trainer {
  public:
@@ -121,6 +143,8 @@ class Trainer {
   // Evaluates, logs and keeps the result in r (and tracks the best with
   // --load-best-model-at-end).
   void run_eval(TrainResult& r, TrainCallback* callback);
+  // How the task's evaluation batches are made and scored (EvalOptions).
+  EvalOptions eval_options() const;
   // The task's batch (B, T) at inputs/targets: the masked-LM collator or the row labels on the
   // loader's window (data/collator.h); nothing for causal-lm.
   void prepare_batch(int32_t* inputs, int32_t* targets, int64_t T, int64_t step, int64_t micro,

@@ -78,10 +78,10 @@ void TrainingArguments::validate() const {
              eval_steps);
   SNUG_CHECK(eval_steps == 0 || has_eval(),
              "--eval-steps needs evaluation data: --eval-data or --eval-split");
-  SNUG_CHECK(metric_for_best_model == "eval_loss" || metric_for_best_model == "loss",
+  SNUG_CHECK(best_metric_key() == "eval_loss" || best_metric_key() == "eval_accuracy",
              "--metric-for-best-model ", metric_for_best_model,
-             ": snug evaluates eval_loss only (\"loss\" is accepted for it, as the Trainer "
-             "prefixes eval_)");
+             ": snug evaluates eval_loss, and eval_accuracy for --task sequence-classification "
+             "(\"loss\" and \"accuracy\" are accepted for them, as the Trainer prefixes eval_)");
   if (load_best_model_at_end) {
     SNUG_CHECK(has_eval() && eval_steps > 0,
                "--load-best-model-at-end needs evaluations: --eval-steps N with --eval-data or "
@@ -121,6 +121,17 @@ void TrainingArguments::validate() const {
              " cannot update bf16 parameters (it keeps fp32 state or updates inside backward); "
              "use --optim ",
              bf16_optimizer_names(), ", or drop --bf16-full");
+}
+
+std::string TrainingArguments::best_metric_key() const {
+  if (metric_for_best_model.rfind("eval_", 0) == 0) return metric_for_best_model;
+  return "eval_" + metric_for_best_model;
+}
+
+bool TrainingArguments::greater_is_better() const {
+  const std::string m = best_metric_key();
+  const std::string loss = "loss";
+  return m.size() < loss.size() || m.compare(m.size() - loss.size(), loss.size(), loss) != 0;
 }
 
 void TrainingArguments::apply_qlora_recipe() {

@@ -55,7 +55,8 @@ struct TrainingArguments {
   int64_t per_device_eval_batch_size = 8;
   int64_t eval_steps = 0;
   // At the end, load the checkpoint with the best --metric-for-best-model (eval_loss, lower is
-  // better); needs --save-steps a multiple of --eval-steps, as the Trainer does.
+  // better; or eval_accuracy, higher is better, for sequence classification); needs
+  // --save-steps a multiple of --eval-steps, as the Trainer does.
   bool load_best_model_at_end = false;
   std::string metric_for_best_model = "eval_loss";
   int64_t per_device_train_batch_size = 8;
@@ -156,6 +157,11 @@ struct TrainingArguments {
   nlohmann::json to_json() const;
   // What open_data() (data/batches.h) needs: the data flags, with the model's vocabulary.
   DataOptions data_options(int64_t vocab_size) const;
+  // metric_for_best_model with the eval_ prefix the Trainer adds ("loss" -> "eval_loss",
+  // "accuracy" -> "eval_accuracy").
+  std::string best_metric_key() const;
+  // The Trainer's default greater_is_better: false for a metric that ends in "loss".
+  bool greater_is_better() const;
   // An evaluation is configured (--eval-data or --eval-split).
   bool has_eval() const { return !eval_data.empty() || eval_split > 0; }
   // The optimizer's hyperparameters from these flags (Trainer and estimate share them).

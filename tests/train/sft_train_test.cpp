@@ -258,9 +258,12 @@ TEST(Evaluate, FlagsThatCannotWorkAreRefusedByName) {
   a.per_device_eval_batch_size = 0;
   EXPECT_EQ(msg(a), "--per-device-eval-batch-size must be positive, got 0");
   a.per_device_eval_batch_size = 8;
-  a.metric_for_best_model = "accuracy";
-  EXPECT_NE(msg(a).find("--metric-for-best-model accuracy: snug evaluates eval_loss only"),
+  a.metric_for_best_model = "f1";
+  EXPECT_NE(msg(a).find("--metric-for-best-model f1: snug evaluates eval_loss, and "
+                        "eval_accuracy for --task sequence-classification"),
             std::string::npos);
+  a.metric_for_best_model = "accuracy";  // the task decides (the Trainer checks it)
+  EXPECT_EQ(msg(a), "");
   a.metric_for_best_model = "loss";
   a.load_best_model_at_end = true;
   a.save_steps = 3;
