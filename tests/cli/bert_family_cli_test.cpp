@@ -51,13 +51,14 @@ TEST(BertFamilyCli, MaskedLmTrainsWithLoraAndQloraAndItsLossFalls) {
     const std::string report = tmp.path("mlm.json");
     const CliResult r = run_snug(std::string("train --model bert-tiny --task masked-lm ") + recipe +
                                      " --data builtin --seq-len 64 --per-device-train-batch-size 8"
-                                     " --max-steps 60 --learning-rate 1e-2 --report-json " +
+                                     " --max-steps 60 --learning-rate 5e-3 --report-json " +
                                      report,
                                  300);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const nlohmann::json j = read_json(report);
     ASSERT_EQ(j["loss"].size(), 60u);
-    // ln 256 = 5.55 at the start (uniform over the byte vocabulary).
+    // ln 256 = 5.55 at the start (uniform over the byte vocabulary); the adapters bring it to
+    // about 5.0 in 60 steps (first 5.54 / 5.44 / 5.55, last 5.05 / 4.97 / 5.07).
     const double first = mean(j["loss"], 0, 5), last = mean(j["loss"], 55, 5);
     EXPECT_LT(last, first - 0.3) << "first " << first << " last " << last;
     EXPECT_EQ(j["model"]["name"], "bert-tiny");
