@@ -9,6 +9,7 @@
 #include "kernels/op_table.h"
 #include "nn/block_util.h"
 #include "nn/init.h"
+#include "nn/neftune.h"
 #include "nn/param_fill.h"
 
 namespace snug {
@@ -178,14 +179,8 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
     ops.copy_i32(s->position_ids.data<int32_t>(), position_ids_.data(), N);
   }
   c.position_ids = s->position_ids;  // for the layers (undefined: positions 0..T-1)
-  if (for_backward && neftune_alpha_ > 0) {
-    // NEFTune (Jain et al. 2023), as the HF Trainer's neftune_noise_alpha: U(-m, m) noise on the
-    // input embeddings in training forwards, m = alpha / sqrt(T * C). A constant of the forward:
-    // gradients flow through unchanged. Adding it after the positions is the same sum.
-    const double mag = neftune_alpha_ / std::sqrt(static_cast<double>(T * C));
-    ops.add_uniform_noise(nn::f32(s->encoded), N * C,
-                          splitmix64_mix(c.forward_count ^ 0x6e656674756e65ull), mag);
-  }
+  // NEFTune on the input embeddings (nn/neftune.h); adding it after the positions is the same sum.
+  if (for_backward && neftune_alpha_ > 0) nn::add_neftune_noise(c, s->encoded, neftune_alpha_);
 
   const bool segments = for_backward && (ckpt_.policy == CheckpointPolicy::every_layer ||
                                          ckpt_.policy == CheckpointPolicy::every_k);

@@ -98,6 +98,22 @@ void EncoderLayer::widen(Saved& s) const {
   mlp_->widen(s.mlp);
 }
 
+void EncoderLayer::drop_selective(Saved& s) const {
+  attn_->drop_selective(s.attn);
+  mlp_->drop_input(s.mlp);
+  mlp_->drop_selective(s.mlp);
+}
+
+void EncoderLayer::recompute_selective(Saved& s) const {
+  const RunContext& c = *ctx_;
+  const Tensor n1 = c.work(s.n1.in.shape());
+  norm1_->recompute(s.n1, n1);
+  c.round_gemm_input(n1);
+  mlp_->set_input(s.mlp, n1);
+  attn_->recompute(s.attn);
+  mlp_->recompute(s.mlp);
+}
+
 std::vector<Linear*> EncoderLayer::linears() {
   std::vector<Linear*> out = attn_->linears();
   for (Linear* l : mlp_->linears()) out.push_back(l);

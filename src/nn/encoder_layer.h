@@ -65,6 +65,14 @@ class EncoderLayer {
   // Mixed precision (nn/run_context.h).
   void compact(Saved& s) const;
   void widen(Saved& s) const;
+  // Selective checkpointing (Korthikanti et al. 2022: keep the GEMM outputs, recompute the cheap
+  // ops): forward drops norm1's output (the MLP's input; its input h1 and statistics stay in n1),
+  // naive attention's probabilities, mask and dropped probabilities, and the GELU's output;
+  // backward recomputes them (after widen()) with the same kernels, inputs and dropout keys, so
+  // bitwise the values forward computed. The layer's input x stays: it is the residual stream
+  // (the previous layer's output) and the projections' input.
+  void drop_selective(Saved& s) const;
+  void recompute_selective(Saved& s) const;
   void set_attention(AttentionImpl k) { attn_->set_kernel(k); }
   // Attention's Linears, then the MLP's (LoRA slots).
   std::vector<Linear*> linears();

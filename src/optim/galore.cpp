@@ -20,6 +20,16 @@ GaLoreAdamW::GaLoreAdamW(const ParameterList& params, const OptimizerOptions& op
     s.right = s.rank > 0 && p->value.dim(0) >= p->value.dim(1);
     state_.push_back(std::move(s));
   }
+  // As the HF Trainer ("None of the target modules were found"): GaLore that projects nothing
+  // would silently be AdamW.
+  const bool any =
+      std::any_of(state_.begin(), state_.end(), [](const State& s) { return s.rank > 0; });
+  SNUG_CHECK(any || state_.empty(),
+             "--optim galore_adamw: no trainable parameter is a GaLore target (a 2-D "
+             "parameter whose name contains 'attn' or 'mlp', the GaLore repository's target "
+             "modules; e.g. '",
+             state_.empty() ? std::string() : state_.front().p->name,
+             "' is not); this model's attention and MLP are named otherwise. Use another --optim");
 }
 
 bool GaLoreAdamW::is_target(const Parameter& p) {

@@ -4,6 +4,8 @@
 //
 // Targets: 2-D parameters of the attention and MLP blocks (names containing "attn" or "mlp", the
 // GaLore repo's target modules); every other parameter gets the same AdamW without projection.
+// Trainable parameters none of which is a target (BERT's names) are refused by name: GaLore
+// that projects nothing would be AdamW (the HF Trainer refuses it too).
 // For a target G (m, n), with r = min(galore_rank, m, n):
 //   every update_proj_gap steps (at the parameter's steps 0, gap, 2 gap, ... before counting
 //   the current one), P = the top-r singular vectors of G on its shorter side

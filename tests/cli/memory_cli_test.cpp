@@ -79,6 +79,52 @@ TEST(MemoryCli, EstimateBesideThePlan) {
   EXPECT_EQ(j["estimate"]["peak"]["plan_bytes"], j["memory"]["peak_bytes"]);
 }
 
+// --find-max-batch, --advise and `snug estimate` on an encoder (bert-tiny, both heads) and a
+// decoder family (llama-tiny), as on gpt2 above: the search's answer is exact, the advisor's top
+// command plans to the peak it reports, the estimate's model states are 16 bytes a parameter.
+TEST(MemoryCli, FindMaxBatchAdviseAndEstimateOnBertAndLlama) {
+  TempDir tmp;
+  for (const char* model :
+       {"bert-tiny --task masked-lm",
+        "bert-tiny --task sequence-classification --num-labels 2 --data dummy", "llama-tiny"}) {
+    SCOPED_TRACE(model);
+    const std::string base = std::string("--model ") + model + " --seq-len 64";
+    // A capacity between the peaks at batch 6 and 7.
+    const int64_t capacity = plan_peak(base + " --per-device-train-batch-size 6", tmp) + 1;
+    const std::string path = tmp.path("plan.json");
+    const CliResult r = run_snug(
+        "plan " + base + " --per-device-train-batch-size 4 --device-memory " +
+        std::to_string(capacity) + " --find-max-batch --advise --gemm-gflops 100 --json " + path);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = read_json(path);
+    EXPECT_EQ(j["max_batch"], 6);
+    const nlohmann::json& a = j["advice"];
+    EXPECT_EQ(a["target_batch"], 4);
+    EXPECT_GT(a["fitting"].get<int64_t>(), 0);
+    EXPECT_LE(a["fitting"].get<int64_t>(), a["tried"].get<int64_t>());
+    ASSERT_FALSE(a["configurations"].empty());
+    for (const auto& row : a["configurations"])
+      EXPECT_LE(row["peak_bytes"].get<int64_t>(), capacity) << row["flags"];
+    const nlohmann::json& top = a["configurations"][0];
+    const std::string command = top["command"].get<std::string>();
+    const std::string train = "snug train " + base.substr(0, base.find(" --seq-len"));
+    ASSERT_EQ(command.rfind(train, 0), 0u) << command;
+    EXPECT_EQ(plan_peak(command.substr(std::string("snug train ").size()), tmp),
+              top["peak_bytes"].get<int64_t>())
+        << command;
+
+    const CliResult e =
+        run_snug("estimate " + base + " --per-device-train-batch-size 4 --json " + path);
+    ASSERT_EQ(e.exit_code, 0) << e.err;
+    const nlohmann::json est = read_json(path);
+    const int64_t params = est["estimate"]["params"].get<int64_t>();
+    EXPECT_GT(params, 0);
+    EXPECT_EQ(est["estimate"]["model_states"]["estimate_bytes"], 16 * params);  // fp32 AdamW
+    EXPECT_EQ(est["estimate"]["model_states"]["plan_bytes"], 16 * params);
+    EXPECT_EQ(est["estimate"]["peak"]["plan_bytes"], est["memory"]["peak_bytes"]);
+  }
+}
+
 TEST(MemoryCli, TrainTimelinePeakIsTheReportsPeakAndPlots) {
   TempDir tmp;
   const std::string tl = tmp.path("tl.json"), report = tmp.path("r.json");

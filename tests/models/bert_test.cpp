@@ -21,6 +21,7 @@
 #include "models/registry.h"
 #include "plan/what_if.h"
 #include "support/gradcheck.h"
+#include "train/model_setup.h"
 #include "train/trainer.h"
 
 namespace snug {
@@ -84,11 +85,14 @@ StepMemory step(const ModelConfig& cfg, DeviceKind kind, AttentionImpl impl, Che
 TEST(Bert, MetaEqualsCpuToTheByte) {
   for (ModelTask task : {ModelTask::masked_lm, ModelTask::sequence_classification})
     for (AttentionImpl impl : {AttentionImpl::naive, AttentionImpl::flash})
-      for (CheckpointPolicy pol : {CheckpointPolicy::none, CheckpointPolicy::every_layer})
+      for (CheckpointPolicy pol :
+           {CheckpointPolicy::none, CheckpointPolicy::every_layer, CheckpointPolicy::selective})
         for (ComputeDType dt : {ComputeDType::f32, ComputeDType::f16, ComputeDType::bf16}) {
           SCOPED_TRACE(std::string(task_name(task)) +
                        (impl == AttentionImpl::naive ? " naive" : " flash") +
-                       (pol == CheckpointPolicy::none ? "" : " ckpt") +
+                       (pol == CheckpointPolicy::none          ? ""
+                        : pol == CheckpointPolicy::every_layer ? " ckpt"
+                                                               : " selective") +
                        (dt == ComputeDType::f32   ? ""
                         : dt == ComputeDType::f16 ? " fp16"
                                                   : " bf16"));
@@ -213,9 +217,61 @@ TEST(Bert, CheckpointingRecomputesTheSameDropoutBitwise) {
   for (ModelTask task : {ModelTask::masked_lm, ModelTask::sequence_classification})
     for (AttentionImpl impl : {AttentionImpl::naive, AttentionImpl::flash}) {
       const ModelConfig cfg = tiny(task);
-      EXPECT_EQ(grads(cfg, impl, CheckpointPolicy::none),
-                grads(cfg, impl, CheckpointPolicy::every_layer));
+      const auto plain = grads(cfg, impl, CheckpointPolicy::none);
+      EXPECT_EQ(plain, grads(cfg, impl, CheckpointPolicy::every_layer));
+      EXPECT_EQ(plain, grads(cfg, impl, CheckpointPolicy::selective));
     }
+}
+
+// Selective checkpointing keeps, per layer, neither the first LayerNorm's output (N,C) (the MLP's
+// input), nor the GELU's output (N,I) (the second dense's input), nor naive attention's
+// probabilities, dropout mask and dropped probabilities (B,NH,T,T): fp32 4 + 4, the mask 1. What
+// a training forward leaves live, fp32:
+TEST(Bert, SelectiveCheckpointingDropsTheCheapTensors) {
+  const ModelConfig cfg = tiny(ModelTask::masked_lm);
+  const Batch b = batch(cfg);
+  const int64_t N = b.B * b.T, C = 12, I = 19, scores = 2 * 3 * 7 * 7, L = 2;
+  auto forward_activations = [&](AttentionImpl impl, CheckpointPolicy pol) {
+    Device dev(DeviceKind::meta);
+    auto m = create_model(cfg, dev);
+    m->set_attention(impl);
+    CheckpointConfig ck;
+    ck.policy = pol;
+    m->set_checkpointing(ck);
+    m->forward(b.ids.data(), b.targets.data(), b.B, b.T, true, 1.0f);
+    return dev.pool().stats().live[static_cast<size_t>(Category::activations)];
+  };
+  for (AttentionImpl impl : {AttentionImpl::naive, AttentionImpl::flash}) {
+    SCOPED_TRACE(impl == AttentionImpl::naive ? "naive" : "flash");
+    const int64_t probs = impl == AttentionImpl::naive ? scores * (4 + 1 + 4) : 0;
+    EXPECT_EQ(forward_activations(impl, CheckpointPolicy::none) -
+                  forward_activations(impl, CheckpointPolicy::selective),
+              L * (4 * N * C + 4 * N * I + probs));
+  }
+}
+
+// NEFTune (the HF Trainer's neftune_noise_alpha on the word embeddings' output) changes training
+// forwards only, with the same draws for the same forward count, and no memory.
+TEST(Bert, NeftuneNoiseChangesTrainingForwardsOnly) {
+  for (ModelTask task : {ModelTask::masked_lm, ModelTask::sequence_classification}) {
+    SCOPED_TRACE(task_name(task));
+    const ModelConfig cfg = tiny(task);
+    const Batch b = batch(cfg);
+    Device dev(DeviceKind::cpu);
+    auto m = create_model(cfg, dev);
+    m->init_weights(3);
+    const double clean = loss_at(*m, b);
+    const float eval = m->forward(b.ids.data(), b.targets.data(), b.B, b.T, false);
+    m->free_activations();
+    const int64_t peak = dev.pool().stats().peak_total;
+    m->set_neftune_noise_alpha(5.0);
+    const double noisy = loss_at(*m, b);
+    EXPECT_NE(noisy, clean);
+    EXPECT_EQ(loss_at(*m, b), noisy);
+    EXPECT_EQ(m->forward(b.ids.data(), b.targets.data(), b.B, b.T, false), eval);
+    m->free_activations();
+    EXPECT_EQ(dev.pool().stats().peak_total, peak);
+  }
 }
 
 TEST(Bert, TasksAndHeadsAreRefusedByName) {
@@ -280,6 +336,64 @@ TEST(Bert, TrainerRunsBothTasks) {
     ASSERT_TRUE(r.error.empty()) << r.error;
     ASSERT_EQ(r.loss.size(), 12u);
     for (double l : r.loss) EXPECT_TRUE(std::isfinite(l));
+  }
+}
+
+// Sequence classification learns with LoRA (PEFT's default targets for bert: query, value) and
+// with QLoRA. On --data dummy a sample's label is random (collator.h's dummy_label) and a short
+// run never meets a sample twice, so there the loss cannot fall below ln(labels). Here the token
+// stream holds exactly one batch of 8 windows, each keeping its random label every epoch: every
+// step shows the same 8 rows. A model that learned only the labels' frequencies would reach
+// their entropy H at best; the loss falls well below it, so the rows are memorized. (Slowly: as
+// PEFT without task_type SEQ_CLS, LoRA leaves the freshly initialized classifier frozen, and its
+// small weights bound the logits.)
+TEST(Bert, ClassificationMemorizesItsRowsWithLoraAndQlora) {
+  constexpr int64_t kRows = 8, kT = 16, kLabels = 3, kSteps = 80;
+  double H = 0;
+  {
+    std::vector<int> count(kLabels, 0);
+    for (int64_t w = 0; w < kRows; ++w) ++count[static_cast<size_t>(dummy_label(42, w, kLabels))];
+    for (int c : count)
+      if (c > 0) H -= c / double{kRows} * std::log(c / double{kRows});
+  }
+  ASSERT_GT(H, 1.0);  // seed 42: 3, 2 and 3 rows of the labels, H = 1.082
+  for (bool qlora : {false, true}) {
+    SCOPED_TRACE(qlora ? "qlora" : "lora");
+    TrainingArguments a;
+    a.model = "bert-tiny";
+    a.task = "sequence-classification";
+    a.num_labels = kLabels;
+    a.data = "dummy";  // the labels' source; the tokens are the stream below
+    a.seed = 42;
+    a.seq_len = kT;
+    a.per_device_train_batch_size = kRows;
+    a.max_steps = kSteps;
+    a.learning_rate = 1e-2;
+    if (qlora) {
+      a.apply_qlora_recipe();
+    } else {
+      a.lora_r = 8;
+      a.lora_alpha = 16;
+    }
+    const ModelConfig cfg = a.model_config();
+    Device dev(DeviceKind::cpu);
+    auto m = create_model(cfg, dev, a.param_dtype(), a.weight_quant());
+    load_initial_weights(*m, a, cfg);
+    std::vector<int32_t> tokens(kRows * kT + 1);  // kRows windows of T + 1 tokens, stride T
+    for (size_t i = 0; i < tokens.size(); ++i)
+      tokens[i] = static_cast<int32_t>((i * 37 + 11) % 256);
+    const InMemoryTokenSource data(tokens);
+    Trainer t(a, *m, &data);
+    const TrainResult r = t.train();
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    ASSERT_EQ(r.loss.size(), static_cast<size_t>(kSteps));
+    double first = 0, last = 0;
+    for (size_t i = 0; i < 5; ++i) {
+      first += r.loss[i] / 5;
+      last += r.loss[kSteps - 5 + i] / 5;
+    }
+    EXPECT_NEAR(first, std::log(double{kLabels}), 0.05);  // the untrained classifier: uniform
+    EXPECT_LT(last, H - 0.2) << "first " << first << " last " << last << " H " << H;
   }
 }
 

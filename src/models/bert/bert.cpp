@@ -8,6 +8,7 @@
 #include "kernels/op_table.h"
 #include "nn/block_util.h"
 #include "nn/init.h"
+#include "nn/neftune.h"
 #include "nn/param_fill.h"
 
 namespace snug {
@@ -162,17 +163,10 @@ void Bert::set_attention(AttentionImpl a) {
 }
 
 void Bert::set_checkpointing(const CheckpointConfig& c) {
-  SNUG_CHECK(c.policy == CheckpointPolicy::none || c.policy == CheckpointPolicy::every_layer ||
-                 c.policy == CheckpointPolicy::every_k,
-             "gradient checkpointing: ", cfg_.name,
-             " (bert) supports every-layer and every-k:K segments, not the selective policy");
-  SNUG_CHECK(c.policy == CheckpointPolicy::none || c.every_k >= 1,
+  SNUG_CHECK(c.policy == CheckpointPolicy::none || c.policy == CheckpointPolicy::selective ||
+                 c.every_k >= 1,
              "gradient checkpointing: segment length must be >= 1, got ", c.every_k);
   ckpt_ = c;
-}
-
-void Bert::set_neftune_noise_alpha(double alpha) {
-  SNUG_CHECK(alpha == 0, "--neftune-noise-alpha: not supported for ", cfg_.name, " (bert) yet");
 }
 
 const Tensor& Bert::logits() const {
@@ -302,6 +296,8 @@ float Bert::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
     // x0 = dropout(LayerNorm(words[ids] + positions[t] + types[type ids])).
     const Tensor e = nn::activation(*dev_, {B, T, C});  // the LayerNorm's saved input
     words_->forward(tokens_t, e, s->words);
+    // NEFTune on the word embeddings (nn/neftune.h); after the positions is the same sum.
+    if (for_backward && neftune_alpha_ > 0) nn::add_neftune_noise(c, e, neftune_alpha_);
     Tensor te = nn::temporary(*dev_, {B, T, C});
     types_->forward(types_t, te, s->types);
     ops.add(nn::f32(e), nn::f32(e), nn::f32(te), N * C);
@@ -328,6 +324,8 @@ float Bert::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
     layer_forward(l, *s);
     if (l == 0 && !for_backward) s->x0.reset();
     if (!for_backward || segments) s->layers[l] = {};
+    if (for_backward && ckpt_.policy == CheckpointPolicy::selective)
+      layers_[l].drop_selective(s->layers[l]);
     // A layer's input is kept by its attention's Saved (or, checkpointing, as a segment input).
     if (l > 0 && !(segments && segment_end(l - 1))) s->outs[l - 1].reset();
     if (for_backward) layers_[l].compact(s->layers[l]);
@@ -479,6 +477,10 @@ void Bert::backward(float loss_scale) {
       if (start > 0) s.outs[start - 1].reset();
     } else {
       layers_[li].widen(a);
+      if (ckpt_.policy == CheckpointPolicy::selective) {
+        pool.set_phase(phase("recompute", li));
+        layers_[li].recompute_selective(a);
+      }
     }
     pool.set_phase(phase("backward", li));
     s.outs[li].reset();

@@ -23,7 +23,11 @@
 //   seq-cls     pooler input (B,C), tanh output (B,C), dropout mask (B,C), classifier input
 //               (B,C), probabilities (B,labels)
 // Gradient checkpointing: every-layer / every-k keep each segment's input and recompute the
-// segment before its backward (same kernels, same dropout keys: bitwise the same values).
+// segment before its backward (same kernels, same dropout keys: bitwise the same values);
+// selective keeps the GEMM outputs and recomputes each layer's cheap tensors before its backward
+// (nn/encoder_layer.h: the first LayerNorm's output, naive attention's probabilities, GELU's
+// output). NEFTune adds its noise to the word embeddings' output, as the HF Trainer's hook on
+// get_input_embeddings() does.
 #pragma once
 
 #include <cstdint>
@@ -91,7 +95,7 @@ class Bert final : public CausalLM {
   void set_grad_ready_hook(std::function<void(Parameter&)> hook) override {
     grad_ready_ = std::move(hook);
   }
-  void set_neftune_noise_alpha(double alpha) override;
+  void set_neftune_noise_alpha(double alpha) override { neftune_alpha_ = alpha; }
   void set_forward_count(uint64_t n) override { ctx().forward_count = n; }
   // Packing is for causal LMs: BERT attends both ways over learned positions.
   void set_position_ids(std::vector<int32_t> ids) override {
@@ -151,6 +155,7 @@ class Bert final : public CausalLM {
   std::vector<LoraAdapter> lora_;
   std::vector<int32_t> token_types_;
   int64_t valid_targets_ = 0;
+  double neftune_alpha_ = 0.0;
   std::function<void(Parameter&)> grad_ready_;
 };
 
