@@ -392,7 +392,10 @@ TEST(Bert, ClassificationMemorizesItsRowsWithLoraAndQlora) {
       first += r.loss[i] / 5;
       last += r.loss[kSteps - 5 + i] / 5;
     }
-    EXPECT_NEAR(first, std::log(double{kLabels}), 0.05);  // the untrained classifier: uniform
+    // The untrained classifier: about uniform at the first step (the classifier trains beside the
+    // adapters, as PEFT's SEQ_CLS keeps it: the next steps fall at once).
+    EXPECT_NEAR(r.loss[0], std::log(double{kLabels}), 0.05);
+    EXPECT_LT(first, r.loss[0]);
     EXPECT_LT(last, H - 0.2) << "first " << first << " last " << last << " H " << H;
   }
 }
