@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "support/covering_array.h"
 #include "support/run_cli.h"
 
 namespace snug::test {
@@ -80,12 +81,6 @@ TEST(BertFamilyCli, LoraAndQloraPlanEqualsTheMeasuredPeak) {
     }
 }
 
-// GF(4) = {0, 1, x, x+1} as 0..3: addition is xor, multiplication by table.
-int gf4_mul(int a, int b) {
-  static const int t[4][4] = {{0, 0, 0, 0}, {0, 1, 2, 3}, {0, 2, 3, 1}, {0, 3, 1, 2}};
-  return t[a][b];
-}
-
 TEST(BertFamilyCli, TechniquesPairwisePlanEqualsTheMeasuredPeak) {
   // The first factor crosses the two heads with the two attention kernels: naive attention with
   // probability dropout keeps the (B,H,T,T) probabilities and masks, flash keeps none.
@@ -101,32 +96,17 @@ TEST(BertFamilyCli, TechniquesPairwisePlanEqualsTheMeasuredPeak) {
   const std::array<const char*, 4> extra = {
       " --gradient-accumulation-steps 2", " --freeze bert.embeddings.word_embeddings",
       " --neftune-noise-alpha 5", " --load-in-8bit --lora-r 4 --target-modules query,value"};
-  // Rows (a, b, a+b, a+2b, a+3b): every pair of levels of every two factors exactly once.
-  struct Row {
-    int h, p, c, o, e;
-  };
-  std::vector<Row> rows;
-  for (int a = 0; a < 4; ++a)
-    for (int b = 0; b < 4; ++b) {
-      Row r{a, b, a ^ b, a ^ gf4_mul(2, b), a ^ gf4_mul(3, b)};
-      // --bf16-full needs AdamW or SGD and no LoRA: that row trains with AdamW and accumulation,
-      // and a copy in fp32 keeps the other pairs of its optimizer and extra.
-      if (r.p == 3 && (r.o != 0 || r.e == 3)) {
-        rows.push_back({r.h, 0, r.c, r.o, r.e});
-        r.o = 0;
-        if (r.e == 3) r.e = 0;
-      }
-      rows.push_back(r);
-    }
+  const std::vector<TechniqueRow> rows = techniques_covering_array();  // support/covering_array.h
   ASSERT_EQ(rows.size(), 20u);
   TempDir tmp;
   int i = 0;
-  for (const Row& r : rows) {
-    const std::string flags = " --model bert-tiny" + head[static_cast<size_t>(r.h)] +
+  for (const TechniqueRow& r : rows) {
+    const std::string flags = " --model bert-tiny" + head[static_cast<size_t>(r.model)] +
                               " --per-device-train-batch-size 4 --seq-len 48" +
-                              precision[static_cast<size_t>(r.p)] +
-                              checkpoint[static_cast<size_t>(r.c)] +
-                              optim[static_cast<size_t>(r.o)] + extra[static_cast<size_t>(r.e)];
+                              precision[static_cast<size_t>(r.precision)] +
+                              checkpoint[static_cast<size_t>(r.checkpoint)] +
+                              optim[static_cast<size_t>(r.optim)] +
+                              extra[static_cast<size_t>(r.extra)];
     SCOPED_TRACE(flags);
     expect_plan_equals_peak(plan_and_train(tmp, flags, std::to_string(i++)));
   }

@@ -36,6 +36,7 @@
 #include "peft/peft_export.h"
 #include "support/random.h"
 #include "support/run_cli.h"
+#include "torch/torch_python.h"
 
 namespace snug::test {
 namespace {
@@ -43,18 +44,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr double kTol = 1e-5;  // max|diff| / max|reference|, acceptance 2
-
-std::string python() {
-  const char* p = std::getenv("SNUG_PYTHON");
-  return p != nullptr && *p != '\0' ? p : SNUG_PYTHON;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // (B,T,V) logits of an evaluation forward.
 std::vector<float> logits_of(CausalLM& m, const std::vector<int32_t>& tokens, int64_t B,

@@ -15,21 +15,10 @@
 #include "models/gpt2.h"
 #include "support/lora_run.h"
 #include "support/random.h"
+#include "torch/torch_python.h"
 
 namespace snug::test {
 namespace {
-
-std::string python() {
-  const char* p = std::getenv("SNUG_PYTHON");
-  return p != nullptr && *p != '\0' ? p : SNUG_PYTHON;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // rsLoRA with alpha != r, dropout (training only), three target keys: every field of the
 // config matters for PEFT to rebuild the same model.
