@@ -28,6 +28,7 @@
 #include "core/parallel.h"
 #include "data/sft_data.h"
 #include "data/tokenizer.h"
+#include "data/tokenizers/unicode.h"
 #include "generate/generate.h"
 #include "models/registry.h"
 #include "peft/peft_adapter.h"
@@ -131,6 +132,7 @@ int run_generate(const TrainingArguments& args, GenerateFlags f,
 
   int64_t total = 0;
   double seconds = 0;
+  nlohmann::json per_prompt = nlohmann::json::array();
   for (const std::string& p : prompts) {
     const std::vector<int32_t> ids = codec.encode(p);
     std::printf("%s", p.c_str());
@@ -152,6 +154,14 @@ int run_generate(const TrainingArguments& args, GenerateFlags f,
     total += static_cast<int64_t>(r.tokens.size());
     std::printf("\n");
     std::fflush(stdout);
+    per_prompt.push_back(
+        {{"prompt_tokens", ids.size()},
+         {"new_tokens", r.tokens.size()},
+         {"stopped_at_eos", r.stopped_at_eos},
+         {"kv_cache_bytes", r.kv_cache_bytes},
+         {"tokens", r.tokens},
+         // JSON holds UTF-8 only: ill-formed bytes (a byte vocabulary's) as U+FFFD.
+         {"text", tok::utf8_lossy(codec.decode(r.tokens))}});
     std::fprintf(stderr, "snug: %zu new tokens%s; KV cache %lld bytes\n", r.tokens.size(),
                  r.stopped_at_eos ? " (stopped at eos)" : "",
                  static_cast<long long>(r.kv_cache_bytes));
@@ -159,6 +169,20 @@ int run_generate(const TrainingArguments& args, GenerateFlags f,
   std::fprintf(stderr, "snug: %lld tokens in %.3f s, %.1f tokens/s\n",
                static_cast<long long>(total), seconds, seconds > 0 ? total / seconds : 0.0);
   std::fprintf(stderr, "\n%s", memory_table(dev.pool().stats(), args.device_memory).c_str());
+  if (!args.report_json.empty()) {
+    // docs/report.md, "snug generate": the run's memory as training reports it, and per prompt.
+    const nlohmann::json j = {
+        {"config", args.to_json()},
+        {"system", system_info(args.gemm_path)},
+        {"memory", memory_json(dev.pool().stats(), args.device_memory)},
+        {"generation",
+         {{"prompts", per_prompt},
+          {"new_tokens", total},
+          {"seconds", seconds},
+          {"tokens_per_second", seconds > 0 ? static_cast<double>(total) / seconds : 0.0}}}};
+    write_json_file(args.report_json, j);
+    std::fprintf(stderr, "report written to %s\n", args.report_json.c_str());
+  }
   return 0;
 }
 

@@ -78,6 +78,41 @@ TEST(GenerateCli, ModelFolderWithTokenizerStopsAtItsEos) {
   EXPECT_NE(g.out.find("t64 t64 t64 t64 t64 t64 t64 t31"), std::string::npos) << g.out;
 }
 
+// `snug generate --report-json` reports the run's memory as training does, and its peak is what
+// `snug plan --inference` predicts for the same model and shape (one prompt of 8 byte tokens, 6
+// new ones, greedy and 2 beams, fp32 and bf16), to the byte.
+TEST(GenerateCli, ReportJsonPeakEqualsPlanInference) {
+  TempDir tmp;
+  int i = 0;
+  for (const std::string flags :
+       {"--model llama-tiny --num-beams 1", "--model llama-tiny --num-beams 2",
+        "--model gpt2-tiny --bf16 --num-beams 1"}) {
+    SCOPED_TRACE(flags);
+    const std::string gen = tmp.path("gen" + std::to_string(i) + ".json"),
+                      plan = tmp.path("plan" + std::to_string(i++) + ".json");
+    const auto g = run_snug("generate " + flags +
+                                " --prompt abcdefgh --max-new-tokens 6 "
+                                "--report-json " +
+                                gen,
+                            120);
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    const auto p = run_snug("plan --inference " + flags +
+                                " --per-device-eval-batch-size 1 "
+                                "--seq-len 14 --max-new-tokens 6 --json " +
+                                plan,
+                            120);
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    const nlohmann::json gj = test::read_json(gen), pj = test::read_json(plan);
+    ASSERT_EQ(gj["generation"]["prompts"].size(), 1u);
+    EXPECT_EQ(gj["generation"]["prompts"][0]["prompt_tokens"], 8);
+    EXPECT_EQ(gj["generation"]["prompts"][0]["new_tokens"], 6);
+    EXPECT_EQ(gj["generation"]["prompts"][0]["kv_cache_bytes"], pj["inference"]["kv_cache_bytes"]);
+    EXPECT_EQ(gj["memory"]["peak_bytes"], pj["memory"]["peak_bytes"]);
+    EXPECT_EQ(gj["memory"]["max_by_category"], pj["memory"]["max_by_category"]);
+    EXPECT_GT(gj["generation"]["tokens_per_second"].get<double>(), 0.0);
+  }
+}
+
 TEST(GenerateCli, BadRequestsAreClearErrors) {
   auto e = run_snug("generate --max-new-tokens 4", 60);
   EXPECT_NE(e.exit_code, 0);
