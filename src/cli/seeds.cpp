@@ -537,9 +537,10 @@ std::string seeds_plan_table(const std::vector<BenchRow>& rows) {
   std::snprintf(buf, sizeof buf, "%-18s  %-40s  %12s  %12s  %12s  %8s\n", "row", "configuration",
                 "plan (MB)", "+ context", "seed (MB)", "diff");
   os << buf;
+  const std::vector<SeedReference> refs = seeds_reference();  // outlives `ref`
   for (const BenchRow& r : rows) {
     const SeedReference* ref = nullptr;
-    for (const SeedReference& x : seeds_reference())
+    for (const SeedReference& x : refs)
       if (x.name == r.name) ref = &x;
     if (!r.available) {
       std::snprintf(buf, sizeof buf, "%-18s  %-40s  %s\n", r.name.c_str(), r.description.c_str(),
