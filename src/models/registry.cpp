@@ -165,7 +165,12 @@ ModelConfig with_task(const ModelConfig& cfg, ModelTask task, int64_t num_labels
   }
   SNUG_CHECK(ok, "--task ", task_name(task), ": model '", cfg.shape.name, "' (",
              cfg.shape.model_type, ") has no such head (its tasks: ", tasks, ")");
-  return a.set_task(cfg, task, num_labels);
+  // Where the config came from is not the family's to decide: without these, `--model DIR --task
+  // ...` lost DIR and its run started from the seed instead of the folder's weights.
+  ModelConfig r = a.set_task(cfg, task, num_labels);
+  r.folder = cfg.folder;
+  r.config_path = cfg.config_path;
+  return r;
 }
 
 std::unique_ptr<CausalLM> create_model(const ModelConfig& cfg, Device& dev, DType param_dtype,
@@ -182,8 +187,8 @@ std::unique_ptr<CausalLM> create_model(const ModelConfig& cfg, Device& dev, DTyp
   return a.create(cfg, dev, param_dtype, quant);
 }
 
-void load_model_weights(CausalLM& model, const std::string& path) {
-  architecture(model.summary().model_type).load_weights(model, path);
+HfLoadReport load_model_weights(CausalLM& model, const std::string& path, uint64_t init_seed) {
+  return architecture(model.summary().model_type).load_weights(model, path, init_seed);
 }
 
 void save_model_weights(const CausalLM& model, const std::string& path,
