@@ -142,8 +142,18 @@ JsonTokenizer JsonTokenizer::parse(std::string_view text, const std::string& wha
   top.only({"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
             "model", "post_processor", "decoder"});
   if (!top.is_null("version")) (void)top.string("version");
-  if (!top.is_null("truncation")) top.refuse("truncation", "not supported by snug (must be null)");
-  if (!top.is_null("padding")) top.refuse("padding", "not supported by snug (must be null)");
+  // Truncation and padding settings (sentence-transformers folders carry both) are read, checked
+  // and not applied: transformers' tokenizer(text) turns them off unless a call asks for them
+  // (PreTrainedTokenizerFast.set_truncation_and_padding), and snug cuts and pads in the data
+  // pipeline (--seq-len, the collator). So encode() equals tokenizers' encode with
+  // no_truncation() and no_padding().
+  if (!top.is_null("truncation"))
+    Fields(top.get("truncation"), "truncation", m.what)
+        .only({"direction", "max_length", "strategy", "stride"});
+  if (!top.is_null("padding"))
+    Fields(top.get("padding"), "padding", m.what)
+        .only(
+            {"strategy", "direction", "pad_to_multiple_of", "pad_id", "pad_type_id", "pad_token"});
   const auto part = [&](const char* key) { return Fields(top.get(key), key, m.what); };
   if (!top.is_null("normalizer")) m.normalizer = tok::Normalizer(part("normalizer"));
   if (!top.is_null("pre_tokenizer")) m.pre = tok::PreTokenizer(part("pre_tokenizer"));

@@ -38,8 +38,8 @@ std::unique_ptr<CausalLM> create(const ModelConfig& cfg, Device& dev, DType para
   return std::make_unique<GPT2>(gpt2_config(cfg), dev, param_dtype, quant);
 }
 
-void load_weights(CausalLM& model, const std::string& path) {
-  load_gpt2_weights(as_gpt2(model), path);
+HfLoadReport load_weights(CausalLM& model, const std::string& path, uint64_t /*seed*/) {
+  return load_gpt2_weights(as_gpt2(model), path);
 }
 
 void save_weights(const CausalLM& model, const std::string& path,

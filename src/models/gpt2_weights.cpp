@@ -48,8 +48,8 @@ void save_gpt2_weights(const GPT2& model, const std::string& path,
   save_hf_weights(model, path, extra);
 }
 
-void load_gpt2_weights(GPT2& model, const std::string& path) {
-  load_hf_weights(model, path, gpt2_weight_rules(model.config()));
+HfLoadReport load_gpt2_weights(GPT2& model, const std::string& path) {
+  return load_hf_weights(model, path, gpt2_weight_rules(model.config()));
 }
 
 }  // namespace snug

@@ -38,6 +38,6 @@ void save_gpt2_weights(const GPT2& model, const std::string& path,
 
 // Loads `path` into the model's parameters, strictly (see above). On the meta device only the
 // names and shapes are checked.
-void load_gpt2_weights(GPT2& model, const std::string& path);
+HfLoadReport load_gpt2_weights(GPT2& model, const std::string& path);
 
 }  // namespace snug

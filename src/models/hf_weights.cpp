@@ -1,5 +1,6 @@
 #include "models/hf_weights.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -78,15 +79,42 @@ std::string list_names(const std::vector<std::string>& names) {
   return list;
 }
 
+bool under_any(const std::string& name, const std::vector<std::string>& prefixes) {
+  for (const std::string& p : prefixes)
+    if (name.rfind(p, 0) == 0) return true;
+  return false;
+}
+
+// The parameter a file tensor fills: its own name, or with the optional prefix, or (legacy BERT
+// files) with LayerNorm.gamma/.beta spelled .weight/.bias.
+Parameter* find_parameter(CausalLM& model, const std::string& name, const HfWeightRules& rules) {
+  std::vector<std::string> spellings{name};
+  if (rules.legacy_norm_names) {
+    for (const auto& [from, to] :
+         {std::pair<std::string, std::string>{"LayerNorm.gamma", "LayerNorm.weight"},
+          {"LayerNorm.beta", "LayerNorm.bias"}})
+      if (ends_with(name, from))
+        spellings.push_back(name.substr(0, name.size() - from.size()) + to);
+  }
+  const std::string& pre = rules.optional_prefix;
+  for (const std::string& n : spellings) {
+    if (Parameter* p = model.find(n)) return p;
+    if (!pre.empty() && n.rfind(pre, 0) != 0)
+      if (Parameter* p = model.find(pre + n)) return p;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::vector<std::string> hf_weight_files(const std::string& path) {
   return weight_files(path).files;
 }
 
-void load_hf_weights(CausalLM& model, const std::string& path, const HfWeightRules& rules) {
+HfLoadReport load_hf_weights(CausalLM& model, const std::string& path, const HfWeightRules& rules) {
   const WeightFiles wf = weight_files(path);
   const std::string& desc = rules.model_desc;
+  HfLoadReport report;
 
   // Pass 1 (headers only): which file holds which parameter, and that nothing else is there.
   struct Source {
@@ -104,15 +132,17 @@ void load_hf_weights(CausalLM& model, const std::string& path, const HfWeightRul
         SNUG_CHECK(it != wf.index.end() && it->second == wf.files[fi], wf.files[fi], ": tensor '",
                    name, "' is not mapped to this shard by ", kIndex);
       }
-      Parameter* p = model.find(name);
       const std::string& pre = rules.optional_prefix;
-      if (p == nullptr && !pre.empty() && name.rfind(pre, 0) != 0) p = model.find(pre + name);
+      Parameter* p = find_parameter(model, name, rules);
       if (p != nullptr) {
         SNUG_CHECK(source.emplace(p, Source{fi, name}).second, path, ": parameter '", p->name,
                    "' appears twice",
                    pre.empty() ? "" : " (with and without the '" + pre + "' prefix)");
       } else if (!rules.tied_name.empty() && name == rules.tied_name) {
         tied_at[name] = fi;
+      } else if (under_any(name, rules.unused_prefixes) ||
+                 (!pre.empty() && under_any(pre + name, rules.unused_prefixes))) {
+        report.unused.push_back(name);
       } else {
         bool ignored = false;
         for (const std::string& s : rules.ignored_suffixes) ignored = ignored || ends_with(name, s);
@@ -123,7 +153,8 @@ void load_hf_weights(CausalLM& model, const std::string& path, const HfWeightRul
   std::set<std::string> found;
   for (const auto& [p, s] : source) found.insert(s.name);
   for (const auto& [name, file] : wf.index) {
-    if (found.count(name) == 0 && tied_at.count(name) == 0) {
+    if (found.count(name) == 0 && tied_at.count(name) == 0 &&
+        std::find(report.unused.begin(), report.unused.end(), name) == report.unused.end()) {
       bool ignored = false;
       for (const std::string& s : rules.ignored_suffixes) ignored = ignored || ends_with(name, s);
       SNUG_CHECK(ignored, file, ": no tensor '", name, "', which ", kIndex, " maps to it");
@@ -131,15 +162,22 @@ void load_hf_weights(CausalLM& model, const std::string& path, const HfWeightRul
   }
   SNUG_CHECK(unexpected.empty(), path, ": ", unexpected.size(), " tensor(s) that ", desc,
              " does not have: ", list_names(unexpected));
-  for (const Parameter* p : model.parameters())
-    SNUG_CHECK(source.count(p) != 0, path, ": no tensor '", p->name, "' (needed by ", desc, ")");
+  for (const Parameter* p : model.parameters()) {
+    if (source.count(p) != 0) continue;
+    SNUG_CHECK(under_any(p->name, rules.fresh_prefixes), path, ": no tensor '", p->name,
+               "' (needed by ", desc, ")");
+    report.initialized.push_back(p->name);
+  }
+  // The absent head keeps the family's initialization; what the file has overwrites the rest.
+  if (!report.initialized.empty() && !model.device().is_meta()) model.init_weights(rules.init_seed);
 
   // Pass 2: shard by shard, tensor by tensor, converted into the parameters' storage.
   for (size_t fi = 0; fi < wf.files.size(); ++fi) {
     std::unique_ptr<SafetensorsFile> f;
     for (Parameter* p : model.parameters()) {
-      const Source& s = source.at(p);
-      if (s.file != fi) continue;
+      const auto src = source.find(p);
+      if (src == source.end() || src->second.file != fi) continue;  // (a fresh head: not here)
+      const Source& s = src->second;
       if (!f) f = std::make_unique<SafetensorsFile>(wf.files[fi]);
       const SafetensorsFile::Info& inf = f->info(s.name);
       SNUG_CHECK(inf.shape == p->shape(), wf.files[fi], ": tensor '", s.name, "' has shape ",
@@ -172,6 +210,19 @@ void load_hf_weights(CausalLM& model, const std::string& path, const HfWeightRul
                    head.read_f32(rules.tied_name) == emb.read_f32(s.name),
                path, ": '", rules.tied_name, "' differs from '", s.name, "'; ", rules.tie_note);
   }
+  return report;
+}
+
+std::string HfLoadReport::describe(uint64_t seed) const {
+  std::string out;
+  if (!initialized.empty())
+    out += std::to_string(initialized.size()) + " parameter(s) not in the checkpoint, newly " +
+           "initialized from --seed " + std::to_string(seed) +
+           " (train them before use): " + list_names(initialized);
+  if (!unused.empty())
+    out += std::string(out.empty() ? "" : "; ") + std::to_string(unused.size()) +
+           " checkpoint tensor(s) of another head, not used: " + list_names(unused);
+  return out;
 }
 
 void save_hf_weights(const CausalLM& model, const std::string& path,

@@ -9,7 +9,15 @@
 //   - names without an optional prefix (GPT-2's "transformer.", as the original Hub files);
 //   - non-parameter buffers, by name suffix (older GPT-2 files' causal masks, rotary inv_freq);
 //   - a tied head's weight (e.g. "lm_head.weight"), accepted only when it equals the tensor it is
-//     tied to.
+//     tied to;
+//   - a head of another task, as transformers' from_pretrained handles one: parameters under
+//     `fresh_prefixes` may be absent (a bare encoder or a pre-training checkpoint loaded for
+//     classification has no classifier): they keep the family's initialization from
+//     `init_seed` ("newly initialized", transformers says); file tensors under `unused_prefixes`
+//     (another head: BERT's next-sentence or MLM head) are dropped. Both are reported by name
+//     (HfLoadReport) so that the command can say so, as transformers warns;
+//   - LayerNorm "gamma"/"beta" for "weight"/"bias" (`legacy_norm_names`: the names of TF-era
+//     BERT checkpoints, which transformers renames as it loads).
 // F32, F16 and BF16 tensors are accepted and converted as they load into the parameter's storage
 // (fp32, bf16 for --bf16-full, or quantized for --load-in-8bit/4bit), one tensor at a time and
 // shard by shard: the host never holds more than one tensor in fp32 besides the model itself.
@@ -17,6 +25,7 @@
 // tensor. On the meta device only names and shapes are checked.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -32,6 +41,19 @@ struct HfWeightRules {
   // A tied head: a file may carry `tied_name`, only equal to `tied_to` (a parameter name).
   std::string tied_name, tied_to;
   std::string tie_note = "snug ties the LM head to the token embedding (tie_word_embeddings)";
+  std::vector<std::string> fresh_prefixes;   // parameters the file may lack (a task's head)
+  std::vector<std::string> unused_prefixes;  // file tensors dropped (other tasks' heads)
+  uint64_t init_seed = 0;                    // initializes the model when a fresh one is absent
+  bool legacy_norm_names = false;            // "LayerNorm.gamma"/".beta" read as weight/bias
+};
+
+// What a load did beyond the one-to-one case.
+struct HfLoadReport {
+  std::vector<std::string> initialized;  // parameters absent from the file (fresh_prefixes)
+  std::vector<std::string> unused;       // file tensors dropped (unused_prefixes), as spelled
+  // One line for the command's output ("" when both lists are empty): what was initialized from
+  // which seed and what was dropped, with a few names of each.
+  std::string describe(uint64_t seed) const;
 };
 
 // The safetensors files a weights path stands for, in load order: the file itself, or a folder's
@@ -40,7 +62,7 @@ struct HfWeightRules {
 std::vector<std::string> hf_weight_files(const std::string& path);
 
 // Loads `path` (a .safetensors file or a model folder) into `model`'s parameters (see above).
-void load_hf_weights(CausalLM& model, const std::string& path, const HfWeightRules& rules);
+HfLoadReport load_hf_weights(CausalLM& model, const std::string& path, const HfWeightRules& rules);
 
 // Writes every parameter value (cpu model; quantized weights dequantized to fp32) under its name,
 // in parameters() order, with model.weights_metadata() merged with `extra`, into one safetensors

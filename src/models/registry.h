@@ -16,6 +16,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "models/causal_lm.h"
+#include "models/hf_weights.h"
 #include "models/model_config.h"
 #include "quant/weight_quant.h"
 
@@ -50,7 +51,7 @@ struct Architecture {
                                       const std::optional<WeightQuantConfig>& quant);
   // Weights as a Hugging Face-named safetensors file: strict load, atomic save with the model's
   // weights_metadata() plus `extra`.
-  void (*load_weights)(CausalLM& model, const std::string& path);
+  HfLoadReport (*load_weights)(CausalLM& model, const std::string& path, uint64_t init_seed);
   void (*save_weights)(const CausalLM& model, const std::string& path,
                        const std::map<std::string, std::string>& extra);
   FlopsPerToken (*flops_per_token)(const ModelConfig& cfg, int64_t T);
@@ -98,7 +99,8 @@ ModelConfig parse_model_config(std::string_view text, const std::string& spec);
 std::unique_ptr<CausalLM> create_model(
     const ModelConfig& cfg, Device& dev, DType param_dtype = DType::f32,
     const std::optional<WeightQuantConfig>& quant = std::nullopt);
-void load_model_weights(CausalLM& model, const std::string& path);
+// `init_seed` initializes a head the checkpoint lacks (HfWeightRules::fresh_prefixes).
+HfLoadReport load_model_weights(CausalLM& model, const std::string& path, uint64_t init_seed = 0);
 void save_model_weights(const CausalLM& model, const std::string& path,
                         const std::map<std::string, std::string>& extra = {});
 

@@ -1,5 +1,7 @@
 #include "train/model_setup.h"
 
+#include <cstdio>
+
 #include "core/error.h"
 #include "kernels/gemm_path.h"
 #include "models/hf_folder.h"
@@ -21,8 +23,14 @@ std::string load_initial_weights(CausalLM& model, const TrainingArguments& args,
     if (!model.device().is_meta()) model.init_weights(args.seed);  // a dry run has no values
     return "seed " + std::to_string(args.seed);
   }
-  // Every parameter gets the file's value (the load is strict), so init_weights is skipped.
-  load_model_weights(model, path);
+  // Every parameter gets the file's value (the load is strict), so init_weights is skipped;
+  // except a task's head the checkpoint lacks (BERT's classifier on bert-base-uncased), which
+  // the load initializes from the seed and reports, as transformers warns (on stderr, so that
+  // --json outputs stay clean; a dry run has no values to speak of).
+  const HfLoadReport report = load_model_weights(model, path, args.seed);
+  const std::string what = report.describe(args.seed);
+  if (!what.empty() && !model.device().is_meta())
+    std::fprintf(stderr, "snug: %s: %s\n", path.c_str(), what.c_str());
   return "the weights of " + path;
 }
 

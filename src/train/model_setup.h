@@ -32,9 +32,10 @@ std::string initial_weights_path(const TrainingArguments& args, const ModelConfi
 // Gives a freshly created model its starting values: init_weights(--seed), or the weights of
 // initial_weights_path streamed into the parameters' storage (models/hf_weights.h: tensor by
 // tensor, converted and quantized as they load, so a 16-, 8- or 4-bit model never exists in fp32
-// on the host). Under --resume-from the weights are not read (the checkpoint's replace them) and
-// the model is initialized from the seed as before. On meta only names and shapes are checked.
-// Returns what the values are, for messages: "seed 42" or "the weights of PATH".
+// on the host; a task head the checkpoint lacks is initialized from --seed and named on stderr,
+// as transformers warns). Under --resume-from the weights are not read (the checkpoint's replace
+// them) and the model is initialized from the seed as before. On meta only names and shapes are
+// checked. Returns what the values are, for messages: "seed 42" or "the weights of PATH".
 std::string load_initial_weights(CausalLM& model, const TrainingArguments& args,
                                  const ModelConfig& cfg);
 

@@ -195,6 +195,25 @@ TEST(JsonTokenizer, BertProcessingAddsWhatTheEquivalentTemplateAdds) {
   EXPECT_EQ(bert.encode(text).size(), templ.encode(text, false).size() + 2);
 }
 
+// A file's truncation and padding (as sentence-transformers folders carry: all-MiniLM-L6-v2's
+// values) change no id: transformers' tokenizer(text) applies neither unless asked, and snug's
+// data pipeline cuts and pads itself (docs/tokenizers.md).
+TEST(JsonTokenizer, TruncationAndPaddingSettingsAreReadNotApplied) {
+  json d = fixture("bert_wordpiece.json");
+  const JsonTokenizer plain = JsonTokenizer::parse(d.dump(), "plain");
+  d["truncation"] = {{"max_length", 4}, {"strategy", "LongestFirst"}, {"stride", 0}};
+  d["padding"] = {{"strategy", {{"Fixed", 128}}},
+                  {"direction", "Right"},
+                  {"pad_to_multiple_of", nullptr},
+                  {"pad_id", 0},
+                  {"pad_type_id", 0},
+                  {"pad_token", "[PAD]"}};
+  const JsonTokenizer set = JsonTokenizer::parse(d.dump(), "set");
+  const std::string text = "안녕하세요, BERT! 12345 and a sentence longer than four tokens";
+  EXPECT_GT(plain.encode(text).size(), 4U);
+  EXPECT_EQ(set.encode(text), plain.encode(text));
+}
+
 // tokenizers' Split("-", behavior, invert) on "the-final--countdown-" (values printed by the
 // tokenizers package, 0.23.3).
 TEST(JsonTokenizer, SplitBehaviorsMatchTokenizers) {
@@ -253,8 +272,11 @@ TEST(JsonTokenizer, RefusesWhatItDoesNotImplementByName) {
   d["post_processor"] = {{"type", "RobertaProcessing"}};
   EXPECT_TRUE(HasSubstr(refusal(d), "post_processor.type"));
   d = gpt2;
-  d["truncation"] = {{"max_length", 5}};
-  EXPECT_TRUE(HasSubstr(refusal(d), "truncation"));
+  d["truncation"] = {{"max_length", 5}, {"shiny_new_option", 1}};
+  EXPECT_TRUE(HasSubstr(refusal(d), "truncation.shiny_new_option"));
+  d = gpt2;
+  d["padding"] = {{"pad_id", 0}, {"pad_to_left", true}};
+  EXPECT_TRUE(HasSubstr(refusal(d), "padding.pad_to_left"));
   d = gpt2;
   d["model"]["byte_fallback"] = 1;
   EXPECT_TRUE(HasSubstr(refusal(d), "model.byte_fallback: expected true or false"));

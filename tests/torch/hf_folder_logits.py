@@ -6,6 +6,9 @@ token ids of --tokens (a safetensors file with "tokens" (B,T) I32) in eval mode 
 (B,T,V) F32 logits as "logits" to --out. tests/torch/hf_folder_torchtest.cpp compares them with
 snug's; this script only measures, so the comparison and its tolerance live in one place.
 
+With --architectures (no adapter) the model is the class config.json's "architectures" names,
+e.g. BertForSequenceClassification, whose logits are (B,num_labels).
+
 With --adapter ADIR the model is the class its config.json's "architectures" names (a BERT
 masked-LM or classifier too, whose logits are (B,T,V) or (B,num_labels)) with the PEFT adapter
 folder ADIR on top (peft.PeftModel.from_pretrained: the adapter's task_type picks PEFT's wrapper,
@@ -29,6 +32,9 @@ def main(argv=None):
     ap.add_argument("--tokens", required=True, help="safetensors with 'tokens' (B,T)")
     ap.add_argument("--out", required=True, help="where to write 'logits' (B,T,V) F32")
     ap.add_argument("--adapter", help="a PEFT adapter folder to load on top")
+    ap.add_argument("--architectures", action="store_true",
+                    help="the class config.json's architectures names (a BERT classifier), "
+                         "not AutoModelForCausalLM")
     args = ap.parse_args(argv)
     try:
         import torch
@@ -61,6 +67,15 @@ def main(argv=None):
         model = peft.PeftModel.from_pretrained(base, args.adapter)
         print(f"hf_folder_logits: PEFT {peft.__version__} {type(model).__name__} "
               f"(task_type {model.peft_config['default'].task_type})")
+    elif args.architectures:
+        with open(os.path.join(args.model, "config.json")) as f:
+            archs = json.load(f).get("architectures") or []
+        cls = getattr(transformers, archs[0], None) if archs else None
+        if cls is None:
+            print(f"hf_folder_logits: config.json's architectures {archs!r} names no "
+                  f"transformers class", file=sys.stderr)
+            return 2
+        model = cls.from_pretrained(args.model, dtype=torch.float32)
     else:
         if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
             print(f"hf_folder_logits: model_type {model_type!r} is not a causal LM",

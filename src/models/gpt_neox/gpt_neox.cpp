@@ -79,8 +79,8 @@ void save_gpt_neox_weights(const GPTNeoXLM& model, const std::string& path,
   save_hf_weights(model, path, extra);
 }
 
-void load_gpt_neox_weights(GPTNeoXLM& model, const std::string& path) {
-  load_hf_weights(model, path, gpt_neox_weight_rules(model.config()));
+HfLoadReport load_gpt_neox_weights(GPTNeoXLM& model, const std::string& path) {
+  return load_hf_weights(model, path, gpt_neox_weight_rules(model.config()));
 }
 
 }  // namespace snug

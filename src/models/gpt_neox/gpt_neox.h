@@ -47,6 +47,6 @@ class GPTNeoXLM final : public DecoderLM {
 HfWeightRules gpt_neox_weight_rules(const GPTNeoXConfig& cfg);
 void save_gpt_neox_weights(const GPTNeoXLM& model, const std::string& path,
                            const std::map<std::string, std::string>& extra = {});
-void load_gpt_neox_weights(GPTNeoXLM& model, const std::string& path);
+HfLoadReport load_gpt_neox_weights(GPTNeoXLM& model, const std::string& path);
 
 }  // namespace snug

@@ -26,8 +26,8 @@ auto& as_neox(M& m) {
   return *g;
 }
 
-void load_weights(CausalLM& model, const std::string& path) {
-  load_gpt_neox_weights(as_neox(model), path);
+HfLoadReport load_weights(CausalLM& model, const std::string& path, uint64_t /*seed*/) {
+  return load_gpt_neox_weights(as_neox(model), path);
 }
 
 void save_weights(const CausalLM& model, const std::string& path,

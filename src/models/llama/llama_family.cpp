@@ -30,8 +30,8 @@ auto& as_llama(M& m) {
   return *g;
 }
 
-void load_weights(CausalLM& model, const std::string& path) {
-  load_llama_weights(as_llama(model), path);
+HfLoadReport load_weights(CausalLM& model, const std::string& path, uint64_t /*seed*/) {
+  return load_llama_weights(as_llama(model), path);
 }
 
 void save_weights(const CausalLM& model, const std::string& path,

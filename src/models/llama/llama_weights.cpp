@@ -18,8 +18,8 @@ void save_llama_weights(const LlamaLM& model, const std::string& path,
   save_hf_weights(model, path, extra);
 }
 
-void load_llama_weights(LlamaLM& model, const std::string& path) {
-  load_hf_weights(model, path, llama_weight_rules(model.config()));
+HfLoadReport load_llama_weights(LlamaLM& model, const std::string& path) {
+  return load_hf_weights(model, path, llama_weight_rules(model.config()));
 }
 
 }  // namespace snug

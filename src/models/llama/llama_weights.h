@@ -14,6 +14,6 @@ namespace snug {
 HfWeightRules llama_weight_rules(const LlamaConfig& cfg);
 void save_llama_weights(const LlamaLM& model, const std::string& path,
                         const std::map<std::string, std::string>& extra = {});
-void load_llama_weights(LlamaLM& model, const std::string& path);
+HfLoadReport load_llama_weights(LlamaLM& model, const std::string& path);
 
 }  // namespace snug
