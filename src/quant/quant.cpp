@@ -39,7 +39,8 @@ std::vector<float> linspace_f32(float start, float end, int64_t steps) {
   const int64_t halfway = steps / 2;
   // Fused multiply-adds, as torch's vectorized kernel computes them (with plain a + b * c, 12 of
   // linspace(0.1, 1, 65)'s values differ in the last bit); explicit, so that the result does not
-  // depend on whether the compiler contracts (-O1 and -O2 differed, and so did the sanitizer build).
+  // depend on whether the compiler contracts (-O1 and -O2 differed, and so did the sanitizer
+  // build).
   for (int64_t i = 0; i < steps; ++i)
     v[static_cast<size_t>(i)] = i < halfway
                                     ? std::fma(step, static_cast<float>(i), start)
