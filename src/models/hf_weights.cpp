@@ -115,6 +115,7 @@ HfLoadReport load_hf_weights(CausalLM& model, const std::string& path, const HfW
   const WeightFiles wf = weight_files(path);
   const std::string& desc = rules.model_desc;
   HfLoadReport report;
+  report.init_seed = rules.init_seed;
 
   // Pass 1 (headers only): which file holds which parameter, and that nothing else is there.
   struct Source {
@@ -213,11 +214,11 @@ HfLoadReport load_hf_weights(CausalLM& model, const std::string& path, const HfW
   return report;
 }
 
-std::string HfLoadReport::describe(uint64_t seed) const {
+std::string HfLoadReport::describe() const {
   std::string out;
   if (!initialized.empty())
     out += std::to_string(initialized.size()) + " parameter(s) not in the checkpoint, newly " +
-           "initialized from --seed " + std::to_string(seed) +
+           "initialized from --seed " + std::to_string(init_seed) +
            " (train them before use): " + list_names(initialized);
   if (!unused.empty())
     out += std::string(out.empty() ? "" : "; ") + std::to_string(unused.size()) +

@@ -51,9 +51,10 @@ struct HfWeightRules {
 struct HfLoadReport {
   std::vector<std::string> initialized;  // parameters absent from the file (fresh_prefixes)
   std::vector<std::string> unused;       // file tensors dropped (unused_prefixes), as spelled
+  uint64_t init_seed = 0;                // what `initialized` holds: init_weights(init_seed)
   // One line for the command's output ("" when both lists are empty): what was initialized from
   // which seed and what was dropped, with a few names of each.
-  std::string describe(uint64_t seed) const;
+  std::string describe() const;
 };
 
 // The safetensors files a weights path stands for, in load order: the file itself, or a folder's

@@ -28,7 +28,7 @@ std::string load_initial_weights(CausalLM& model, const TrainingArguments& args,
   // the load initializes from the seed and reports, as transformers warns (on stderr, so that
   // --json outputs stay clean; a dry run has no values to speak of).
   const HfLoadReport report = load_model_weights(model, path, args.seed);
-  const std::string what = report.describe(args.seed);
+  const std::string what = report.describe();
   if (!what.empty() && !model.device().is_meta())
     std::fprintf(stderr, "snug: %s: %s\n", path.c_str(), what.c_str());
   return "the weights of " + path;

@@ -98,6 +98,25 @@ std::map<std::string, std::vector<float>> initialized(ModelTask task) {
   return v;
 }
 
+// Every parameter of `l` holds init_weights(7)'s value when its name starts with `head` (the
+// head the file lacked), else `file_value(name)`.
+template <class FileValue>
+void expect_values(const Loaded& l, ModelTask task, const std::string& head,
+                   const FileValue& file_value) {
+  const auto fresh = initialized(task);
+  for (const Parameter* p : l.model->parameters()) {
+    if (!head.empty() && starts_with(p->name, head))
+      EXPECT_EQ(values(*p), fresh.at(p->name)) << p->name << ": init_weights(--seed)'s values";
+    else
+      EXPECT_EQ(values(*p), file_value(p->name)) << p->name << ": the file's values";
+  }
+}
+
+std::vector<std::string> sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 // bert-base-uncased's layout: the MLM fixture plus a pooler and a next-sentence head, with
 // LayerNorm weights spelled gamma/beta.
 struct PretrainingFile {
@@ -149,25 +168,18 @@ struct PretrainingFile {
 TEST(BertCheckpoints, PretrainingCheckpointLoadsForClassificationWithAFreshClassifier) {
   const PretrainingFile f;
   const Loaded l(ModelTask::sequence_classification, f.file);
-  const auto fresh = initialized(ModelTask::sequence_classification);
-  for (const Parameter* p : l.model->parameters()) {
-    if (starts_with(p->name, "classifier."))
-      EXPECT_EQ(values(*p), fresh.at(p->name)) << p->name << ": init_weights(--seed)'s values";
-    else
-      EXPECT_EQ(values(*p), f.of(p->name)) << p->name << ": the file's values";
-  }
+  expect_values(l, ModelTask::sequence_classification, "classifier.",
+                [&](const std::string& n) { return f.of(n); });
   EXPECT_EQ(l.report.initialized,
             (std::vector<std::string>{"classifier.weight", "classifier.bias"}));
   // Dropped: the MLM head (4 tensors + bias) and the next-sentence head (2).
-  std::vector<std::string> unused = l.report.unused;
-  std::sort(unused.begin(), unused.end());
-  EXPECT_EQ(unused,
+  EXPECT_EQ(sorted(l.report.unused),
             (std::vector<std::string>{
                 "cls.predictions.bias", "cls.predictions.transform.LayerNorm.beta",
                 "cls.predictions.transform.LayerNorm.gamma", "cls.predictions.transform.dense.bias",
                 "cls.predictions.transform.dense.weight", "cls.seq_relationship.bias",
                 "cls.seq_relationship.weight"}));
-  const std::string line = l.report.describe(7);
+  const std::string line = l.report.describe();
   EXPECT_NE(line.find("2 parameter(s) not in the checkpoint, newly initialized from --seed 7"),
             std::string::npos)
       << line;
@@ -178,11 +190,9 @@ TEST(BertCheckpoints, PretrainingCheckpointLoadsForClassificationWithAFreshClass
 TEST(BertCheckpoints, PretrainingCheckpointLoadsForMaskedLMWhole) {
   const PretrainingFile f;
   const Loaded l(ModelTask::masked_lm, f.file);
-  for (const Parameter* p : l.model->parameters()) EXPECT_EQ(values(*p), f.of(p->name)) << p->name;
+  expect_values(l, ModelTask::masked_lm, "", [&](const std::string& n) { return f.of(n); });
   EXPECT_TRUE(l.report.initialized.empty());
-  std::vector<std::string> unused = l.report.unused;
-  std::sort(unused.begin(), unused.end());
-  EXPECT_EQ(unused,
+  EXPECT_EQ(sorted(l.report.unused),
             (std::vector<std::string>{"bert.pooler.dense.bias", "bert.pooler.dense.weight",
                                       "cls.seq_relationship.bias", "cls.seq_relationship.weight"}));
 }
@@ -203,26 +213,19 @@ TEST(BertCheckpoints, BareEncoderLoadsForEitherTask) {
   const std::string file = tmp.path("model.safetensors");
   write_all(file, t, shapes);
 
+  // The file's names are the parameters' without "bert.".
+  const auto in_file = [&](const std::string& n) { return t.at(n.substr(5)); };
   const Loaded cls(ModelTask::sequence_classification, file);
-  const auto fresh_cls = initialized(ModelTask::sequence_classification);
-  for (const Parameter* p : cls.model->parameters())
-    EXPECT_EQ(values(*p),
-              starts_with(p->name, "classifier.") ? fresh_cls.at(p->name) : t.at(p->name.substr(5)))
-        << p->name;
+  expect_values(cls, ModelTask::sequence_classification, "classifier.", in_file);
   EXPECT_EQ(cls.report.initialized,
             (std::vector<std::string>{"classifier.weight", "classifier.bias"}));
   EXPECT_TRUE(cls.report.unused.empty());
 
   const Loaded mlm(ModelTask::masked_lm, file);
-  const auto fresh_mlm = initialized(ModelTask::masked_lm);
-  for (const Parameter* p : mlm.model->parameters())
-    EXPECT_EQ(values(*p),
-              starts_with(p->name, "cls.") ? fresh_mlm.at(p->name) : t.at(p->name.substr(5)))
-        << p->name;
+  expect_values(mlm, ModelTask::masked_lm, "cls.", in_file);
   EXPECT_EQ(mlm.report.initialized.size(), 5U);  // cls.predictions.{bias,transform.*}
-  std::vector<std::string> unused = mlm.report.unused;
-  std::sort(unused.begin(), unused.end());
-  EXPECT_EQ(unused, (std::vector<std::string>{"pooler.dense.bias", "pooler.dense.weight"}));
+  EXPECT_EQ(sorted(mlm.report.unused),
+            (std::vector<std::string>{"pooler.dense.bias", "pooler.dense.weight"}));
 }
 
 // Only heads are relaxed: a missing encoder tensor or a stray one is still an error by name, and a
@@ -235,7 +238,7 @@ TEST(BertCheckpoints, TheEncoderStaysStrict) {
   const Loaded same(ModelTask::sequence_classification, src);
   EXPECT_TRUE(same.report.initialized.empty());
   EXPECT_TRUE(same.report.unused.empty());
-  EXPECT_EQ(same.report.describe(7), "");
+  EXPECT_EQ(same.report.describe(), "");
 
   const std::string gone = "bert.encoder.layer.0.attention.self.key.weight";
   Tensors missing = t;
