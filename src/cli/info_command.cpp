@@ -28,6 +28,12 @@ int run_info(const InfoArgs& a) {
   const kernels::GemmPath bf16 = kernels::resolve_gemm_path("auto");
   std::printf("snug %s\n", SNUG_VERSION);
   std::printf("cpu          %s, %d threads\n", j["cpu"].get<std::string>().c_str(), num_threads());
+  std::printf("OpenMP wait  %s%s\n",
+              j["omp_wait_policy"].is_null() ? "runtime default (spins, then sleeps)"
+                                             : j["omp_wait_policy"].get<std::string>().c_str(),
+              j.contains("gomp_spincount")
+                  ? (", GOMP_SPINCOUNT=" + j["gomp_spincount"].get<std::string>()).c_str()
+                  : "");
   std::printf("oneDNN ISA   %s\n", kernels::onednn_cpu_isa().c_str());
   for (const char* dt : {"fp32", "bf16", "fp16"})
     std::printf("GEMM %-7s %s\n", dt, j["gemm_path"][dt].get<std::string>().c_str());

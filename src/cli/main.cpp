@@ -11,10 +11,12 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/omp_wait_policy.h"
 #include "core/error.h"
 #include "kernels/gemm_path.h"
 
 int main(int argc, char** argv) {
+  snug::cli::apply_default_wait_policy(argv);
   CLI::App app{
       "snug: train and fine-tune transformer language models in the memory you have.\n"
       "Run `snug <command> --help` for the flags of a command."};

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -34,6 +35,12 @@ std::string mb(int64_t bytes) {
 nlohmann::json system_info(std::string_view gemm_path) {
   nlohmann::json j;
   j["threads"] = num_threads();
+  // What OpenMP's waiting threads do (the snug executable sets PASSIVE unless the environment
+  // says otherwise: cli/omp_wait_policy.cpp); null when neither variable is set.
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  j["omp_wait_policy"] = policy ? nlohmann::json(policy) : nlohmann::json(nullptr);
+  if (spin) j["gomp_spincount"] = spin;
   std::string model, flags;
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);) {
@@ -161,7 +168,7 @@ nlohmann::json make_report(const TrainingArguments& args, const CausalLM& model,
 
 std::string summary_lines(const TrainResult& r, const MemoryStats& mem) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "Time: %.2f\nSamples/second: %.2f\nMemory occupied: %lld MB\n",
+  std::snprintf(buf, sizeof buf, "Time: %.2f\nSamples/second: %.2f\nMemory occupied: %lld MiB\n",
                 r.runtime_s, r.runtime_s > 0 ? static_cast<double>(r.samples) / r.runtime_s : 0.0,
                 static_cast<long long>(mem.peak_total / (1024 * 1024)));
   return buf;
@@ -170,8 +177,8 @@ std::string summary_lines(const TrainResult& r, const MemoryStats& mem) {
 std::string memory_table(const MemoryStats& mem, std::optional<int64_t> capacity) {
   std::ostringstream os;
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%-16s %12s %7s %12s %12s\n", "category", "at peak MB", "share",
-                "max MB", "final MB");
+  std::snprintf(buf, sizeof buf, "%-16s %12s %7s %12s %12s\n", "category", "at peak MiB", "share",
+                "max MiB", "final MiB");
   os << buf;
   for (int i = 0; i < kNumCategories; ++i) {
     const double share = mem.peak_total > 0 ? 100.0 * static_cast<double>(mem.peak_by_category[i]) /
@@ -188,7 +195,7 @@ std::string memory_table(const MemoryStats& mem, std::optional<int64_t> capacity
   os << "peak " << format_bytes(mem.peak_total) << " (" << mem.peak_total << " bytes) during '"
      << mem.peak_phase << "'";
   if (capacity)
-    os << ", " << mb(*capacity) << " MB device capacity ("
+    os << ", " << mb(*capacity) << " MiB device capacity ("
        << (100.0 * static_cast<double>(mem.peak_total) / static_cast<double>(*capacity))
        << "% used)";
   os << "\n";
