@@ -76,7 +76,8 @@ int run_bench_seeds(BenchSeedsFlags f) {
         o.device_memory ? (" under " + format_bytes(*o.device_memory)).c_str() : "");
     std::fflush(stdout);
     rows = run_seed_plan(o);
-    std::printf("%s\n%s", seeds_plan_table(rows).c_str(), category_table(rows).c_str());
+    std::printf("%s\n%s", seeds_plan_table(rows, cfg.shape.name).c_str(),
+                category_table(rows).c_str());
     title = "planned peak memory by category: " + cfg.shape.name + ", seq " +
             std::to_string(base.seq_len) + ", 4 samples per step";
   } else {

@@ -68,16 +68,16 @@ void print_search(const char* what, const FitSearchResult& r, const std::string&
                   int64_t overhead, const char* cap_reason) {
   const char* plus = overhead > 0 ? " + runtime" : "";
   if (r.value == 0) {
-    std::printf("%s: none fits %s: even 1 needs %.1f MB%s\n", what, device.c_str(),
+    std::printf("%s: none fits %s: even 1 needs %.1f MiB%s\n", what, device.c_str(),
                 mib(r.peak_bytes + overhead), plus);
     return;
   }
-  std::printf("%s that fits %s: %lld (peak %.1f MB%s", what, device.c_str(),
+  std::printf("%s that fits %s: %lld (peak %.1f MiB%s", what, device.c_str(),
               static_cast<long long>(r.value), mib(r.peak_bytes + overhead), plus);
   if (r.capped)
     std::printf("; %s)", cap_reason);
   else
-    std::printf("; %lld needs %.1f MB)", static_cast<long long>(r.above),
+    std::printf("; %lld needs %.1f MiB)", static_cast<long long>(r.above),
                 mib(r.above_peak + overhead));
   std::printf(" - %lld dry runs\n", static_cast<long long>(r.dry_runs));
 }
@@ -95,10 +95,11 @@ std::vector<Verdict> plan_verdicts(const std::string& device_memory, bool all_gp
 
 void print_verdict(const Verdict& v) {
   const double mb = 1024.0 * 1024.0;
-  std::printf("%-14s capacity %9.0f MB  need %9.0f MB (tensors %.0f + runtime %.0f)  %s %.0f MB\n",
-              v.device.c_str(), v.capacity / mb, (v.need + v.overhead) / mb, v.need / mb,
-              v.overhead / mb, v.fits() ? "fits, headroom" : "DOES NOT FIT, short by",
-              std::abs(static_cast<double>(v.capacity - v.need - v.overhead)) / mb);
+  std::printf(
+      "%-14s capacity %9.0f MiB  need %9.0f MiB (tensors %.0f + runtime %.0f)  %s %.0f MiB\n",
+      v.device.c_str(), v.capacity / mb, (v.need + v.overhead) / mb, v.need / mb, v.overhead / mb,
+      v.fits() ? "fits, headroom" : "DOES NOT FIT, short by",
+      std::abs(static_cast<double>(v.capacity - v.need - v.overhead)) / mb);
 }
 
 nlohmann::json verdict_json(const Verdict& v) {

@@ -99,7 +99,7 @@ void finish_oom(BenchRow& row) {
   row.need_bytes = dry_run(uncapped).peak_total;
   const int64_t cap = row.args.device_memory.value_or(0);
   char buf[160];
-  std::snprintf(buf, sizeof buf, "OOM: needs %.1f MB, capacity %.1f MB", mib(row.need_bytes),
+  std::snprintf(buf, sizeof buf, "OOM: needs %.1f MiB, capacity %.1f MiB", mib(row.need_bytes),
                 mib(cap));
   row.note = buf;
 }
@@ -250,7 +250,7 @@ std::string seeds_table(const std::vector<BenchRow>& rows) {
   char buf[256];
   os << pad("row", wn) << "  " << pad("configuration", wd);
   std::snprintf(buf, sizeof buf, "  %9s  %15s  %21s\n", "Time (s)", "Samples/second",
-                "Memory occupied (MB)");
+                "Memory occupied (MiB)");
   os << buf;
   std::vector<std::string> notes;
   for (const BenchRow& r : rows) {
@@ -283,7 +283,7 @@ std::string category_table(const std::vector<BenchRow>& rows) {
   for (const BenchRow& r : rows) wn = std::max(wn, r.name.size());
   std::ostringstream os;
   char buf[64];
-  os << "peak memory by category (MB at the peak)\n" << pad("row", wn);
+  os << "peak memory by category (MiB at the peak)\n" << pad("row", wn);
   for (int c : cats) {
     std::snprintf(buf, sizeof buf, "  %15s", category_name(category_at(c)));
     os << buf;
@@ -313,7 +313,7 @@ std::string sweep_table(const std::vector<BenchRow>& rows, int64_t capacity) {
     std::snprintf(buf, sizeof buf, "  %15s", category_name(category_at(c)));
     os << buf;
   }
-  std::snprintf(buf, sizeof buf, "  %10s  %s\n", "total MB", "result");
+  std::snprintf(buf, sizeof buf, "  %10s  %s\n", "total MiB", "result");
   os << buf;
   for (const BenchRow& r : rows) {
     std::snprintf(buf, sizeof buf, "%-8lld",
@@ -380,7 +380,7 @@ std::string memory_svg(const std::vector<BenchRow>& rows, const std::string& tit
   }
   const bool show_capacity = capacity && *capacity <= 2 * ymax_bytes;
   if (show_capacity) ymax_bytes = std::max(ymax_bytes, *capacity);
-  // A round tick step in MB giving 4 to 10 ticks.
+  // A round tick step in MiB giving 4 to 10 ticks.
   const double ymax = mib(ymax_bytes);
   double step = std::pow(10.0, std::floor(std::log10(ymax)));
   while (ymax / step < 4) step /= 2;
@@ -413,7 +413,7 @@ std::string memory_svg(const std::vector<BenchRow>& rows, const std::string& tit
   }
   std::snprintf(buf, sizeof buf,
                 "<text x=\"18\" y=\"%d\" transform=\"rotate(-90 18 %d)\" "
-                "text-anchor=\"middle\">Memory occupied (MB)</text>\n",
+                "text-anchor=\"middle\">Memory occupied (MiB)</text>\n",
                 top + plot_h / 2, top + plot_h / 2);
   os << buf;
   std::snprintf(buf, sizeof buf,
@@ -531,11 +531,12 @@ std::vector<BenchRow> run_seed_plan(const SeedsOptions& opts, const BenchObserve
   return rows;
 }
 
-std::string seeds_plan_table(const std::vector<BenchRow>& rows) {
+std::string seeds_plan_table(const std::vector<BenchRow>& rows, const std::string& model_name) {
+  const bool same_model = model_name == kSeedsModel;
   std::ostringstream os;
   char buf[320];
   std::snprintf(buf, sizeof buf, "%-18s  %-40s  %12s  %12s  %12s  %8s\n", "row", "configuration",
-                "plan (MB)", "+ context", "seed (MB)", "diff");
+                "plan (MiB)", "+ context", same_model ? "seed (MiB)" : "bert-large", "diff");
   os << buf;
   const std::vector<SeedReference> refs = seeds_reference();  // outlives `ref`
   for (const BenchRow& r : rows) {
@@ -550,27 +551,32 @@ std::string seeds_plan_table(const std::vector<BenchRow>& rows) {
     }
     const int64_t peak = r.out_of_memory ? r.need_bytes : r.memory.peak_total;
     const double plan = mib(peak), occupied = plan + static_cast<double>(kSeedsCudaContextMB);
-    if (ref) {
-      std::snprintf(buf, sizeof buf, "%-18s  %-40s  %12.0f  %12.0f  %12lld  %+7.1f%%%s\n",
-                    r.name.c_str(), r.description.c_str(), plan, occupied,
-                    static_cast<long long>(ref->memory_mb),
+    const std::string seed = ref ? std::to_string(ref->memory_mb) : "-";
+    std::string diff = "-";
+    if (ref && same_model) {
+      char d[32];
+      std::snprintf(d, sizeof d, "%+7.1f%%",
                     100.0 * (occupied - static_cast<double>(ref->memory_mb)) /
-                        static_cast<double>(ref->memory_mb),
-                    r.out_of_memory ? "  (OOM)" : "");
-    } else {
-      std::snprintf(buf, sizeof buf, "%-18s  %-40s  %12.0f  %12.0f  %12s  %8s%s\n", r.name.c_str(),
-                    r.description.c_str(), plan, occupied, "-", "-",
-                    r.out_of_memory ? "  (OOM)" : "");
+                        static_cast<double>(ref->memory_mb));
+      diff = d;
     }
+    std::snprintf(buf, sizeof buf, "%-18s  %-40s  %12.0f  %12.0f  %12s  %8s%s\n", r.name.c_str(),
+                  r.description.c_str(), plan, occupied, seed.c_str(), diff.c_str(),
+                  r.out_of_memory ? "  (OOM)" : "");
     os << buf;
   }
   std::snprintf(buf, sizeof buf,
-                "plan: the dry run's peak (meta device); + context: plus the %lld MB nvidia-smi "
-                "showed after torch.ones((1, 1)).to(\"cuda\") (CUDA context and kernels);\n"
-                "seed: the guide's \"GPU memory occupied\" (nvidia-smi); diff: (plan + context - "
-                "seed) / seed. docs/memory.md explains the rows beyond 10%%.\n",
+                "plan: the dry run's peak (meta device); + context: plus the %lld MiB nvidia-smi "
+                "showed after torch.ones((1, 1)).to(\"cuda\") (CUDA context and kernels);\n",
                 static_cast<long long>(kSeedsCudaContextMB));
   os << buf;
+  if (same_model)
+    os << "seed: the guide's \"GPU memory occupied\" (nvidia-smi); diff: (plan + context - seed) / "
+          "seed. docs/memory.md explains the rows beyond 10%.\n";
+  else
+    os << "bert-large: the guide's \"GPU memory occupied\" for " << kSeedsModel << ", not "
+       << model_name << ", shown for scale only (no diff); --model " << kSeedsModel
+       << " compares with it.\n";
   return os.str();
 }
 
@@ -591,11 +597,11 @@ std::vector<SeedReference> seeds_reference() {
 std::string seeds_reference_table() {
   std::ostringstream os;
   os << "the seeds' table: bert-large-uncased on a V100 16 GB, 512 samples of 512 tokens, one "
-        "epoch;\n\"GPU memory occupied\" is nvidia-smi's, including about 1343 MB of CUDA "
+        "epoch;\n\"GPU memory occupied\" is nvidia-smi's, including about 1343 MiB of CUDA "
         "context and kernels\n";
   char buf[256];
   std::snprintf(buf, sizeof buf, "%-18s  %-40s  %9s  %15s  %24s\n", "row", "configuration",
-                "Time (s)", "Samples/second", "GPU memory occupied (MB)");
+                "Time (s)", "Samples/second", "GPU memory occupied (MiB)");
   os << buf;
   for (const SeedReference& r : seeds_reference()) {
     std::snprintf(buf, sizeof buf, "%-18s  %-40s  %9.2f  %15.2f  %24lld\n", r.name.c_str(),

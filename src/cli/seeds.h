@@ -126,8 +126,10 @@ inline constexpr int64_t kSeedsCudaContextMB = 1343;
 // steps) under opts.device_memory, with the seeds' model head (sequence classification, 2 labels,
 // when the family has one) and naive attention (the seeds' eager attention), rather than run.
 std::vector<BenchRow> run_seed_plan(const SeedsOptions& opts, const BenchObserver& observe = {});
-// Per row: the plan's peak (MB), plus the seeds' CUDA context, the seed's measured figure and the
-// difference in percent.
-std::string seeds_plan_table(const std::vector<BenchRow>& rows);
+// Per row: the plan's peak (MiB), plus the seeds' CUDA context, the seed's measured figure and the
+// difference in percent. The seeds measured bert-large-uncased: for another model (model_name)
+// the seed column is shown for scale, labelled so, and no difference is computed.
+inline constexpr const char* kSeedsModel = "bert-large-uncased";
+std::string seeds_plan_table(const std::vector<BenchRow>& rows, const std::string& model_name);
 
 }  // namespace snug

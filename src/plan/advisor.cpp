@@ -132,8 +132,8 @@ std::string advice_table(const AdvisorResult& r, int64_t capacity, int64_t overh
   std::ostringstream os;
   char buf[512];
   const double mb = 1024.0 * 1024.0;
-  std::snprintf(buf, sizeof buf, "%4s %10s %10s %11s  %s\n", "rank", "step s", "peak MB",
-                "headroom MB", "switches");
+  std::snprintf(buf, sizeof buf, "%4s %10s %10s %11s  %s\n", "rank", "step s", "peak MiB",
+                "headroom MiB", "switches");
   os << buf;
   for (size_t i = 0; i < r.fitting.size() && i < top; ++i) {
     const Advice& a = r.fitting[i];

@@ -154,8 +154,8 @@ std::string estimate_table(const MemoryEstimate& est, const MemoryStats& plan) {
   auto ratio = [](int64_t e, int64_t p) {
     return p > 0 ? fmt("%.3f", static_cast<double>(e) / static_cast<double>(p)) : std::string("-");
   };
-  std::snprintf(buf, sizeof buf, "%-16s %12s %12s %8s  %s\n", "category", "estimate MB", "plan MB",
-                "est/plan", "estimate's formula");
+  std::snprintf(buf, sizeof buf, "%-16s %12s %12s %8s  %s\n", "category", "estimate MiB",
+                "plan MiB", "est/plan", "estimate's formula");
   os << buf;
   for (int i = 0; i < kNumCategories; ++i) {
     const int64_t e = est.bytes[i], p = plan.max_by_category[i];
@@ -179,7 +179,7 @@ std::string estimate_table(const MemoryEstimate& est, const MemoryStats& plan) {
                 ratio(est.total(), plan.peak_total).c_str(),
                 "estimate: all four at once; plan: the dry run's peak");
   os << buf;
-  os << "plan MB: each category's own maximum in the dry run (docs/memory.md explains the "
+  os << "plan MiB: each category's own maximum in the dry run (docs/memory.md explains the "
         "differences)\n";
   return os.str();
 }

@@ -55,7 +55,7 @@ std::vector<WhatIf> what_if(const TrainingArguments& args) {
 std::string what_if_table(const std::vector<WhatIf>& rows, int64_t baseline_peak) {
   std::ostringstream os;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%-62s %12s %12s\n", "what if you add", "peak MB", "saves MB");
+  std::snprintf(buf, sizeof buf, "%-62s %12s %12s\n", "what if you add", "peak MiB", "saves MiB");
   os << buf;
   for (const WhatIf& w : rows) {
     std::snprintf(buf, sizeof buf, "%-62s %12.1f %12.1f\n", w.flags.c_str(),

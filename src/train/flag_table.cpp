@@ -396,8 +396,10 @@ std::vector<TrainingFlag> make_table() {
       // so the flags below it override the recipe's values.
       {.names = "--qlora",
        .key = "qlora",
-       .help = "QLoRA recipe: --load-in-4bit --bnb-4bit-quant-type nf4 --bnb-4bit-use-double-quant "
-               "--bnb-4bit-compute-dtype bf16 and LoRA (rank 8 unless --lora-r)",
+       .help =
+           "QLoRA recipe: --load-in-4bit --bnb-4bit-quant-type nf4 --bnb-4bit-use-double-quant "
+           "--bnb-4bit-compute-dtype bf16 and LoRA on every linear layer (the paper's; all-linear "
+           "unless --target-modules, rank 8 unless --lora-r)",
        .target = &TA::qlora,
        .form = F::recipe,
        .apply = [](TA& a) { a.apply_qlora_recipe(); }},

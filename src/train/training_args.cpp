@@ -142,6 +142,9 @@ void TrainingArguments::apply_qlora_recipe() {
   bnb_4bit_use_double_quant = true;
   bnb_4bit_compute_dtype = "bf16";
   if (lora_r == 0) lora_r = 8;
+  // The QLoRA paper puts adapters on every linear layer (adapters on q/v alone did not match
+  // full fine-tuning there); PEFT's all-linear leaves the output head out, as the paper does.
+  if (target_modules.empty()) target_modules = "all-linear";
 }
 
 std::string TrainingArguments::lora_targets() const {

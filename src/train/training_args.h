@@ -138,7 +138,8 @@ struct TrainingArguments {
   double neftune_noise_alpha = 0.0;
 
   // QLoRA (Dettmers et al. 2023): 4-bit NF4 base with double quantization, bf16 compute, and
-  // LoRA (rank 8 unless lora_r is set). Sets the fields; flags given after it override them.
+  // LoRA on every linear layer (all-linear unless target_modules is set; rank 8 unless lora_r is
+  // set), as the paper trains. Sets the fields; flags given after it override them.
   void apply_qlora_recipe();
   LoraConfig lora_config() const;
   // target_modules, or the model type's default when it is empty.

@@ -131,8 +131,9 @@ TEST(DecoderFamiliesCli, Llama7bQloraPlans) {
       60);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("llama-7b (6738.42M parameters)"));
-  // PEFT's default targets for llama (q_proj, v_proj): 2 x 32 x (8 x 4096 + 4096 x 8).
-  EXPECT_THAT(r.out, HasSubstr("LoRA: 4194304 of 6742609920 parameters train"));
+  // --qlora trains every linear layer (all-linear, as the QLoRA paper), rank 8: per layer q, k,
+  // v, o at 8 x (4096 + 4096) and gate, up, down at 8 x (4096 + 11008); 32 layers.
+  EXPECT_THAT(r.out, HasSubstr("LoRA: 19988480 of 6758404096 parameters train"));
 }
 
 // Mistral beyond its window (mistral-tiny: 256 of 512 positions): plan equals the measured peak.

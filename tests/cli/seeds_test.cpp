@@ -106,6 +106,20 @@ TEST(BenchSeeds, MemoryFallsFromVanillaToAccumulationToCheckpointing) {
   }
 }
 
+// The seeds measured bert-large-uncased: another model's plan shows their figures for scale,
+// named, with no difference computed (it would compare two different models).
+TEST(BenchSeeds, PlanOnlyOfAnotherModelNamesBertLargeAndComputesNoDiff) {
+  std::vector<BenchRow> rows = run_seed_plan(tiny());
+  const std::string other = seeds_plan_table(rows, "gpt2-tiny");
+  EXPECT_THAT(other, HasSubstr("bert-large: the guide's \"GPU memory occupied\" for "
+                               "bert-large-uncased, not gpt2-tiny"));
+  EXPECT_THAT(other, Not(HasSubstr("%")));             // no diff column values
+  EXPECT_THAT(other, HasSubstr("14949         -\n"));  // the vanilla row: seed, then no diff
+  const std::string same = seeds_plan_table(rows, kSeedsModel);
+  EXPECT_THAT(same, HasSubstr("seed (MiB)"));
+  EXPECT_THAT(same, HasSubstr("%"));
+}
+
 TEST(BenchSeeds, JsonAndSvgFromTheCommandLine) {
   test::TempDir tmp;
   const std::string json = tmp.path("rows.json"), svg = tmp.path("rows.svg");
@@ -115,7 +129,7 @@ TEST(BenchSeeds, JsonAndSvgFromTheCommandLine) {
       json + " --plot " + svg);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("Samples/second"));
-  EXPECT_THAT(r.out, HasSubstr("Memory occupied (MB)"));
+  EXPECT_THAT(r.out, HasSubstr("Memory occupied (MiB)"));
   EXPECT_THAT(r.out, Not(HasSubstr("not available")));  // every row ran, fp16/bf16 included
   EXPECT_THAT(r.out, HasSubstr("14949"));  // the seeds' own vanilla row, for comparison
   std::ifstream in(json);

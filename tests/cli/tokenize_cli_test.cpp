@@ -16,6 +16,21 @@ using ::testing::HasSubstr;
 
 const std::string kTok = std::string(SNUG_TEST_DATA_DIR) + "/tokenizers/llama3_style.json";
 
+// docs/tokenizers.md's example, as written there, on the repository's tokenizer.
+TEST(TokenizeCli, TheDocsExampleDecodesWithTheRepositoryTokenizer) {
+  const std::string tok =
+      std::string(SNUG_TEST_DATA_DIR) + "/../../examples/tiny-llama/tokenizer.json";
+  const CliResult enc =
+      run_snug("tokenize --tokenizer " + tok + " --text '안녕하세요 world' --ids-only");
+  ASSERT_EQ(enc.exit_code, 0) << enc.err;
+  EXPECT_EQ(enc.out, "416 233 170 230 246 272 727 497 223 89 297 78 70\n");
+  const CliResult dec =
+      run_snug("tokenize --tokenizer " + tok +
+               " --decode --text '416 233 170 230 246 272 727 497 223 89 297 78 70'");
+  ASSERT_EQ(dec.exit_code, 0) << dec.err;
+  EXPECT_THAT(dec.out, HasSubstr("안녕하세요 world"));
+}
+
 TEST(TokenizeCli, PrintsTheLibraryIdsAndDecodesThemBack) {
   const std::string text = "안녕하세요 world<|im_end|> 12345\n";
   TempDir tmp;
