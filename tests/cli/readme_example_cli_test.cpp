@@ -1,9 +1,11 @@
 // The README's "Fine-tuning end to end, offline" block, run as it is written there (issue 18,
 // acceptance 4): the block is read from README.md and run by sh -e in a scratch folder where
 // build/release/snug is this build's binary and examples/ the repository's. Nothing is
-// downloaded. Checks that both training runs' losses fall, that the QLoRA run evaluates
-// (eval_loss on its eval lines and at the end), that the adapter folder is written, and that
-// generate prints the prompt and text after it and exits 0. One thread (OMP_NUM_THREADS=1):
+// downloaded. Holds the ranges the README states (issue 26: they must hold on every host the
+// project builds on, AVX2 and AVX-512, bf16 products native or widened): both training runs'
+// losses fall at least 10-fold, the QLoRA run's eval_loss is lower at the end than at its first
+// evaluation, the adapter folder is written, generate prints the prompt and text after it, and
+// at least 120 of the 155 questions are answered exactly right. One thread (OMP_NUM_THREADS=1):
 // ctest runs tests side by side on few cores, where more threads only wait on each other.
 #include <gtest/gtest.h>
 
@@ -84,7 +86,7 @@ TEST(ReadmeExample, FineTuningEndToEndOfflineRunsAsWritten) {
     losses.emplace_back(std::stod(line), std::stod(line.substr(arrow + 4)));
   }
   ASSERT_EQ(losses.size(), 2u) << out;
-  for (const auto& [first, last] : losses) EXPECT_LT(last, first / 2) << out;
+  for (const auto& [first, last] : losses) EXPECT_LT(last, first / 10) << out;
   // The QLoRA run evaluated every 25 steps and at the end: "eval step N  eval_loss X  ...".
   std::vector<double> evals;
   for (const std::string& line : lines_after(out, "eval step ")) {
@@ -98,8 +100,13 @@ TEST(ReadmeExample, FineTuningEndToEndOfflineRunsAsWritten) {
   EXPECT_TRUE(fs::exists(dir / "tiny-adapter" / "adapter_config.json"));
   EXPECT_TRUE(fs::exists(dir / "tiny-adapter" / "adapter_model.safetensors"));
   // generate: the prompt, then text.
+  // All 155 questions: "exactly right: N of 155", at least 120 (133 and 150 measured).
+  const std::vector<std::string> right = lines_after(out, "exactly right: ");
+  ASSERT_EQ(right.size(), 1u) << out;
+  EXPECT_EQ(right[0].substr(right[0].find(" of ")), " of 155") << right[0];
+  EXPECT_GE(std::stoi(right[0]), 120) << out;
   const std::string prompt = "What is 7 plus 8?";
-  const size_t at = out.rfind(prompt);
+  const size_t at = out.find(prompt);
   ASSERT_NE(at, std::string::npos) << out;
   const std::string rest = out.substr(at + prompt.size());
   EXPECT_NE(rest.find_first_not_of(" \n"), std::string::npos) << "no text after the prompt";
