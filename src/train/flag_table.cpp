@@ -311,6 +311,14 @@ std::vector<TrainingFlag> make_table() {
        .target = &TA::bf16_full,
        .form = F::presence,
        .shown = S::changed},
+      {.names = "--torch-dtype",
+       .key = "torch_dtype",
+       .help = "Storage of the model's weights, as from_pretrained's torch_dtype: bfloat16, "
+               "float16 or float32 (default: bf16 under --bf16-full, else fp32 in training; "
+               "generation stores the weights in the dtype of --bf16/--fp16). A 16-bit storage "
+               "computes in its dtype; LoRA adapters stay fp32 on a 16-bit base",
+       .target = &TA::torch_dtype,
+       .shown = S::changed},
       {.names = "--gemm-path",
        .key = "gemm_path",
        .help =

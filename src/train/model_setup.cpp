@@ -40,7 +40,8 @@ void prepare_model(CausalLM& model, const TrainingArguments& args) {
   SNUG_CHECK(!quantized || args.lora_r > 0,
              "a quantized base (--load-in-8bit/--load-in-4bit) cannot be trained directly; add "
              "LoRA adapters (--lora-r, or --qlora), as PEFT requires");
-  SNUG_CHECK(args.lora_r == 0 || model.param_dtype() == DType::f32,
+  // Training's storage (a generation may put fp32 adapters on its 16-bit weights).
+  SNUG_CHECK(args.lora_r == 0 || args.param_dtype() == DType::f32,
              "--bf16-full with LoRA is not supported: the adapters train in fp32 on an fp32 or "
              "quantized base (use --bf16 for bf16 compute)");
   model.set_dequant_bf16(quantized && args.bnb_4bit_compute_dtype == "bf16");
@@ -57,8 +58,8 @@ void prepare_generation(CausalLM& model, const TrainingArguments& args) {
     for (const Parameter* p : model.parameters()) quantized = quantized || p->quantized();
     model.set_dequant_bf16(quantized && args.bnb_4bit_compute_dtype == "bf16");
   }
-  // As the Trainer sets them: --bf16-full computes as --bf16.
-  model.set_compute_dtype(parse_compute_dtype(args.fp16, args.bf16 || args.bf16_full));
+  // As the Trainer sets them: --bf16-full computes as --bf16, a 16-bit --torch-dtype in its dtype.
+  model.set_compute_dtype(args.compute_dtype());
   model.set_gemm_path(kernels::resolve_gemm_path(args.gemm_path));
 }
 
