@@ -130,7 +130,12 @@ MemoryEstimate estimate_memory(const TrainingArguments& args) {
       if (p->requires_grad) largest = std::max(largest, p->value.numel());
     set(Category::gradients, 4 * largest, "4 B x largest tensor (fused into backward)");
   } else if (args.bf16_full) {
-    set(Category::gradients, 2 * Pt, "2 B/trainable param (bf16)");
+    // bf16 gradients of bf16 parameters; LoRA adapters on the bf16 base keep fp32 ones.
+    int64_t bytes = 0;
+    for (const Parameter* p : model.parameters())
+      if (p->requires_grad) bytes += p->numel() * (p->value.dtype() == DType::bf16 ? 2 : 4);
+    set(Category::gradients, bytes,
+        args.lora_r > 0 ? "4 B/trainable param (fp32 adapters)" : "2 B/trainable param (bf16)");
   } else {
     set(Category::gradients, 4 * Pt, "4 B/trainable param (fp32)");
   }

@@ -39,7 +39,9 @@ std::string initial_weights_path(const TrainingArguments& args, const ModelConfi
 std::string load_initial_weights(CausalLM& model, const TrainingArguments& args,
                                  const ModelConfig& cfg);
 
-// Throws snug::Error naming the flag when the combination cannot train.
+// Throws snug::Error naming the flag when the combination cannot train: a quantized base without
+// adapters, or a 16-bit parameter that would train other than under --bf16-full (the base of a
+// LoRA run on a 16-bit base is frozen; its adapters are fp32).
 void prepare_model(CausalLM& model, const TrainingArguments& args);
 
 // What `snug generate` and `snug plan --inference` do to a freshly built and loaded model before
