@@ -291,14 +291,16 @@ std::vector<TrainingFlag> make_table() {
       {.names = "--fp16",
        .key = "fp16",
        .help = "Mixed precision with fp16 compute copies and activations, fp32 master weights and "
-               "gradients, dynamic loss scaling (GradScaler's defaults)",
+               "gradients, dynamic loss scaling (GradScaler's defaults); generation stores the "
+               "weights and KV cache in fp16",
        .target = &TA::fp16,
        .form = F::presence,
        .shown = S::changed},
       {.names = "--bf16",
        .key = "bf16",
        .help = "Mixed precision with bf16 compute copies and activations, fp32 master weights and "
-               "gradients (no loss scaling needed)",
+               "gradients (no loss scaling needed); generation stores the weights and KV cache in "
+               "bf16",
        .target = &TA::bf16,
        .form = F::presence,
        .shown = S::changed},
