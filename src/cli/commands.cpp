@@ -37,11 +37,33 @@ void add_num_beams_flag(CLI::App* sub, int64_t& num_beams) {
   sub->add_option("--num-beams", num_beams, "Beam search with this many beams (default 1)");
 }
 
+namespace {
+
+const char* half_name(DType d) {
+  return d == DType::f16 ? "fp16" : "bf16";
+}
+
+}  // namespace
+
 std::string precision_words(const TrainingArguments& args) {
-  return args.fp16        ? "fp16 mixed precision"
-         : args.bf16_full ? "bf16 weights, gradients and state (--bf16-full)"
-         : args.bf16      ? "bf16 mixed precision"
-                          : "fp32";
+  const DType storage = args.param_dtype();
+  if (storage != DType::f32 && args.lora_r > 0)
+    return detail::concat(half_name(storage), " base, fp32 LoRA adapters");
+  const ComputeDType c = args.compute_dtype();
+  return c == ComputeDType::f16    ? "fp16 mixed precision"
+         : args.bf16_full          ? "bf16 weights, gradients and state (--bf16-full)"
+         : c == ComputeDType::bf16 ? "bf16 mixed precision"
+                                   : "fp32";
+}
+
+std::string generation_precision_words(const TrainingArguments& args) {
+  const DType storage = args.generation_param_dtype();
+  const ComputeDType c = args.compute_dtype();
+  if (storage != DType::f32) return detail::concat(half_name(storage), " weights and KV cache");
+  if (c == ComputeDType::f32) return "fp32";
+  const char* h = c == ComputeDType::f16 ? "fp16" : "bf16";
+  return detail::concat(h, " mixed precision (fp32 weights + ", h, " compute copies, ", h,
+                        " KV cache)");
 }
 
 std::string describe_step(const TrainingArguments& args) {

@@ -51,8 +51,13 @@ Subcommand<TrainingFlags> add_training_subcommand(CLI::App& app, const std::stri
 void add_max_new_tokens_flag(CLI::App* sub, int64_t& max_new_tokens);
 void add_num_beams_flag(CLI::App* sub, int64_t& num_beams);
 
-// The precision of a run in words: "fp32", "bf16 mixed precision", ...
+// The precision of a training run in words: "fp32", "bf16 mixed precision", "bf16 base, fp32
+// LoRA adapters", ...
 std::string precision_words(const TrainingArguments& args);
+// The precision of a generation in words (train/training_args.h generation_param_dtype()):
+// "fp32", "bf16 weights and KV cache", "bf16 mixed precision (fp32 weights + bf16 compute
+// copies, bf16 KV cache)".
+std::string generation_precision_words(const TrainingArguments& args);
 
 // --seq-len against the model's context, with one message for every command.
 void check_seq_len(int64_t seq_len, const ModelConfig& cfg);

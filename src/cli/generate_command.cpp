@@ -121,7 +121,8 @@ int run_generate(const TrainingArguments& args, GenerateFlags f,
 
   Device dev(parse_device_kind(args.device));
   dev.pool().set_capacity(args.device_memory);
-  auto model = create_model(cfg, dev, args.param_dtype(), args.weight_quant());
+  // In the dtype asked (--bf16: bf16 weights, no fp32 master; train/training_args.h).
+  auto model = create_model(cfg, dev, args.generation_param_dtype(), args.weight_quant());
   std::string source = load_initial_weights(*model, args, cfg);
   // A PEFT adapter folder adds its LoRA (and loads it) before the generation setup.
   if (adapter) source = load_peft_adapter(*model, args, *adapter) + " on " + source;

@@ -20,7 +20,7 @@ std::string describe_generation(const TrainingArguments& args, const InferenceSh
       "batch ", s.batch, " x (prompt ", s.prompt_tokens, " + ", s.max_new_tokens,
       " new tokens = context ", s.context(), "), ",
       s.num_beams > 1 ? detail::concat(s.num_beams, " beams") : std::string("greedy"), ", ",
-      precision_words(args),
+      generation_precision_words(args),
       args.weight_quant() ? ", quantized base (" + args.weight_quant()->resolved().describe() + ")"
                           : std::string());
 }

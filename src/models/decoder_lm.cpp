@@ -235,7 +235,12 @@ nn::KVCacheShape DecoderLM::kv_cache_shape() const {
           .width = heads * hs,
           .max_positions = spec_.max_positions,
           .kv_heads = heads,
-          .head_dim = hs};
+          .head_dim = hs,
+          // In the compute dtype, as transformers' cache holds the keys and values the
+          // projections produced (16-bit ones under a 16-bit model or autocast).
+          .dtype = ctx().compute == ComputeDType::f16    ? DType::f16
+                   : ctx().compute == ComputeDType::bf16 ? DType::bf16
+                                                         : DType::f32};
 }
 
 Tensor DecoderLM::forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn::KVCache& cache) {

@@ -60,7 +60,8 @@ struct DecoderLMSpec {
 class DecoderLM : public CausalLM {
  public:
   // Allocates every parameter (category weights) on `dev`, uninitialized, in Hugging Face
-  // named_parameters() order. param_dtype f32, or bf16 for --bf16-full. With `quant`
+  // named_parameters() order. param_dtype f32, or bf16/f16 (--bf16-full, --torch-dtype,
+  // generation in 16 bits; LoRA adapters added later are fp32 whatever it is). With `quant`
   // (--load-in-8bit/--load-in-4bit) the layers' Linear weights are stored quantized and frozen;
   // every GEMM dequantizes its weight into a `temporary`.
   DecoderLM(const DecoderLMSpec& spec, Device& dev, DType param_dtype = DType::f32,
@@ -116,13 +117,15 @@ class DecoderLM : public CausalLM {
   }
   void set_forward_count(uint64_t n) override { ctx().forward_count = n; }
 
-  // Generation: one KV-cache row per position and layer, NKV*hs wide (nn/kv_cache.h).
+  // Generation: one KV-cache row per position and layer, NKV*hs wide (nn/kv_cache.h), in the
+  // compute dtype (set_compute_dtype before asking).
   nn::KVCacheShape kv_cache_shape() const override;
   // Embeddings at positions len..len+T-1, each layer through its cached attention, then the final
   // norm and the head on each row's last token only: (B, V) logits (category activations).
-  // Under --bf16/--fp16 it rounds where forward() does and casts the 16-bit compute copies of
-  // the GEMM weights at the prefill (cache.len() == 0), keeping them for the following tokens:
-  // free_activations() drops them (generate() does, at the end).
+  // Computing in 16 bits it rounds where forward() does; with fp32 parameters it casts the
+  // 16-bit compute copies of the GEMM weights at the prefill (cache.len() == 0), keeping them for
+  // the following tokens: free_activations() drops them (generate() does, at the end). 16-bit
+  // parameters are read as they are, with no copy.
   Tensor forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn::KVCache& cache) override;
 
   // LoRA: an adapter pair on every Linear of the layers that `cfg` targets (PEFT's

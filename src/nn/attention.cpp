@@ -185,11 +185,21 @@ void Attention::forward_cached(const Tensor& x, const Tensor& out, const KVSlot&
     c.round_half(s.q);  // 16-bit rotated queries and keys, as forward() leaves them
     c.round_half(s.k);
   }
-  ops.kv_cache_write(f32(slot.k), k, B, T, Tmax, slot.past, kv_width_, d.ldk);
-  ops.kv_cache_write(f32(slot.v), v, B, T, Tmax, slot.past, kv_width_, d.ldv);
   const Tensor y = temporary(c.device(), {B, T, q_width_});
-  ops.attention_decode_gqa(f32(y), q, f32(slot.k), f32(slot.v), B, T, slot.past, Tmax, d.NH, d.NKV,
-                           hs_, d.ldq, cfg_.sliding_window);
+  if (slot.k.dtype() == DType::f32) {
+    ops.kv_cache_write(f32(slot.k), k, B, T, Tmax, slot.past, kv_width_, d.ldk);
+    ops.kv_cache_write(f32(slot.v), v, B, T, Tmax, slot.past, kv_width_, d.ldv);
+    ops.attention_decode_gqa(f32(y), q, f32(slot.k), f32(slot.v), B, T, slot.past, Tmax, d.NH,
+                             d.NKV, hs_, d.ldq, cfg_.sliding_window);
+  } else {
+    // A 16-bit cache (the model computes in 16 bits): the keys and values written are already
+    // rounded to its dtype, so storing them loses nothing.
+    const bool f16 = slot.k.dtype() == DType::f16;
+    ops.kv_cache_write_half(slot.k.data_u16(), k, B, T, Tmax, slot.past, kv_width_, d.ldk, f16);
+    ops.kv_cache_write_half(slot.v.data_u16(), v, B, T, Tmax, slot.past, kv_width_, d.ldv, f16);
+    ops.attention_decode_gqa_half(f32(y), q, slot.k.data_u16(), slot.v.data_u16(), B, T, slot.past,
+                                  Tmax, d.NH, d.NKV, hs_, d.ldq, cfg_.sliding_window, f16);
+  }
   c.round_half(y);
   s.q.reset();
   s.k.reset();

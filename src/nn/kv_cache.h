@@ -1,16 +1,19 @@
 // The KV cache of generation: for every layer, the keys and values of every position so far, so
 // that each new token costs one row of attention instead of recomputing the whole prefix.
 //
-// Per layer k and v are (B, Tmax, NKV*hs) fp32 tensors of category kv_cache, allocated once for
-// the whole generation (prompt + max new tokens), rows [0, len) valid. Its size is seed 004's
-// formula exactly: 2 x batch x layers x kv heads x head_dim x context x 4 bytes (kv heads = heads
-// without GQA). Beam search reorders it per layer as transformers' index_select does: a new
-// tensor gathered from the old one, then the old one freed.
+// Per layer k and v are (B, Tmax, NKV*hs) tensors of category kv_cache in the dtype the model
+// computes in (fp32; bf16 or f16 for a model computing in 16 bits, as transformers' cache holds
+// the model's dtype), allocated once for the whole generation (prompt + max new tokens), rows
+// [0, len) valid. Its size is seed 004's formula exactly: 2 x batch x layers x kv heads x
+// head_dim x context x bytes (4, or 2 for a 16-bit cache; kv heads = heads without GQA). Beam
+// search reorders it per layer as transformers' index_select does: a new tensor gathered from the
+// old one, then the old one freed.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/tensor.h"
 
 namespace snug::nn {
@@ -22,6 +25,7 @@ struct KVCacheShape {
   int64_t max_positions = 0;  // the model's context: len may not pass it
   int64_t kv_heads = 0;       // NKV (the formula's factors, for plan --inference's line)
   int64_t head_dim = 0;
+  DType dtype = DType::f32;  // f32, bf16 or f16: the model's compute dtype
 };
 
 // One layer's cache as its attention reads and appends to it.
@@ -39,7 +43,7 @@ class KVCache {
   int64_t max_len() const { return max_len_; }
   int64_t len() const { return len_; }
   const KVCacheShape& shape() const { return shape_; }
-  // 2 x batch x layers x width x max_len x 4.
+  // 2 x batch x layers x width x max_len x dtype_size(shape().dtype).
   int64_t bytes() const;
   // What layer l's attention reads and writes in a forward of rows [len, len + T).
   KVSlot slot(int64_t l) const {

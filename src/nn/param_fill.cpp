@@ -21,8 +21,8 @@ void fill_values(Parameter& p, const OpTable& ops,
     return;
   }
   const DType d = p.value.dtype();
-  SNUG_CHECK(d == DType::f32 || d == DType::bf16, "fill_values: '", p.name, "' is ", dtype_name(d),
-             ", expected f32 or bf16");
+  SNUG_CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f16, "fill_values: '", p.name,
+             "' is ", dtype_name(d), ", expected f32, bf16 or f16");
   const int64_t n = p.value.numel();
   std::vector<float> buf(static_cast<size_t>(std::min(kChunk, n)));
   for (int64_t c = 0; c < n; c += kChunk) {
@@ -34,7 +34,7 @@ void fill_values(Parameter& p, const OpTable& ops,
       ops.copy_f32(dst ? dst + c : nullptr, buf.data(), len);
     } else {
       uint16_t* dst = p.value.data_u16();
-      ops.pack_half(dst ? dst + c : nullptr, buf.data(), len, false);
+      ops.pack_half(dst ? dst + c : nullptr, buf.data(), len, d == DType::f16);
     }
   }
 }

@@ -1,5 +1,6 @@
 // Filling a parameter with initial values generated on the host, whatever its storage: fp32,
-// bf16 (--bf16-full) or quantized (--load-in-8bit/4bit).
+// bf16 (--bf16-full, --torch-dtype bfloat16), f16 (--torch-dtype float16) or quantized
+// (--load-in-8bit/4bit).
 #pragma once
 
 #include <cstdint>
@@ -11,8 +12,8 @@
 namespace snug::nn {
 
 // Sets p's values from `fill`, which writes n consecutive fp32 values per call (in order, from
-// the first element). fp32 and bf16 parameters are filled a chunk at a time through a small host
-// buffer (16 KiB), copied or rounded to nearest even, so a bf16 model initialized from a seed
+// the first element). fp32 and 16-bit parameters are filled a chunk at a time through a small host
+// buffer (16 KiB), copied or rounded to nearest even, so a 16-bit model initialized from a seed
 // holds exactly the fp32 model's values rounded, with no fp32 copy of the tensor. A quantized
 // parameter gets all its values in host memory, then quantized. Through the device's op table:
 // on meta the values are generated and dropped, so callers skip initialization there.

@@ -5,8 +5,8 @@
 namespace snug {
 
 void ParameterStore::set_param_dtype(DType d) {
-  SNUG_CHECK(d == DType::f32 || d == DType::bf16, "parameters are f32 or bf16 (--bf16-full), not ",
-             dtype_name(d));
+  SNUG_CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f16,
+             "parameters are f32, bf16 or f16 (--bf16-full, --torch-dtype), not ", dtype_name(d));
   dtype_ = d;
 }
 

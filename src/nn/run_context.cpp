@@ -16,7 +16,8 @@ VectorF32::VectorF32(const Parameter* p, const OpTable& ops) {
   SNUG_CHECK(p->value.ndim() == 1, "VectorF32: '", p->name, "' is not a vector (",
              shape_str(p->value.shape()), ")");
   buf_.resize(static_cast<size_t>(p->value.numel()));
-  ops.unpack_half(buf_.data(), p->value.data_u16(), p->value.numel(), false);
+  ops.unpack_half(buf_.data(), p->value.data_u16(), p->value.numel(),
+                  p->value.dtype() == DType::f16);
   ptr_ = buf_.data();
 }
 
@@ -126,6 +127,8 @@ const uint16_t* RunContext::gemm_weight16(const Parameter* p, Tensor& scratch) c
     return scratch.data_u16();
   }
   if (p->value.dtype() == DType::bf16) return p->value.data_u16();
+  SNUG_CHECK(p->value.dtype() == DType::f32, "the bf16 GEMM path cannot read ", p->name, " (",
+             dtype_name(p->value.dtype()), ")");
   for (const auto& [param, half] : compute_weights_)
     if (param == p) return half.data_u16();
   throw Error(detail::concat("no bf16 compute copy of ", p->name,
@@ -135,13 +138,17 @@ const uint16_t* RunContext::gemm_weight16(const Parameter* p, Tensor& scratch) c
 const float* RunContext::param_f32(const Parameter* p, Tensor& scratch) const {
   if (p->value.dtype() == DType::f32) return p->value.data<float>();
   scratch = Tensor::empty(p->value.shape(), DType::f32, Category::temporary, *dev_);
-  ops().unpack_half(scratch.data<float>(), p->value.data_u16(), p->value.numel(), false);
+  ops().unpack_half(scratch.data<float>(), p->value.data_u16(), p->value.numel(),
+                    p->value.dtype() == DType::f16);
   return scratch.data<float>();
 }
 
 float* RunContext::grad(Parameter* p) {
   if (p == nullptr || !p->requires_grad) return nullptr;
   if (p->value.dtype() == DType::f32) return p->grad_for_accumulation();
+  SNUG_CHECK(p->value.dtype() == DType::bf16, p->name, ": ", dtype_name(p->value.dtype()),
+             " parameters do not train (a 16-bit base is frozen under LoRA; --bf16-full trains "
+             "bf16)");
   for (auto& [q, acc] : grad_acc_)
     if (q == p) return acc.data<float>();
   // Accumulation across micro-steps continues from the bf16 gradient kept so far.

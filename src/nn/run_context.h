@@ -38,7 +38,8 @@
 namespace snug::nn {
 
 // fp32 view of a vector parameter (norm weight or bias, Linear bias) for a kernel argument: the
-// value itself when fp32; bf16 values (--bf16-full) widened into a host buffer the view owns.
+// value itself when fp32; 16-bit values (--bf16-full, --torch-dtype, generation in 16 bits)
+// widened into a host buffer the view owns.
 // That buffer is not a tracked allocation: like the kernels' internal scratch it is small and
 // bounded (one vector, at most a few C floats). nullptr for a null parameter (and on meta).
 class VectorF32 {
@@ -127,13 +128,13 @@ class RunContext {
   // Whether GEMMs with weight p run on gemm_bf16 (kernels/gemm_path.h).
   bool bf16_gemm(const Parameter* p) const;
   // fp32 values of GEMM weight p as the compute precision sees them: p's own values in fp32,
-  // else its compute copy, bf16 values or dequantized values widened into `scratch`
+  // else its compute copy, 16-bit values or dequantized values widened into `scratch`
   // (temporary). nullptr on meta.
   const float* gemm_weight(const Parameter* p, Tensor& scratch) const;
   // bf16 values of GEMM weight p for gemm_bf16: its compute copy or bf16 values, or (quantized)
   // its dequantized values packed into `scratch` (temporary). nullptr on meta.
   const uint16_t* gemm_weight16(const Parameter* p, Tensor& scratch) const;
-  // fp32 values of any parameter: the value itself when fp32, else (bf16) widened into
+  // fp32 values of any parameter: the value itself when fp32, else (bf16 or f16) widened into
   // `scratch`, an fp32 temporary. nullptr on meta.
   const float* param_f32(const Parameter* p, Tensor& scratch) const;
   VectorF32 vector_f32(const Parameter* p) const { return VectorF32(p, ops()); }
@@ -141,7 +142,8 @@ class RunContext {
   // --- gradients ---
   // Where backward accumulates p's gradient in fp32, nullptr when p is null or frozen (its dW
   // work is skipped): p's own gradient (fp32 parameters, allocated zeroed on first use), else a
-  // temporary accumulator that flush_grads() rounds into p's bf16 gradient. nullptr on meta.
+  // temporary accumulator that flush_grads() rounds into p's bf16 gradient (f16 parameters do
+  // not train: an error). nullptr on meta.
   float* grad(Parameter* p);
   void flush_grads();
 

@@ -88,9 +88,9 @@ AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o) {
       flags = join_flags(flags, ch.flags);
       if (d > 0) preference += static_cast<int64_t>(pick[d]);
     }
-    // Combinations that cannot run (--bf16-full with an optimizer without bf16 state, or with
-    // LoRA) are skipped without a dry run.
-    if ((!a.bf16_full || supports_bf16_params(a.optim)) && !(a.bf16_full && a.lora_r > 0)) {
+    // Combinations that cannot run (--bf16-full with an optimizer without bf16 state) are
+    // skipped without a dry run.
+    if (!a.bf16_full || supports_bf16_params(a.optim)) {
       const int64_t peak = dry_run(a).peak_total;
       ++r.tried;
       if (peak + o.overhead <= o.capacity) {

@@ -22,9 +22,9 @@ int64_t at(const ByCategory& b, Category c) {
   return b[static_cast<int>(c)];
 }
 
-// 16-bit activations: --fp16, --bf16 and --bf16-full.
+// 16-bit activations: --fp16, --bf16, --bf16-full and a 16-bit --torch-dtype.
 bool mixed_precision(const TrainingArguments& a) {
-  return a.fp16 || a.bf16 || a.bf16_full;
+  return a.compute_dtype() != ComputeDType::f32;
 }
 
 std::string fmt(const char* f, double v) {
@@ -86,20 +86,23 @@ MemoryEstimate estimate_memory(const TrainingArguments& args) {
     est.how[static_cast<int>(c)] = std::move(how);
   };
 
-  if (args.bf16_full)
-    set(Category::weights, 2 * P, "2 B/param (bf16, no fp32 master)");
+  const bool fp16 = args.compute_dtype() == ComputeDType::f16;
+  if (args.param_dtype() != DType::f32)
+    set(Category::weights, 2 * P,
+        std::string("2 B/param (") + dtype_name(args.param_dtype()) + ", no fp32 master)");
   else if (mixed_precision(args))
     set(Category::weights, 6 * P,
-        std::string("6 B/param: fp32 master + ") + (args.fp16 ? "fp16" : "bf16") + " copy");
+        std::string("6 B/param: fp32 master + ") + (fp16 ? "fp16" : "bf16") + " copy");
   else
     set(Category::weights, 4 * P, "4 B/param (fp32)");
 
   // A quantized base and/or LoRA adapters: count the parameters by storage instead of P.
-  int64_t dense = 0;
+  int64_t dense = 0, dense_bytes = 0;  // a 16-bit base's LoRA adapters are fp32
   quant::StorageBytes q{};
   for (const Parameter* p : model.parameters()) {
     if (!p->quantized()) {
       dense += p->numel();
+      dense_bytes += p->numel() * static_cast<int64_t>(dtype_size(p->value.dtype()));
       continue;
     }
     const quant::StorageBytes b = weight_quant_bytes(p->numel(), p->quant->cfg);
@@ -107,17 +110,17 @@ MemoryEstimate estimate_memory(const TrainingArguments& args) {
     q.state += b.state;
   }
   if (q.total() > 0 || args.lora_r > 0) {
-    const int64_t per = args.bf16_full ? 2 : 4;
     const int64_t copies = mixed_precision(args) ? 2 * model.num_compute_copy_params() : 0;
     std::string how =
-        std::to_string(per) + fmt(" B x %.2fM dense params", static_cast<double>(dense) / 1e6);
+        fmt("%.2f", dense > 0 ? static_cast<double>(dense_bytes) / static_cast<double>(dense) : 0) +
+        fmt(" B x %.2fM dense params", static_cast<double>(dense) / 1e6);
     if (copies > 0) how += " + 16-bit copies";
     if (q.total() > 0) {
       how += " + " + args.weight_quant()->describe() + " codes";
       set(Category::quant_state, q.state,
           "per-block absmax (" + args.weight_quant()->describe() + ")");
     }
-    set(Category::weights, per * dense + copies + q.codes, how);
+    set(Category::weights, dense_bytes + copies + q.codes, how);
   }
 
   if (optimizer_entry(args.optim).updates_in_backward) {
@@ -127,7 +130,12 @@ MemoryEstimate estimate_memory(const TrainingArguments& args) {
       if (p->requires_grad) largest = std::max(largest, p->value.numel());
     set(Category::gradients, 4 * largest, "4 B x largest tensor (fused into backward)");
   } else if (args.bf16_full) {
-    set(Category::gradients, 2 * Pt, "2 B/trainable param (bf16)");
+    // bf16 gradients of bf16 parameters; LoRA adapters on the bf16 base keep fp32 ones.
+    int64_t bytes = 0;
+    for (const Parameter* p : model.parameters())
+      if (p->requires_grad) bytes += p->numel() * (p->value.dtype() == DType::bf16 ? 2 : 4);
+    set(Category::gradients, bytes,
+        args.lora_r > 0 ? "4 B/trainable param (fp32 adapters)" : "2 B/trainable param (bf16)");
   } else {
     set(Category::gradients, 4 * Pt, "4 B/trainable param (fp32)");
   }

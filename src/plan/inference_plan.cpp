@@ -16,6 +16,11 @@ double millions(int64_t n) {
   return static_cast<double>(n) / 1e6;
 }
 
+// As the plan speaks of precisions: fp32, bf16, fp16.
+std::string precision_name(DType d) {
+  return d == DType::f32 ? "fp32" : d == DType::f16 ? "fp16" : "bf16";
+}
+
 }  // namespace
 
 InferenceShape inference_shape(const TrainingArguments& args, int64_t max_new_tokens,
@@ -42,7 +47,7 @@ InferencePlan inference_dry_run(const TrainingArguments& args, const InferenceSh
   Device dev(DeviceKind::meta);
   dev.pool().enable_timeline(timeline != nullptr);
   // As `snug generate` builds it (cli/generate_command.cpp).
-  const auto model = create_model(cfg, dev, args.param_dtype(), args.weight_quant());
+  const auto model = create_model(cfg, dev, args.generation_param_dtype(), args.weight_quant());
   InferencePlan p;
   try {
     p.kv = model->kv_cache_shape();
@@ -54,7 +59,18 @@ InferencePlan inference_dry_run(const TrainingArguments& args, const InferenceSh
   prepare_generation(*model, args);
   p.params = count_params(model->parameters());
   p.trainable_params = count_params(model->parameters(), true);
-  p.compute_copy_params = args.fp16 || args.bf16 ? model->num_compute_copy_params() : 0;
+  for (const Parameter* q : model->parameters()) {
+    if (q->quantized()) continue;
+    if (q->value.dtype() == DType::f32) {
+      p.f32_params += q->numel();
+    } else {
+      p.half_params += q->numel();
+      p.half_dtype = q->value.dtype();
+    }
+  }
+  p.compute_copy_params =
+      args.compute_dtype() != ComputeDType::f32 ? model->num_compute_copy_params() : 0;
+  p.kv = model->kv_cache_shape();  // in the compute dtype prepare_generation set
 
   GenerationConfig g;  // no eos: the dry run goes to max_new_tokens (generate/generate.h)
   g.max_new_tokens = shape.max_new_tokens;
@@ -71,13 +87,15 @@ InferencePlan inference_dry_run(const TrainingArguments& args, const InferenceSh
 }
 
 std::string kv_cache_formula(const InferenceShape& s, const nn::KVCacheShape& kv) {
-  const int64_t bytes = 2 * s.rows() * kv.layers * kv.kv_heads * kv.head_dim * s.context() * 4;
+  const auto e = static_cast<int64_t>(dtype_size(kv.dtype));
+  const int64_t bytes = 2 * s.rows() * kv.layers * kv.kv_heads * kv.head_dim * s.context() * e;
   const std::string rows =
       s.num_beams > 1 ? detail::concat(s.rows(), " (batch ", s.batch, " x ", s.num_beams, " beams)")
                       : detail::concat(s.rows(), " (batch)");
   return detail::concat("2 x ", rows, " x ", kv.layers, " (layers) x ", kv.kv_heads,
                         " (kv heads) x ", kv.head_dim, " (head_dim) x ", s.context(),
-                        " (context) x 4 (bytes, fp32) = ", bytes, " bytes");
+                        " (context) x ", e, " (bytes, ", precision_name(kv.dtype), ") = ", bytes,
+                        " bytes");
 }
 
 std::string weights_formula(const TrainingArguments& args, const InferencePlan& p) {
@@ -90,20 +108,27 @@ std::string weights_formula(const TrainingArguments& args, const InferencePlan& 
     std::snprintf(buf, sizeof buf, "%lld bytes for %.2fM parameters, a quantized base (%s)",
                   static_cast<long long>(bytes), millions(p.params),
                   args.weight_quant()->resolved().describe().c_str());
-  } else if (args.bf16_full) {
-    std::snprintf(buf, sizeof buf, "2 x %.2fM (bf16 parameters) = %lld bytes", millions(p.params),
-                  static_cast<long long>(bytes));
-  } else if (p.compute_copy_params > 0) {
-    std::snprintf(buf, sizeof buf,
-                  "4 x %.2fM (fp32 master) + 2 x %.2fM (%s compute copies of the GEMM weights) = "
-                  "%lld bytes",
-                  millions(p.params), millions(p.compute_copy_params), args.fp16 ? "fp16" : "bf16",
-                  static_cast<long long>(bytes));
-  } else {
-    std::snprintf(buf, sizeof buf, "4 x %.2fM (fp32) = %lld bytes", millions(p.params),
-                  static_cast<long long>(bytes));
+    return detail::concat(buf, ", ", per);
   }
-  return detail::concat(buf, ", ", per);
+  // Each storage's term: the 16-bit parameters, the fp32 ones (all of them, or a 16-bit base's
+  // LoRA adapters), the 16-bit compute copies of fp32 GEMM weights (--torch-dtype float32 --bf16).
+  std::string terms;
+  const auto term = [&](int64_t size, int64_t n, const std::string& what) {
+    if (n == 0) return;
+    std::snprintf(buf, sizeof buf, "%lld x %.2fM (%s)", static_cast<long long>(size), millions(n),
+                  what.c_str());
+    terms += (terms.empty() ? "" : " + ") + std::string(buf);
+  };
+  const std::string half = precision_name(p.half_dtype);
+  term(2, p.half_params, half);
+  term(4, p.f32_params,
+       p.half_params > 0           ? "fp32 LoRA adapters"
+       : p.compute_copy_params > 0 ? "fp32 master"
+                                   : "fp32");
+  const std::string copies =
+      args.compute_dtype() == ComputeDType::f16 ? "fp16" : std::string("bf16");
+  term(2, p.compute_copy_params, copies + " compute copies of the GEMM weights");
+  return detail::concat(terms, " = ", bytes, " bytes, ", per);
 }
 
 nlohmann::json inference_json(const InferenceShape& s, const InferencePlan& p) {
@@ -117,9 +142,11 @@ nlohmann::json inference_json(const InferenceShape& s, const InferencePlan& p) {
            {{"layers", p.kv.layers},
             {"kv_heads", p.kv.kv_heads},
             {"head_dim", p.kv.head_dim},
-            {"bytes_per_element", 4}}},
+            {"bytes_per_element", dtype_size(p.kv.dtype)},
+            {"dtype", dtype_name(p.kv.dtype)}}},
           {"forwards", p.forwards},
           {"params", p.params},
+          {"param_dtype", dtype_name(p.half_params > 0 ? p.half_dtype : DType::f32)},
           {"compute_copy_params", p.compute_copy_params}};
 }
 

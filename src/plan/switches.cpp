@@ -39,10 +39,13 @@ std::vector<Switch> logits(const TA&, int64_t) {
 }
 
 // fp32; bf16 mixed precision (fp32 masters, 16-bit activations); bf16 weights, gradients and
-// state (--bf16-full: the optimizers with bf16 state only, without PEFT). --fp16 is not
-// proposed: on the devices snug models it trains like --bf16 with a loss scaler, for the same
-// bytes.
-std::vector<Switch> precision(const TA&, int64_t) {
+// state (--bf16-full: the optimizers with bf16 state only; the what-if table does not offer it to
+// PEFT runs, the advisor tries it there: a bf16 base under fp32 adapters, docs/lora.md). --fp16
+// is not proposed: on the devices snug models it trains like --bf16 with a loss scaler, for the
+// same bytes. A run that names its storage (--torch-dtype) keeps its precision: nothing else is
+// offered.
+std::vector<Switch> precision(const TA& base, int64_t) {
+  if (!base.torch_dtype.empty()) return {{"", [](TA&) {}, true}};
   auto set = [](bool bf16, bool bf16_full) {
     return [bf16, bf16_full](TA& a) {
       a.fp16 = false;

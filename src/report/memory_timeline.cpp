@@ -139,10 +139,10 @@ std::string describe_run(const TrainingArguments& args) {
           ? detail::concat(" x ", args.gradient_accumulation_steps, " accumulation")
           : std::string(),
       ", ", args.optim,
-      args.fp16        ? ", fp16"
-      : args.bf16_full ? ", bf16-full"
-      : args.bf16      ? ", bf16"
-                       : ", fp32",
+      args.compute_dtype() == ComputeDType::f16    ? ", fp16"
+      : args.bf16_full                             ? ", bf16-full"
+      : args.compute_dtype() == ComputeDType::bf16 ? ", bf16"
+                                                   : ", fp32",
       args.gradient_checkpointing ? ", checkpointing " + args.checkpoint_policy : std::string());
 }
 

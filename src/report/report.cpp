@@ -132,8 +132,12 @@ nlohmann::json make_report(const TrainingArguments& args, const CausalLM& model,
   j["learning_rate"] = r.learning_rate;
   // Mixed precision: compute dtype; with --fp16, optimizer steps skipped for overflowed
   // gradients and the dynamic loss scale at the end (null without a loss scaler).
-  j["compute_dtype"] = args.fp16 ? "fp16" : (args.bf16 || args.bf16_full) ? "bf16" : "fp32";
-  // The parameters' (and gradients') storage: "bf16" under --bf16-full, else "f32".
+  const ComputeDType compute = args.compute_dtype();
+  j["compute_dtype"] = compute == ComputeDType::f16    ? "fp16"
+                       : compute == ComputeDType::bf16 ? "bf16"
+                                                       : "fp32";
+  // The parameters' storage: "bf16" under --bf16-full or --torch-dtype bfloat16 (a LoRA run's
+  // frozen base; its adapters are f32), "f16" under --torch-dtype float16, else "f32".
   j["param_dtype"] = dtype_name(model.param_dtype());
   // Evaluation (docs/report.md): the last eval_loss and perplexity = exp(eval_loss), as the
   // Trainer's metrics and run_clm name them, eval_accuracy for sequence classification, and

@@ -109,6 +109,8 @@ const char* st_dtype(DType t) {
       return "U8";
     case DType::bf16:
       return "BF16";
+    case DType::f16:
+      return "F16";
     default:
       return "F32";
   }
@@ -282,11 +284,13 @@ CheckpointState load_checkpoint(const std::string& dir, CausalLM& model, Optimiz
     for (Parameter* p : model.parameters()) {
       if (p->quantized()) continue;
       SNUG_CHECK(f.contains(p->name), f.path(), ": no tensor '", p->name, "'");
-      // F32 parameters, or BF16 ones under --bf16-full: stored as they are, loaded bit for bit.
+      // F32 parameters, or 16-bit ones (--bf16-full, --torch-dtype): stored as they are, loaded
+      // bit for bit.
       const char* want = st_dtype(p->value.dtype());
-      SNUG_CHECK(f.info(p->name).dtype == want, f.path(), ": tensor '", p->name, "' is ",
-                 f.info(p->name).dtype, ", the run's parameters are ", want,
-                 " (resume with the --bf16-full setting the checkpoint was saved with)");
+      SNUG_CHECK(
+          f.info(p->name).dtype == want, f.path(), ": tensor '", p->name, "' is ",
+          f.info(p->name).dtype, ", the run's parameters are ", want,
+          " (resume with the --bf16-full/--torch-dtype setting the checkpoint was saved with)");
       f.read_into(p->name, p->value);
     }
   }

@@ -291,14 +291,16 @@ std::vector<TrainingFlag> make_table() {
       {.names = "--fp16",
        .key = "fp16",
        .help = "Mixed precision with fp16 compute copies and activations, fp32 master weights and "
-               "gradients, dynamic loss scaling (GradScaler's defaults)",
+               "gradients, dynamic loss scaling (GradScaler's defaults); generation stores the "
+               "weights and KV cache in fp16",
        .target = &TA::fp16,
        .form = F::presence,
        .shown = S::changed},
       {.names = "--bf16",
        .key = "bf16",
        .help = "Mixed precision with bf16 compute copies and activations, fp32 master weights and "
-               "gradients (no loss scaling needed)",
+               "gradients (no loss scaling needed); generation stores the weights and KV cache in "
+               "bf16",
        .target = &TA::bf16,
        .form = F::presence,
        .shown = S::changed},
@@ -310,6 +312,14 @@ std::vector<TrainingFlag> make_table() {
            bf16_optimizer_names(),
        .target = &TA::bf16_full,
        .form = F::presence,
+       .shown = S::changed},
+      {.names = "--torch-dtype",
+       .key = "torch_dtype",
+       .help = "Storage of the model's weights, as from_pretrained's torch_dtype: bfloat16, "
+               "float16 or float32 (default: bf16 under --bf16-full, else fp32 in training; "
+               "generation stores the weights in the dtype of --bf16/--fp16). A 16-bit storage "
+               "computes in its dtype; LoRA adapters stay fp32 on a 16-bit base",
+       .target = &TA::torch_dtype,
        .shown = S::changed},
       {.names = "--gemm-path",
        .key = "gemm_path",

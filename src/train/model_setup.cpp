@@ -40,12 +40,23 @@ void prepare_model(CausalLM& model, const TrainingArguments& args) {
   SNUG_CHECK(!quantized || args.lora_r > 0,
              "a quantized base (--load-in-8bit/--load-in-4bit) cannot be trained directly; add "
              "LoRA adapters (--lora-r, or --qlora), as PEFT requires");
-  SNUG_CHECK(args.lora_r == 0 || model.param_dtype() == DType::f32,
-             "--bf16-full with LoRA is not supported: the adapters train in fp32 on an fp32 or "
-             "quantized base (use --bf16 for bf16 compute)");
   model.set_dequant_bf16(quantized && args.bnb_4bit_compute_dtype == "bf16");
+  // On a 16-bit base (--bf16-full, --torch-dtype) the adapters are fp32, as PEFT keeps them.
   if (args.lora_r > 0) model.add_lora(args.lora_config(), args.seed);
   apply_freeze(model.parameters(), args.freeze);
+  // What trains in 16 bits: bf16 with --bf16-full's optimizer steps (stochastic rounding), fp16
+  // never (as the Trainer refuses to unscale fp16 gradients).
+  for (const Parameter* p : model.parameters()) {
+    if (!p->requires_grad || p->quantized() || p->value.dtype() == DType::f32) continue;
+    SNUG_CHECK(p->value.dtype() == DType::bf16 && args.bf16_full, "--torch-dtype ",
+               args.torch_dtype, " stores '", p->name, "' in ", dtype_name(p->value.dtype()),
+               " and it would train: ",
+               p->value.dtype() == DType::bf16
+                   ? "add --bf16-full (bf16 weights, gradients and optimizer state), or train LoRA "
+                     "adapters on the frozen bf16 base (--lora-r)"
+                   : "fp16 parameters do not train; train LoRA adapters on the frozen fp16 base "
+                     "(--lora-r), or store it in float32 with --fp16");
+  }
   model.set_neftune_noise_alpha(args.neftune_noise_alpha);
 }
 
@@ -57,8 +68,8 @@ void prepare_generation(CausalLM& model, const TrainingArguments& args) {
     for (const Parameter* p : model.parameters()) quantized = quantized || p->quantized();
     model.set_dequant_bf16(quantized && args.bnb_4bit_compute_dtype == "bf16");
   }
-  // As the Trainer sets them: --bf16-full computes as --bf16.
-  model.set_compute_dtype(parse_compute_dtype(args.fp16, args.bf16 || args.bf16_full));
+  // As the Trainer sets them: --bf16-full computes as --bf16, a 16-bit --torch-dtype in its dtype.
+  model.set_compute_dtype(args.compute_dtype());
   model.set_gemm_path(kernels::resolve_gemm_path(args.gemm_path));
 }
 

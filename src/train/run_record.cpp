@@ -25,7 +25,7 @@ constexpr Field kFields[] = {
     {"model.n_head", "--n-head"},
     {"model.vocab_size", "--vocab-size"},
     {"model.n_positions", "--n-positions"},
-    {"model.param_dtype", "--bf16-full"},
+    {"model.param_dtype", "--bf16-full/--torch-dtype"},
     {"model.lora_r", "--lora-r"},
     {"model.lora_alpha", "--lora-alpha"},
     {"model.target_modules", "--target-modules"},
@@ -57,7 +57,7 @@ constexpr Field kFields[] = {
 // move as long as its content hash (in the record) is the same.
 // clang-format off
 const std::set<std::string> kNotConfigChanges = {
-    "model", "model_shape", "seq_len", "seed", "bf16_full", "freeze",
+    "model", "model_shape", "seq_len", "seed", "bf16_full", "torch_dtype", "freeze",
     "optim", "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "momentum",
     "optim_8bit_embeddings", "adafactor_relative_step", "galore_rank", "galore_update_proj_gap",
     "galore_scale",

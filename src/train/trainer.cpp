@@ -78,14 +78,16 @@ Trainer::Trainer(const TrainingArguments& args, CausalLM& model, std::unique_ptr
   const OptimizerOptions o = args_.optimizer_options();
   model_.set_attention(parse_attention_impl(args_.attention));
   model_.set_logits_mode(parse_logits_mode(args_.logits));
-  // --bf16-full computes as --bf16 and needs a model built with bf16 parameters.
-  model_.set_compute_dtype(parse_compute_dtype(args_.fp16, args_.bf16 || args_.bf16_full));
+  // --bf16-full computes as --bf16 and needs a model built with bf16 parameters; a 16-bit
+  // --torch-dtype computes in its dtype.
+  model_.set_compute_dtype(args_.compute_dtype());
   model_.set_gemm_path(kernels::resolve_gemm_path(args_.gemm_path));
   SNUG_CHECK(model_.param_dtype() == args_.param_dtype(), "Trainer: the model's parameters are ",
              dtype_name(model_.param_dtype()), " but the run needs ",
              dtype_name(args_.param_dtype()),
              args_.bf16_full ? " (--bf16-full: build the model with DType::bf16)" : "");
-  if (args_.fp16) scaler_ = std::make_unique<GradScaler>();
+  const bool fp16 = args_.compute_dtype() == ComputeDType::f16;
+  if (fp16) scaler_ = std::make_unique<GradScaler>();
   if (args_.gradient_checkpointing)
     model_.set_checkpointing(
         parse_checkpoint_policy(args_.checkpoint_policy, model_.summary().n_layer));
@@ -94,7 +96,7 @@ Trainer::Trainer(const TrainingArguments& args, CausalLM& model, std::unique_ptr
   prepare_model(model_, args_);
   optimizer_ = make_optimizer(args_.optim, model_.parameters(), o);
   fused_ = dynamic_cast<InBackwardOptimizer*>(optimizer_.get());
-  if (fused_) check_fused_settings(args_.optim, args_.gradient_accumulation_steps, args_.fp16);
+  if (fused_) check_fused_settings(args_.optim, args_.gradient_accumulation_steps, fp16);
   if (args_.max_steps > 0) {
     total_steps_ = args_.max_steps;
   } else {

@@ -12,6 +12,20 @@
 
 namespace snug {
 
+namespace {
+
+// --torch-dtype's value as a DType; nullopt for "" (follow the precision flags).
+std::optional<DType> torch_storage(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  if (name == "bfloat16") return DType::bf16;
+  if (name == "float16") return DType::f16;
+  if (name == "float32") return DType::f32;
+  throw Error(detail::concat("--torch-dtype: unknown dtype '", name,
+                             "' (known: bfloat16, float16, float32)"));
+}
+
+}  // namespace
+
 DataOptions TrainingArguments::data_options(int64_t vocab_size) const {
   DataOptions o;
   o.data = data;
@@ -117,10 +131,44 @@ void TrainingArguments::validate() const {
   optimizer_entry(optim);  // throws the message listing the known names
   SNUG_CHECK(!(bf16_full && fp16),
              "--fp16 and --bf16-full are exclusive: --bf16-full stores and computes in bf16");
+  const std::optional<DType> storage = torch_storage(torch_dtype);  // known, or it throws
+  SNUG_CHECK(!bf16_full || !storage || *storage == DType::bf16,
+             "--bf16-full stores bf16; "
+             "--torch-dtype ",
+             torch_dtype, " contradicts it");
+  SNUG_CHECK(!(fp16 && storage == DType::bf16),
+             "--fp16 computes in fp16; --torch-dtype bfloat16 stores bf16 (use --bf16)");
+  SNUG_CHECK(!(bf16 && storage == DType::f16),
+             "--bf16 computes in bf16; --torch-dtype float16 stores fp16 (use --fp16)");
   SNUG_CHECK(!bf16_full || supports_bf16_params(optim), "--bf16-full: --optim ", optim,
              " cannot update bf16 parameters (it keeps fp32 state or updates inside backward); "
              "use --optim ",
              bf16_optimizer_names(), ", or drop --bf16-full");
+}
+
+ComputeDType TrainingArguments::compute_dtype() const {
+  const std::optional<DType> t = torch_storage(torch_dtype);
+  if (fp16 || t == DType::f16) return ComputeDType::f16;
+  if (bf16 || bf16_full || t == DType::bf16) return ComputeDType::bf16;
+  return ComputeDType::f32;
+}
+
+DType TrainingArguments::param_dtype() const {
+  if (const std::optional<DType> t = torch_storage(torch_dtype)) return *t;
+  return bf16_full ? DType::bf16 : DType::f32;
+}
+
+DType TrainingArguments::generation_param_dtype() const {
+  if (const std::optional<DType> t = torch_storage(torch_dtype)) return *t;
+  switch (compute_dtype()) {
+    case ComputeDType::f16:
+      return DType::f16;
+    case ComputeDType::bf16:
+      return DType::bf16;
+    case ComputeDType::f32:
+      break;
+  }
+  return DType::f32;
 }
 
 std::string TrainingArguments::best_metric_key() const {

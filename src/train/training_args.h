@@ -20,6 +20,7 @@
 #include "data/batches.h"
 #include "models/model_config.h"
 #include "nn/lora.h"
+#include "nn/run_options.h"
 #include "quant/weight_quant.h"
 
 namespace snug {
@@ -91,6 +92,11 @@ struct TrainingArguments {
   // per parameter with AdamW, weights updated with stochastic rounding; computes as --bf16 (which
   // it implies and may be given with it); --fp16 is an error. adamw_torch/adamw and sgd only.
   bool bf16_full = false;
+  // --torch-dtype (from_pretrained's torch_dtype): the storage of the model's weights,
+  // "bfloat16", "float16" or "float32"; "" follows the precision flags (param_dtype(),
+  // generation_param_dtype()). A 16-bit storage computes in its dtype (compute_dtype()), as a
+  // model loaded in it does. LoRA adapters stay fp32 on any base (PEFT's autocast_adapter_dtype).
+  std::string torch_dtype;
   // Which GEMM runs the bf16 products (kernels/gemm_path.h): auto (oneDNN's bf16 matmul where
   // the CPU has bf16 hardware, else widen to fp32), widen, or onednn-bf16.
   std::string gemm_path = "auto";
@@ -152,8 +158,16 @@ struct TrainingArguments {
   void validate() const;
   // The model's shapes: resolve_model(model) with model_shape and config_override applied.
   ModelConfig model_config() const;
-  // The parameters' storage dtype: bf16 under --bf16-full, else f32 (create_model's argument).
-  DType param_dtype() const { return bf16_full ? DType::bf16 : DType::f32; }
+  // The compute precision: fp16 under --fp16 or --torch-dtype float16; bf16 under --bf16,
+  // --bf16-full or --torch-dtype bfloat16; else fp32 (validate() refuses the contradictions).
+  ComputeDType compute_dtype() const;
+  // The parameters' storage dtype in training (create_model's argument): --torch-dtype, else bf16
+  // under --bf16-full, else f32 (--bf16/--fp16 keep fp32 masters beside 16-bit compute copies).
+  DType param_dtype() const;
+  // The parameters' storage dtype in generation (`snug generate`, `snug plan --inference`):
+  // --torch-dtype, else the 16-bit compute dtype of --bf16/--bf16-full/--fp16, else f32. As
+  // transformers loads a model for generation in the dtype asked: no fp32 master to update.
+  DType generation_param_dtype() const;
   // The report's "config": every flag of train/flag_table.h under its key.
   nlohmann::json to_json() const;
   // What open_data() (data/batches.h) needs: the data flags, with the model's vocabulary.

@@ -1,8 +1,9 @@
 // `snug generate --adapter DIR` (peft/peft_adapter.h): the adapter `snug export --adapter` writes
 // from a LoRA run's checkpoint, put back on the same base, decodes greedily to the very tokens
-// `generate --checkpoint` of that run gives (plain LoRA, and QLoRA on a 4-bit base), and the
-// base alone does not; the adapter's r/alpha/targets replace the LoRA flags (a conflicting one is
-// refused by name); every bad adapter folder is one message naming the file and the key.
+// `generate --checkpoint` of that run gives (plain LoRA, LoRA on a bf16 base, and QLoRA on a
+// 4-bit base), and the base alone does not; the adapter's r/alpha/targets replace the LoRA flags
+// (a conflicting one is refused by name); every bad adapter folder is one message naming the file
+// and the key.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -48,6 +49,10 @@ TEST(GenerateAdapterCli, AdapterGivesTheCheckpointsGreedyTokens) {
        "--model gpt2-tiny --seed 5 --seq-len 32 --lora-r 4 --lora-alpha 8 "
        "--target-modules c_attn,c_fc --use-rslora",
        "--model gpt2-tiny --seed 5 --seq-len 32"},
+      {"lora on a bf16 base",
+       "--model gpt2-tiny --seed 5 --seq-len 32 --bf16-full --lora-r 4 --lora-alpha 8 "
+       "--target-modules c_attn,c_fc",
+       "--model gpt2-tiny --seed 5 --seq-len 32 --bf16-full"},
       {"qlora", "--model gpt2-tiny --seed 7 --seq-len 32 --qlora --target-modules all-linear",
        "--model gpt2-tiny --seed 7 --seq-len 32 --load-in-4bit --bnb-4bit-quant-type nf4 "
        "--bnb-4bit-use-double-quant --bnb-4bit-compute-dtype bf16"},

@@ -164,6 +164,7 @@ TEST(InferencePlan, MixedPrecisionHoldsFp32WeightsAndTheirSixteenBitCopies) {
   const InferenceShape s = inference_shape(a, 64, 1);
   const InferencePlan fp32 = inference_dry_run(a, s);
   a.bf16 = true;
+  a.torch_dtype = "float32";  // fp32 weights under bf16 autocast
   const InferencePlan bf16 = inference_dry_run(a, s);
   const auto weights = [](const InferencePlan& p) {
     return p.memory.max_by_category[static_cast<size_t>(Category::weights)];
@@ -179,6 +180,73 @@ TEST(InferencePlan, MixedPrecisionHoldsFp32WeightsAndTheirSixteenBitCopies) {
       << weights_formula(a, bf16);
   // The copies live for the whole generation, so they are part of the peak.
   EXPECT_EQ(bf16.memory.peak_by_category[static_cast<size_t>(Category::weights)], weights(bf16));
+}
+
+// Issue 26 point 5: generation in 16 bits (--bf16, --bf16-full, --fp16, --torch-dtype) holds the
+// weights in that dtype, 2 bytes per parameter with no fp32 master and no compute copy, and the
+// KV cache in it: 2 bytes per element.
+TEST(InferencePlan, SixteenBitGenerationHoldsTwoBytesPerParameterAndASixteenBitCache) {
+  const auto weights = [](const InferencePlan& p) {
+    return p.memory.max_by_category[static_cast<size_t>(Category::weights)];
+  };
+  const auto kv = [](const InferencePlan& p) {
+    return p.memory.max_by_category[static_cast<size_t>(Category::kv_cache)];
+  };
+  const int64_t P = 6738415616;  // Llama-2-7b
+  // 2 x 1 x 32 layers x 32 kv heads x 128 x 128 positions
+  const int64_t kv_elems = 2LL * 1 * 32 * 32 * 128 * 128;
+  struct Flags {
+    bool bf16, bf16_full, fp16;
+    std::string torch_dtype;
+    DType dtype;
+  };
+  for (const Flags& f :
+       {Flags{true, false, false, "", DType::bf16}, Flags{false, true, false, "", DType::bf16},
+        Flags{false, false, true, "", DType::f16},
+        Flags{false, false, false, "bfloat16", DType::bf16},
+        Flags{false, false, false, "float16", DType::f16}}) {
+    TrainingArguments a;
+    a.model = "llama-7b";
+    a.per_device_eval_batch_size = 1;
+    a.seq_len = 128;
+    a.bf16 = f.bf16;
+    a.bf16_full = f.bf16_full;
+    a.fp16 = f.fp16;
+    a.torch_dtype = f.torch_dtype;
+    SCOPED_TRACE(dtype_name(f.dtype) + std::string(" ") + f.torch_dtype);
+    const InferencePlan p = inference_dry_run(a, inference_shape(a, 64, 1));
+    EXPECT_EQ(p.params, P);
+    EXPECT_EQ(p.half_params, P);
+    EXPECT_EQ(p.half_dtype, f.dtype);
+    EXPECT_EQ(p.f32_params, 0);
+    EXPECT_EQ(p.compute_copy_params, 0);
+    EXPECT_EQ(weights(p), 2 * P);
+    EXPECT_EQ(p.memory.peak_by_category[static_cast<size_t>(Category::weights)], 2 * P);
+    EXPECT_EQ(p.kv.dtype, f.dtype);
+    EXPECT_EQ(p.kv_cache_bytes, 2 * kv_elems);
+    EXPECT_EQ(kv(p), 2 * kv_elems);
+    const std::string half = f.dtype == DType::f16 ? "fp16" : "bf16";
+    EXPECT_EQ(weights_formula(a, p), "2 x 6738.42M (" + half + ") = " + std::to_string(2 * P) +
+                                         " bytes, 2.00 bytes per parameter");
+    EXPECT_NE(kv_cache_formula(inference_shape(a, 64, 1), p.kv).find("x 2 (bytes, " + half + ")"),
+              std::string::npos);
+    EXPECT_EQ(inference_json(inference_shape(a, 64, 1), p)["kv_cache"]["bytes_per_element"], 2);
+  }
+  // LoRA adapters on the bf16 base stay fp32: 2 bytes per base parameter, 4 per adapter one.
+  TrainingArguments a;
+  a.model = "llama-7b";
+  a.per_device_eval_batch_size = 1;
+  a.seq_len = 128;
+  a.bf16 = true;
+  a.lora_r = 8;  // PEFT's default targets for llama: q_proj, v_proj
+  const InferencePlan p = inference_dry_run(a, inference_shape(a, 64, 1));
+  const int64_t adapters = 32 * 2 * (8 * 4096 + 4096 * 8);
+  EXPECT_EQ(p.f32_params, adapters);
+  EXPECT_EQ(p.half_params, P);
+  EXPECT_EQ(weights(p), 2 * P + 4 * adapters);
+  EXPECT_NE(weights_formula(a, p).find("2 x 6738.42M (bf16) + 4 x 4.19M (fp32 LoRA adapters)"),
+            std::string::npos)
+      << weights_formula(a, p);
 }
 
 TEST(InferencePlan, RefusesAnEmptyPromptAndAnEncoder) {

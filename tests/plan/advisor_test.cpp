@@ -98,9 +98,9 @@ TEST(Advisor, LoraRunIsOfferedAQuantizedBase) {
   o.capacity = int64_t{2} << 30;  // 2 GiB: the fp32 base alone is 6.2 GB, int8 1.6 GB
   o.gemm_flops = 1e11;
   const AdvisorResult r = advise(a, o);
-  // 1 split x 4 checkpoint policies x 5 optimizers x 2 precisions (no --bf16-full with LoRA)
-  // x 3 storages.
-  EXPECT_EQ(r.tried, 4 * 5 * 2 * 3);
+  // 1 split x 4 checkpoint policies x (5 optimizers x 2 precisions + --bf16-full, a bf16 base
+  // under the adapters, with the 2 optimizers that have bf16 state) x 3 storages.
+  EXPECT_EQ(r.tried, 4 * (5 * 2 + 2) * 3);
   ASSERT_FALSE(r.fitting.empty());
   for (const Advice& x : r.fitting) {
     EXPECT_TRUE(x.args.load_in_4bit || x.args.load_in_8bit) << x.flags;
