@@ -1,9 +1,9 @@
-// `snug plan`: the same flags as `snug train`, replayed on the meta device (no data, no kernels,
-// the same allocations), answering "does it fit, with how much headroom, and if not, what to
-// turn on". A GPU preset adds the CUDA runtime's own footprint as its own line: the seeds
-// measured about 1343 MB of context and kernels on their V100 before any tensor, which is what
-// nvidia-smi shows on top of the tensors. `--inference` plans a generation instead
-// (cli/plan_inference.h).
+// `snug plan`: the same flags as `snug train`, replayed on the meta device (no kernels, the same
+// allocations; jsonl data is read for the run's batch shapes, other data is planned as full rows:
+// plan/dry_run.h), answering "does it fit, with how much headroom, and if not, what to turn on".
+// A GPU preset adds the CUDA runtime's own footprint as its own line: the seeds measured about
+// 1343 MB of context and kernels on their V100 before any tensor, which is what nvidia-smi shows
+// on top of the tensors. `--inference` plans a generation instead (cli/plan_inference.h).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -13,7 +13,9 @@
 #include "cli/plan_inference.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "data/batches.h"
 #include "models/registry.h"
+#include "plan/dry_run.h"
 #include "plan/what_if.h"
 #include "report/report.h"
 #include "train/freeze.h"
@@ -30,7 +32,13 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
   if (inference.on)
     return run_inference_plan(args, inference, device_memory, all_gpus, json_path, extras);
   const ModelConfig cfg = prepare_dry_run(args);
-  const MemoryStats mem = dry_run(args);
+  // jsonl examples are read (tokenized) and replayed: their batches are not full rows
+  // (plan/dry_run.h). Token streams are planned as full rows without reading them.
+  OpenedData data;
+  if (plan_reads_data(args)) data = open_data(args.data_options(cfg.shape.vocab_size));
+  const DryRunData replayed{data.train.get(), data.eval.get()};
+  const DryRun planned = replay(args, replayed);
+  const MemoryStats& mem = planned.memory;
   // What --freeze leaves training (a shapes-only model: no bytes are touched).
   Device shapes(DeviceKind::meta);
   const auto owned = create_model(cfg, shapes, args.param_dtype(), args.weight_quant());
@@ -44,6 +52,7 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
                 args.lora_r > 0 ? "LoRA" : "--freeze", static_cast<long long>(trainable),
                 static_cast<long long>(count_params(shape_model.parameters())),
                 static_cast<double>(trainable) / 1e6);
+  std::printf("%s\n\n", describe_batches(planned.batches).c_str());
   std::printf("%s\n", memory_table(mem, std::nullopt).c_str());
 
   const std::vector<Verdict> verdicts = plan_verdicts(device_memory, all_gpus, mem.peak_total);
@@ -53,17 +62,18 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
       std::any_of(verdicts.begin(), verdicts.end(), [](const Verdict& v) { return !v.fits(); });
   std::vector<WhatIf> alternatives;
   if (verdicts.empty() || any_short) {
-    alternatives = what_if(args);
+    alternatives = what_if(args, replayed);
     if (!alternatives.empty())
       std::printf("\n%s", what_if_table(alternatives, mem.peak_total).c_str());
   }
   nlohmann::json extra_json;
-  run_plan_extras(extras, args, device_memory, extra_json);
+  run_plan_extras(extras, args, device_memory, replayed, extra_json);
   if (!json_path.empty()) {
     nlohmann::json j = extra_json;
     j["config"] = args.to_json();
     j["config"]["trainable_params"] = trainable;
     j["memory"] = dry_run_memory_json(mem);
+    j["batch_shapes"] = batches_json(planned.batches);
     j["devices"] = nlohmann::json::array();
     for (const Verdict& v : verdicts) j["devices"].push_back(verdict_json(v));
     j["what_if"] = what_if_json(alternatives, mem.peak_total);

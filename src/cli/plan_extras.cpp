@@ -22,7 +22,7 @@ double mib(int64_t bytes) {
 }
 
 void run_advisor(const PlanExtras& x, const TrainingArguments& args,
-                 const std::string& device_memory, nlohmann::json& j) {
+                 const std::string& device_memory, const DryRunData& data, nlohmann::json& j) {
   SNUG_CHECK(x.target_batch >= 0, "--target-batch must be positive, got ", x.target_batch);
   SNUG_CHECK(x.gemm_gflops >= 0, "--gemm-gflops must be positive, got ", x.gemm_gflops);
   SNUG_CHECK(x.advise_top > 0, "--advise-top must be positive, got ", x.advise_top);
@@ -30,6 +30,7 @@ void run_advisor(const PlanExtras& x, const TrainingArguments& args,
   o.target_batch = x.target_batch;
   o.capacity = parse_device_memory(device_memory);
   o.overhead = runtime_overhead_bytes(device_memory);
+  o.data = data;
   const bool measured = x.gemm_gflops == 0;
   if (measured) set_num_threads(args.threads);
   o.gemm_flops = measured ? kernels::measure_gemm_peak_flops(512, 0.3) : x.gemm_gflops * 1e9;
@@ -140,7 +141,8 @@ void add_plan_extra_flags(CLI::App* plan, PlanExtras& x) {
 }
 
 void run_plan_extras(const PlanExtras& x, const TrainingArguments& args,
-                     const std::string& device_memory, nlohmann::json& j) {
+                     const std::string& device_memory, const DryRunData& data, nlohmann::json& j) {
+  const bool replayed = data.train != nullptr;
   if (x.find_max_batch || x.find_max_seq_len) {
     SNUG_CHECK(!device_memory.empty(), "--find-max-batch/--find-max-seq-len need --device-memory");
     const int64_t capacity = parse_device_memory(device_memory);
@@ -149,7 +151,7 @@ void run_plan_extras(const PlanExtras& x, const TrainingArguments& args,
     if (x.find_max_batch) {
       // 2^20 sequences per device: far past any capacity, a bound for the doubling only.
       const FitSearchResult r =
-          find_max_fit(args, FitDimension::batch, capacity, overhead, int64_t{1} << 20);
+          find_max_fit(args, FitDimension::batch, capacity, overhead, int64_t{1} << 20, data);
       print_search("largest --per-device-train-batch-size", r, device_memory, overhead,
                    "the search's bound");
       j["max_batch"] = r.value;
@@ -161,17 +163,18 @@ void run_plan_extras(const PlanExtras& x, const TrainingArguments& args,
           find_max_fit(args, FitDimension::seq_len, capacity, overhead, n_positions);
       print_search("largest --seq-len", r, device_memory, overhead,
                    "the model's n_positions; --n-positions raises it");
+      if (replayed) std::printf("  (--find-max-seq-len assumes full rows: no data replayed)\n");
       j["max_seq_len"] = r.value;
       j["max_seq_len_search"] = search_json(r, capacity, overhead);
     }
   }
-  if (x.advise) run_advisor(x, args, device_memory, j);
+  if (x.advise) run_advisor(x, args, device_memory, data, j);
   if (!x.memory_timeline.empty()) {
     std::vector<MemoryEvent> events;
-    const MemoryStats mem = dry_run(args, &events);
-    write_json_file(x.memory_timeline, timeline_json(events, mem, "meta", describe_run(args)));
-    std::printf("memory timeline (%zu events, 2 steps) written to %s\n", events.size(),
-                x.memory_timeline.c_str());
+    const DryRun d = replay(args, data, &events);
+    write_json_file(x.memory_timeline, timeline_json(events, d.memory, "meta", describe_run(args)));
+    std::printf("memory timeline (%zu events, %lld steps) written to %s\n", events.size(),
+                static_cast<long long>(d.batches.steps), x.memory_timeline.c_str());
   }
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/dry_run.h"
 #include "plan/fit_search.h"
 #include "train/training_args.h"
 
@@ -54,8 +55,11 @@ struct PlanExtras {
 void add_plan_extra_flags(CLI::App* plan, PlanExtras& x);
 
 // Runs what the flags ask for, printing after the plan, and adds its results to `j` ("max_batch",
-// "max_seq_len", "advice", ...). `args` is the plan's (device meta).
+// "max_seq_len", "advice", ...). `args` is the plan's (device meta), `data` what its dry run
+// replayed (plan/dry_run.h): --find-max-batch, --advise and --memory-timeline replay it too;
+// --find-max-seq-len assumes full rows (a jsonl example cut at one --seq-len is not the example
+// cut at another), and says so when the plan replayed data.
 void run_plan_extras(const PlanExtras& x, const TrainingArguments& args,
-                     const std::string& device_memory, nlohmann::json& j);
+                     const std::string& device_memory, const DryRunData& data, nlohmann::json& j);
 
 }  // namespace snug::cli

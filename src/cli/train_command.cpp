@@ -117,9 +117,11 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
     std::printf("--load-best-model-at-end: loaded %s (%s %.4f)\n", r.best_model_checkpoint.c_str(),
                 args.best_metric_key().c_str(), r.best_metric);
   std::printf("\n%s", memory_table(mem, capacity).c_str());
-  // What each memory switch that is off would change, from dry runs of the same arguments.
-  const std::vector<WhatIf> alternatives = what_if(args);
-  const int64_t baseline = dry_run(args).peak_total;
+  // What each memory switch that is off would change, from dry runs of the same arguments that
+  // replay this run's data (its batch shapes): the baseline is the peak measured above.
+  const DryRunData replayed{data.train.get(), data.eval.get()};
+  const std::vector<WhatIf> alternatives = what_if(args, replayed);
+  const int64_t baseline = dry_run(args, replayed).peak_total;
   if (!alternatives.empty()) std::printf("\n%s", what_if_table(alternatives, baseline).c_str());
   if (!args.report_json.empty()) {
     reported = true;

@@ -187,6 +187,42 @@ std::unique_ptr<BatchSource> ExampleData::batches(int64_t B, int64_t T, uint64_t
 
 namespace {
 
+class FullRows final : public BatchSource {
+ public:
+  FullRows(int64_t B, int64_t T) : B_(B), T_(T) {
+    SNUG_CHECK(B >= 1 && T >= 1, "full rows: batch ", B, " x ", T, " must be positive");
+  }
+  int64_t batch_size() const override { return B_; }
+  int64_t seq_len() const override { return T_; }
+  int64_t next_rows(int64_t rows, int32_t* inputs, int32_t* targets, int32_t*) override {
+    SNUG_ASSERT(rows >= 1 && rows <= B_, "rows ", rows);
+    if (inputs) std::fill_n(inputs, rows * T_, 0);
+    if (targets) std::fill_n(targets, rows * T_, 0);
+    position_ += rows;
+    epoch_ += position_ / B_;
+    position_ %= B_;
+    return T_;
+  }
+  int64_t items_per_epoch() const override { return B_; }
+  int64_t epoch() const override { return epoch_; }
+  int64_t position() const override { return position_; }
+  void seek(int64_t epoch, int64_t position) override {
+    epoch_ = epoch;
+    position_ = position;
+  }
+
+ private:
+  int64_t B_, T_, epoch_ = 0, position_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<BatchSource> FullRowsData::batches(int64_t B, int64_t T, uint64_t, bool) const {
+  return std::make_unique<FullRows>(B, T);
+}
+
+namespace {
+
 std::string find_tokenizer(const DataOptions& o, const std::string& data) {
   if (!o.tokenizer.empty()) return o.tokenizer;
   namespace fs = std::filesystem;

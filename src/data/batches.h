@@ -124,6 +124,15 @@ class ExampleData final : public TrainData {
   ExampleBatching how_;
 };
 
+// Shapes without data: every batch is B full rows of T tokens (ids 0, every target 0, no position
+// ids), an epoch one batch. A dry run's stand-in for data it does not read (plan/dry_run.h).
+class FullRowsData final : public TrainData {
+ public:
+  std::unique_ptr<BatchSource> batches(int64_t B, int64_t T, uint64_t seed,
+                                       bool shuffle) const override;
+  std::string describe() const override { return "full rows"; }
+};
+
 // Where `--data`/`--eval-data` and the options that shape them meet (the CLI fills it from
 // TrainingArguments: train/data_setup.h).
 struct DataOptions {

@@ -37,6 +37,8 @@ class GaLoreAdamW final : public Optimizer {
   std::vector<std::pair<std::string, Tensor*>> state_tensors() override;
   nlohmann::json extra_state() const override;
   void load_extra_state(const nlohmann::json& state) override;
+  // The projector is recomputed every --galore-update-proj-gap steps.
+  bool memory_varies_by_step() const override { return true; }
 
   // Whether `p` is projected (2-D, in an attention or MLP block).
   static bool is_target(const Parameter& p);

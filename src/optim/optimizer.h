@@ -82,6 +82,9 @@ class Optimizer {
   // "momentum buffer initialized" flags), as a JSON object; load_extra_state restores it.
   virtual nlohmann::json extra_state() const { return nlohmann::json::object(); }
   virtual void load_extra_state(const nlohmann::json& /*state*/) {}
+  // Whether a step's memory depends on the step count as well as on the shapes (GaLore's
+  // projector refresh): a dry run then replays every step (train/replay_memo.h).
+  virtual bool memory_varies_by_step() const { return false; }
 
  protected:
   int64_t steps_ = 0;

@@ -91,7 +91,7 @@ AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o) {
     // Combinations that cannot run (--bf16-full with an optimizer without bf16 state) are
     // skipped without a dry run.
     if (!a.bf16_full || supports_bf16_params(a.optim)) {
-      const int64_t peak = dry_run(a).peak_total;
+      const int64_t peak = dry_run(a, o.data).peak_total;
       ++r.tried;
       if (peak + o.overhead <= o.capacity) {
         const double f = step_flops(a);

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/dry_run.h"
 #include "train/training_args.h"
 
 namespace snug {
@@ -59,6 +60,7 @@ struct AdvisorOptions {
   int64_t overhead = 0;      // runtime bytes on top of the tensors (CUDA context)
   double gemm_flops = 0;     // FLOP/s
   int64_t max_configs = 4096;
+  DryRunData data;  // what each dry run replays (plan/dry_run.h; none: full rows)
 };
 
 struct Advice {

@@ -4,7 +4,7 @@
 #include <map>
 
 #include "core/error.h"
-#include "plan/what_if.h"
+#include "plan/dry_run.h"
 
 namespace snug {
 
@@ -18,9 +18,10 @@ TrainingArguments with_fit_value(const TrainingArguments& args, FitDimension dim
 }
 
 FitSearchResult find_max_fit(const TrainingArguments& args, FitDimension dim, int64_t capacity,
-                             int64_t overhead, int64_t cap) {
-  return find_max_fit([&](int64_t v) { return dry_run(with_fit_value(args, dim, v)).peak_total; },
-                      capacity, overhead, cap);
+                             int64_t overhead, int64_t cap, const DryRunData& data) {
+  return find_max_fit(
+      [&](int64_t v) { return dry_run(with_fit_value(args, dim, v), data).peak_total; }, capacity,
+      overhead, cap);
 }
 
 FitSearchResult find_max_fit(const PeakAt& peak_at, int64_t capacity, int64_t overhead,

@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 
+#include "plan/dry_run.h"
 #include "train/training_args.h"
 
 namespace snug {
@@ -36,9 +37,10 @@ FitSearchResult find_max_fit(const PeakAt& peak_at, int64_t capacity, int64_t ov
 // Largest per-device batch (or seq_len) of a training run whose dry-run peak plus `overhead` (the
 // runtime's own footprint, e.g. the CUDA context of a GPU preset) is at most `capacity`, every
 // other argument as in `args`. `cap`: the largest value worth trying (seq_len: the model's
-// n_positions). plan --inference searches its generation's dry runs (plan/inference_plan.h).
+// n_positions). Each probe is a dry run with `data` (plan/dry_run.h; none: full rows). plan
+// --inference searches its generation's dry runs (plan/inference_plan.h).
 FitSearchResult find_max_fit(const TrainingArguments& args, FitDimension dim, int64_t capacity,
-                             int64_t overhead, int64_t cap);
+                             int64_t overhead, int64_t cap, const DryRunData& data = {});
 
 // `args` with the dimension set to `value`.
 TrainingArguments with_fit_value(const TrainingArguments& args, FitDimension dim, int64_t value);

@@ -4,29 +4,12 @@
 #include <cstdio>
 #include <sstream>
 
-#include "core/device.h"
-#include "models/registry.h"
+#include "core/error.h"
 #include "plan/switches.h"
-#include "train/trainer.h"
 
 namespace snug {
 
-MemoryStats dry_run(const TrainingArguments& args, std::vector<MemoryEvent>* timeline) {
-  TrainingArguments a = args;
-  a.device = "meta";
-  a.max_steps = 2;
-  a.report_json.clear();
-  Device dev(DeviceKind::meta);
-  dev.pool().enable_timeline(timeline != nullptr);
-  const auto model = create_model(a.model_config(), dev, a.param_dtype(), a.weight_quant());
-  Trainer trainer(a, *model, nullptr);
-  const TrainResult r = trainer.train();
-  SNUG_CHECK(r.error.empty(), "dry run failed: ", r.error);
-  if (timeline) *timeline = dev.pool().timeline();
-  return dev.pool().stats();
-}
-
-std::vector<WhatIf> what_if(const TrainingArguments& args) {
+std::vector<WhatIf> what_if(const TrainingArguments& args, const DryRunData& data) {
   // One dry run per switch of plan/switches.h that is off in `args` and would apply.
   const int64_t batch = args.per_device_train_batch_size * args.gradient_accumulation_steps;
   std::vector<std::pair<std::string, TrainingArguments>> variants;
@@ -41,7 +24,7 @@ std::vector<WhatIf> what_if(const TrainingArguments& args) {
   std::vector<WhatIf> rows;
   for (const auto& [flags, a] : variants) {
     try {
-      rows.push_back({flags, dry_run(a).peak_total});
+      rows.push_back({flags, dry_run(a, data).peak_total});
     } catch (const OutOfMemoryError&) {
       throw;
     } catch (const Error&) {

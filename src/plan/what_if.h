@@ -9,14 +9,10 @@
 #include <vector>
 
 #include "core/memory.h"
+#include "plan/dry_run.h"
 #include "train/training_args.h"
 
 namespace snug {
-
-// Peak statistics of `args` replayed on the meta device for two optimizer steps (the second
-// step holds optimizer state, so it contains the run's peak). No data is read. With `timeline`,
-// every allocation and free of the run is recorded into it (core/memory.h MemoryEvent).
-MemoryStats dry_run(const TrainingArguments& args, std::vector<MemoryEvent>* timeline = nullptr);
 
 struct WhatIf {
   std::string flags;   // what to add to the command line, e.g. "--gradient-checkpointing"
@@ -25,8 +21,8 @@ struct WhatIf {
 
 // One row per switch of plan/switches.h whose what_if predicate holds for `args` (it is off
 // there and would change memory), in that list's order; combinations the run's other flags rule
-// out are left out.
-std::vector<WhatIf> what_if(const TrainingArguments& args);
+// out are left out. Each is a dry run with `data` (plan/dry_run.h; none: full rows).
+std::vector<WhatIf> what_if(const TrainingArguments& args, const DryRunData& data = {});
 // Text table: flags, peak, saving against `baseline_peak` (negative: costs more).
 std::string what_if_table(const std::vector<WhatIf>& rows, int64_t baseline_peak);
 nlohmann::json what_if_json(const std::vector<WhatIf>& rows, int64_t baseline_peak);

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <set>
+#include <utility>
 
 #include "core/error.h"
 #include "data/collator.h"
@@ -14,6 +16,7 @@
 #include "train/fused_step.h"
 #include "train/model_setup.h"
 #include "train/output_dir.h"
+#include "train/replay_memo.h"
 #include "train/run_record.h"
 #include "train/schedule.h"
 
@@ -221,15 +224,23 @@ EvalLog evaluate(CausalLM& model, const TrainData& data, int64_t B, int64_t T, u
   std::vector<int32_t> pos(src->has_positions() ? in.size() : 0);
   double weighted = 0.0;
   int64_t rows_with_targets = 0, done = 0, correct = 0, labelled = 0;
+  std::set<std::pair<int64_t, int64_t>> shapes;
+  const bool skip = options.skip_repeated_shapes && model.device().is_meta();
   while (done < items) {
     const int64_t rows = std::min(B, items - done);
     const int64_t cols =
         src->next_rows(rows, in.data(), tg.data(), pos.empty() ? nullptr : pos.data());
     if (options.prepare) options.prepare(in.data(), tg.data(), rows, cols, done);
+    if (skip && !shapes.insert({rows, cols}).second) {
+      if (std::any_of(tg.begin(), tg.begin() + rows * cols, [](int32_t t) { return t >= 0; }))
+        rows_with_targets += rows;
+      done += rows;
+      continue;
+    }
     if (!pos.empty())
       model.set_position_ids({pos.begin(), pos.begin() + static_cast<std::ptrdiff_t>(rows * cols)});
     const float loss = model.forward(in.data(), tg.data(), rows, cols, false);
-    if (options.accuracy) {
+    if (options.accuracy && !model.device().is_meta()) {  // meta has no logits to read
       // (rows, labels): softmax keeps the order of the logits, so either gives the argmax.
       const Tensor& out = model.logits();
       SNUG_ASSERT(out.shape().size() == 2 && out.shape()[0] == rows && out.dtype() == DType::f32,
@@ -265,6 +276,7 @@ EvalLog evaluate(CausalLM& model, const TrainData& data, int64_t B, int64_t T, u
 
 EvalOptions Trainer::eval_options() const {
   EvalOptions o;
+  o.skip_repeated_shapes = skip_repeats_;
   // The evaluation's masks and labels (data/collator.h) are the same at every evaluation of a
   // run, so that its eval_loss moves with the model only.
   const uint64_t seed = args_.seed;
@@ -293,8 +305,12 @@ EvalOptions Trainer::eval_options() const {
 
 void Trainer::run_eval(TrainResult& r, TrainCallback* callback) {
   model_.device().pool().set_phase(detail::concat("eval step ", r.steps));
-  EvalLog e = evaluate(model_, *eval_, args_.per_device_eval_batch_size, args_.seq_len, args_.seed,
-                       eval_options());
+  // Every evaluation starts from the same memory (weights, optimizer state, no gradients) and
+  // has the same shapes: in a dry run the first allocates all that the others would.
+  EvalLog e = skip_repeats_ && model_.device().is_meta() && !r.evals.empty()
+                  ? r.evals.front()
+                  : evaluate(model_, *eval_, args_.per_device_eval_batch_size, args_.seq_len,
+                             args_.seed, eval_options());
   e.step = r.steps;
   SNUG_CHECK(std::isfinite(e.eval_loss), "eval_loss is ", e.eval_loss, " at step ", r.steps);
   r.evals.push_back(e);
@@ -344,14 +360,23 @@ TrainResult Trainer::train(TrainCallback* callback) {
     prefetch =
         std::make_unique<Prefetcher>(*loader, args_.dataloader_num_workers, 2, model_.device());
   }
+  // A dry run without data reads nothing but holds the staging slots a run's prefetcher would.
+  std::unique_ptr<BatchSource> slot_shapes;
+  if (!data_ && args_.dataloader_num_workers > 0) {
+    slot_shapes = FullRowsData().batches(B, T, args_.seed, true);
+    prefetch = std::make_unique<Prefetcher>(*slot_shapes, args_.dataloader_num_workers, 2,
+                                            model_.device());
+  }
   // Host buffers for one accumulation window of token ids (B*T*accum each); micro-batch m is
   // (B, cols[m]) at offset m*B*T.
   std::vector<int32_t> inputs(static_cast<size_t>(B * T * accum), 0), targets(inputs.size(), 0);
   std::vector<int32_t> positions(loader && loader->has_positions() ? inputs.size() : 0, 0);
   std::vector<int64_t> cols(static_cast<size_t>(accum), T);
-  const bool eval = eval_ != nullptr && real;
-  if (!real && task_ == ModelTask::sequence_classification) {
-    // A dry run reads no data: label 0 for every row, in the layout the head takes.
+  // A dry run given the run's data (plan/dry_run.h) reads and evaluates it as the run does, on
+  // meta, so that every micro-batch has the run's shape; without data it assumes full rows.
+  const bool eval = eval_ != nullptr;
+  if (!loader && task_ == ModelTask::sequence_classification) {
+    // A dry run without data: label 0 for every row, in the layout the head takes.
     const std::vector<int32_t> zeros(static_cast<size_t>(B), 0);
     for (int64_t micro = 0; micro < accum; ++micro)
       row_labels(&targets[static_cast<size_t>(micro * B * T)], zeros.data(), B, T);
@@ -364,6 +389,9 @@ TrainResult Trainer::train(TrainCallback* callback) {
   r.steps = start_step_;
   r.resumed_from_step = start_step_;
 
+  // A dry run of a run's data replays each of its steps, but those whose shapes repeat.
+  ReplayMemo memo(skip_repeats_ && !real && loader != nullptr &&
+                  !optimizer_->memory_varies_by_step());
   const auto t0 = clock::now();
   try {
     for (int64_t step = start_step_; step < total_steps_; ++step) {
@@ -373,7 +401,7 @@ TrainResult Trainer::train(TrainCallback* callback) {
       // gradient-accumulation bug transformers fixed in 4.46). B=8 x 1 and B=2 x 4 over the same
       // samples then give the same loss and the same update.
       int64_t window_targets = 0;
-      if (real) {
+      if (loader) {
         for (int64_t micro = 0; micro < accum; ++micro) {
           const auto off = static_cast<size_t>(micro * B * T);
           const int64_t c = prefetch->next(&inputs[off], &targets[off],
@@ -392,45 +420,52 @@ TrainResult Trainer::train(TrainCallback* callback) {
       }
       const double lr = args_.learning_rate * lr_multiplier(args_.lr_scheduler_type, step,
                                                             total_steps_, args_.warmup_steps);
-      // Random draws of the forwards (LoRA dropout, NEFTune) keyed by the step, so that a
-      // resumed run draws what the uninterrupted one did.
-      model_.set_forward_count(static_cast<uint64_t>(step) << 16);
-      // lomo/adalomo update inside backward (train/fused_step.h): no gradients are left after.
-      FusedStepResult fused;
-      if (fused_) {
-        if (!positions.empty())
-          model_.set_position_ids({positions.begin(), positions.begin() + B * cols[0]});
-        fused = fused_optimizer_step(model_, *fused_, inputs.data(), targets.data(), B, cols[0],
-                                     static_cast<float>(lr), args_.max_grad_norm);
-        if (!positions.empty()) model_.set_position_ids({});
+      // A dry run skips a step whose shapes all occurred before (train/replay_memo.h), with the
+      // values a meta step has.
+      double step_loss = 0.0, norm = 0.0;
+      if (!memo.skip_step(cols, step > start_step_)) {
+        // Random draws of the forwards (LoRA dropout, NEFTune) keyed by the step, so that a
+        // resumed run draws what the uninterrupted one did.
+        model_.set_forward_count(static_cast<uint64_t>(step) << 16);
+        // lomo/adalomo update inside backward (train/fused_step.h): no gradients are left after.
+        FusedStepResult fused;
+        if (fused_) {
+          if (!positions.empty())
+            model_.set_position_ids({positions.begin(), positions.begin() + B * cols[0]});
+          fused = fused_optimizer_step(model_, *fused_, inputs.data(), targets.data(), B, cols[0],
+                                       static_cast<float>(lr), args_.max_grad_norm);
+          if (!positions.empty()) model_.set_position_ids({});
+        }
+        step_loss =
+            fused_ ? fused.loss
+                   : accumulate_gradients(model_, inputs.data(), targets.data(),
+                                          positions.empty() ? nullptr : positions.data(), cols, B,
+                                          T, window_targets, scaler_ ? scaler_->scale() : 1.0);
+        SNUG_CHECK(std::isfinite(step_loss), "loss is ", step_loss, " at step ", step + 1,
+                   ": training stopped; lower --learning-rate or check the data");
+        pool.set_phase(prefix + "optimizer");
+        // fp16: unscale, and skip the step when a gradient overflowed (GradScaler.step/update).
+        const bool skip = scaler_ && scaler_->unscale_and_check(model_.parameters());
+        if (scaler_) scaler_->update(skip);
+        norm = std::numeric_limits<double>::quiet_NaN();
+        if (fused_) {
+          norm = fused.grad_norm;
+        } else if (!skip) {
+          norm = clip_gradients();
+          SNUG_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1,
+                     ": training stopped");
+          optimizer_->step(static_cast<float>(lr));
+        }
+        r.skipped_steps += skip ? 1 : 0;
+        model_.zero_grad();
+        pool.set_phase(prefix + "done");
       }
-      const double step_loss =
-          fused_ ? fused.loss
-                 : accumulate_gradients(model_, inputs.data(), targets.data(),
-                                        positions.empty() ? nullptr : positions.data(), cols, B, T,
-                                        window_targets, scaler_ ? scaler_->scale() : 1.0);
-      SNUG_CHECK(std::isfinite(step_loss), "loss is ", step_loss, " at step ", step + 1,
-                 ": training stopped; lower --learning-rate or check the data");
-      pool.set_phase(prefix + "optimizer");
-      // fp16: unscale, and skip the step when a gradient overflowed (GradScaler.step/update).
-      const bool skip = scaler_ && scaler_->unscale_and_check(model_.parameters());
-      if (scaler_) scaler_->update(skip);
-      double norm = std::numeric_limits<double>::quiet_NaN();
-      if (fused_) {
-        norm = fused.grad_norm;
-      } else if (!skip) {
-        norm = clip_gradients();
-        SNUG_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1,
-                   ": training stopped");
-        optimizer_->step(static_cast<float>(lr));
-      }
-      r.skipped_steps += skip ? 1 : 0;
-      model_.zero_grad();
-      pool.set_phase(prefix + "done");
-
       ++r.steps;
       r.samples += B * accum;
-      for (const int64_t c : cols) r.tokens += B * c;
+      for (const int64_t c : cols) {
+        r.tokens += B * c;
+        r.longest_batch = std::max(r.longest_batch, c);
+      }
       r.loss.push_back(step_loss);
       r.grad_norm.push_back(norm);
       r.learning_rate.push_back(lr);

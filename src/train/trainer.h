@@ -62,6 +62,7 @@ struct TrainResult {
   int64_t total_steps = 0;  // planned
   int64_t samples = 0;      // sequences consumed by completed steps
   int64_t tokens = 0;
+  int64_t longest_batch = 0;  // the most columns (tokens per row) of any micro-batch
   double runtime_s = 0;
   std::vector<double> loss, grad_norm, learning_rate;  // per completed step
   std::string error;                                   // empty when the run finished
@@ -101,6 +102,9 @@ struct EvalOptions {
   std::function<void(int32_t* inputs, int32_t* targets, int64_t rows, int64_t cols,
                      int64_t first_row)>
       prepare;
+  // Dry runs on meta: a batch of a shape already evaluated is skipped (its forward starts from
+  // the same memory, so it allocates what that one did).
+  bool skip_repeated_shapes = false;
   // Count the rows whose most likely label (the argmax of the model's (rows, labels) output,
   // the first on a tie) is the label in column 0 of their targets: EvalLog::accuracy.
   bool accuracy = false;
@@ -113,11 +117,13 @@ EvalLog evaluate(CausalLM& model, const TrainData& data, int64_t B, int64_t T, u
 
 class Trainer {
  public:
-  // `data` may be null on the meta device only (no batches are read there).
+  // `data` may be null on the meta device only (a dry run without data: full rows, nothing
+  // read).
   Trainer(const TrainingArguments& args, CausalLM& model, const TokenSource* data);
   // Any data (data/batches.h: token streams or jsonl examples), and optionally evaluation data
   // (evaluated every --eval-steps and at the end). Packed data needs a model that takes
-  // position ids.
+  // position ids. On meta the data is read and evaluated as on a real device (shapes only), so
+  // that a dry run sees the run's batches (plan/dry_run.h).
   Trainer(const TrainingArguments& args, CausalLM& model, const TrainData* data,
           const TrainData* eval);
   int64_t total_steps() const { return total_steps_; }
@@ -130,6 +136,11 @@ class Trainer {
   const std::vector<std::string>& removed_checkpoints() const { return removed_checkpoints_; }
   // --fp16's loss scaler, for callers that need other than GradScaler's defaults (tests).
   void set_grad_scaler_options(const GradScalerOptions& o);
+  // Dry runs (plan/dry_run.h), on meta only: skip the steps, evaluations and evaluation batches
+  // whose shapes occurred before from the same memory (train/replay_memo.h), so that a long run
+  // replays in milliseconds. The peak stays exact; alloc_count counts what ran. Off by default:
+  // `train --device meta` allocates what a cpu run does, one for one.
+  void set_skip_repeated_shapes(bool on) { skip_repeats_ = on; }
   TrainResult train(TrainCallback* callback = nullptr);
 
  private:
@@ -167,6 +178,7 @@ class Trainer {
   CheckpointModelFiles checkpoint_files_;       // config.json etc. of a full fine-tune's ones
   std::vector<std::string> removed_checkpoints_;
   std::vector<std::string> resume_changes_;
+  bool skip_repeats_ = false;
 };
 
 }  // namespace snug
