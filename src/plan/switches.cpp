@@ -101,16 +101,19 @@ std::vector<Switch> adapters(const TA&, int64_t) {
 // A LoRA run's frozen base in fp32, int8, or 4-bit NF4 with double quantization (QLoRA).
 std::vector<Switch> base_storage(const TA& base, int64_t) {
   const bool lora = base.lora_r > 0;
+  // A base that is not 4-bit is no longer the QLoRA recipe (which requires one).
   return {{"",
            [](TA& a) {
              a.load_in_8bit = false;
              a.load_in_4bit = false;
+             a.qlora = false;
            },
            lora},
           {"--load-in-8bit",
            [](TA& a) {
              a.load_in_8bit = true;
              a.load_in_4bit = false;
+             a.qlora = false;
            },
            lora},
           {"--load-in-4bit --bnb-4bit-quant-type nf4 --bnb-4bit-use-double-quant",

@@ -79,6 +79,27 @@ TEST(MemoryCli, EstimateBesideThePlan) {
   EXPECT_EQ(j["estimate"]["peak"]["plan_bytes"], j["memory"]["peak_bytes"]);
 }
 
+// --advise on a --qlora run: the advisor also tries an fp32 and an 8-bit base, which are not the
+// QLoRA recipe any more; it used to keep --qlora on them and fail ("--qlora needs a 4-bit base").
+TEST(MemoryCli, AdviseOnAQloraRunTriesEveryBase) {
+  TempDir tmp;
+  const std::string path = tmp.path("plan.json");
+  const CliResult r = run_snug(
+      "plan --model llama-tiny --qlora --seq-len 64 --device-memory 1GiB --advise --gemm-gflops "
+      "100 --json " +
+      path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = read_json(path);
+  bool fp32_base = false, int8_base = false;
+  for (const auto& row : j["advice"]["configurations"]) {
+    const std::string flags = row["flags"].get<std::string>();
+    if (flags.find("--load-in-8bit") != std::string::npos) int8_base = true;
+    if (flags.find("--load-in-") == std::string::npos) fp32_base = true;
+  }
+  EXPECT_TRUE(fp32_base) << j["advice"].dump(1);
+  EXPECT_TRUE(int8_base) << j["advice"].dump(1);
+}
+
 // --find-max-batch, --advise and `snug estimate` on an encoder (bert-tiny, both heads) and a
 // decoder family (llama-tiny), as on gpt2 above: the search's answer is exact, the advisor's top
 // command plans to the peak it reports, the estimate's model states are 16 bytes a parameter.
