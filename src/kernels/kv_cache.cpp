@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "kernels/kv_cache_ops.h"
+#include "kernels/lane_sum.h"
 
 namespace snug::kernels {
 
@@ -48,9 +49,7 @@ void decode(float* out, const float* q, const Rows& kc, const Rows& vc, int64_t 
           float mx = -INFINITY;
           for (int64_t s = lo; s < n; ++s) {
             const float* kr = kc.row((b * Tmax + s) * W + kh * hs, hs, buf.data());
-            float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-            for (int64_t i = 0; i < hs; ++i) dot += qr[i] * kr[i];
+            const float dot = detail::lane_sum(hs, [&](int64_t i) { return qr[i] * kr[i]; });
             p[s] = dot * scale;
             mx = std::max(mx, p[s]);
           }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/kernels.h"
+#include "kernels/lane_sum.h"
 #include "kernels/parallel_loops.h"
 
 namespace snug::kernels {
@@ -12,14 +13,9 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const float* x = inp + n * C;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t c = 0; c < C; ++c) sum += x[c];
-    const float m = sum / static_cast<float>(C);
-    float var = 0.0f;
-#pragma omp simd reduction(+ : var)
-    for (int64_t c = 0; c < C; ++c) var += (x[c] - m) * (x[c] - m);
-    var /= static_cast<float>(C);
+    const float m = detail::lane_sum(C, [&](int64_t c) { return x[c]; }) / static_cast<float>(C);
+    const float var = detail::lane_sum(C, [&](int64_t c) { return (x[c] - m) * (x[c] - m); }) /
+                      static_cast<float>(C);
     const float s = 1.0f / std::sqrt(var + eps);
     float* o = out + n * C;
 #pragma omp simd
@@ -39,14 +35,9 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
       const float* d = dout + n * C;
       const float m = mean[n];
       const float s = rstd[n];
-      float sum_dnorm = 0.0f;
-      float sum_dnorm_xhat = 0.0f;
-#pragma omp simd reduction(+ : sum_dnorm, sum_dnorm_xhat)
-      for (int64_t c = 0; c < C; ++c) {
-        const float dnorm = d[c] * w[c];
-        sum_dnorm += dnorm;
-        sum_dnorm_xhat += dnorm * ((x[c] - m) * s);
-      }
+      const float sum_dnorm = detail::lane_sum(C, [&](int64_t c) { return d[c] * w[c]; });
+      const float sum_dnorm_xhat =
+          detail::lane_sum(C, [&](int64_t c) { return d[c] * w[c] * ((x[c] - m) * s); });
       const float mean_dnorm = sum_dnorm / static_cast<float>(C);
       const float mean_dnorm_xhat = sum_dnorm_xhat / static_cast<float>(C);
       float* g = dinp + n * C;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/kernels.h"
+#include "kernels/lane_sum.h"
 #include "kernels/parallel_loops.h"
 
 namespace snug::kernels {
@@ -14,9 +15,7 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, 
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const float* x = inp + n * C;
-    float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-    for (int64_t c = 0; c < C; ++c) ss += x[c] * x[c];
+    const float ss = detail::lane_sum(C, [&](int64_t c) { return x[c] * x[c]; });
     const float r = 1.0f / std::sqrt(ss / static_cast<float>(C) + eps);
     float* o = out + n * C;
 #pragma omp simd
@@ -33,9 +32,8 @@ void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* in
       const float* x = inp + n * C;
       const float* d = dout + n * C;
       const float r = rstd[n];
-      float dot = 0.0f;  // sum_c w_c g_c x_c
-#pragma omp simd reduction(+ : dot)
-      for (int64_t c = 0; c < C; ++c) dot += w[c] * d[c] * x[c];
+      const float dot =  // sum_c w_c g_c x_c
+          detail::lane_sum(C, [&](int64_t c) { return w[c] * d[c] * x[c]; });
       const float k = r * r * r * dot / static_cast<float>(C);
       float* g = dinp + n * C;
 #pragma omp simd

@@ -1,13 +1,14 @@
 // Internal to the fast kernels: the vectorized steps of a softmax over one row, shared by
-// attention.cpp, flash_attention.cpp, softmax_xent.cpp and lm_head.cpp. Each is one `omp simd`
-// loop; sums are float partials per lane (a row of up to ~50k values keeps the error well
-// under 1e-6), exponentials are detail::fast_exp.
+// attention.cpp, flash_attention.cpp, softmax_xent.cpp and lm_head.cpp. Each is one vectorized
+// loop; sums are float partials per lane in a fixed order (lane_sum.h: a row of up to ~50k
+// values keeps the error well under 1e-6), exponentials are detail::fast_exp.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/fast_math.h"
+#include "kernels/lane_sum.h"
 
 namespace snug::kernels::detail {
 
@@ -21,22 +22,16 @@ inline float row_max(const float* x, int64_t n, float init = -INFINITY) {
 
 // out[j] = exp(x[j] - shift) for j in [0, n); returns their sum. out may be x (in place).
 inline float exp_shifted(float* out, const float* x, int64_t n, float shift) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < n; ++j) {
+  return lane_sum(n, [&](int64_t j) {
     const float e = fast_exp(x[j] - shift);
     out[j] = e;
-    sum += e;
-  }
-  return sum;
+    return e;
+  });
 }
 
 // sum over j in [0, n) of exp(x[j] - shift), nothing stored.
 inline float sum_exp_shifted(const float* x, int64_t n, float shift) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < n; ++j) sum += fast_exp(x[j] - shift);
-  return sum;
+  return lane_sum(n, [&](int64_t j) { return fast_exp(x[j] - shift); });
 }
 
 // x[j] *= k for j in [0, n).
@@ -47,10 +42,7 @@ inline void scale_row(float* x, int64_t n, float k) {
 
 // sum over j in [0, n) of a[j] * b[j].
 inline float row_dot(const float* a, const float* b, int64_t n) {
-  float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-  for (int64_t j = 0; j < n; ++j) dot += a[j] * b[j];
-  return dot;
+  return lane_sum(n, [&](int64_t j) { return a[j] * b[j]; });
 }
 
 // Cross-entropy of one row, -log softmax(x)[target], from the row's sum of exp(x - max) and

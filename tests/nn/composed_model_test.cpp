@@ -205,8 +205,10 @@ TEST(ComposedModel, InterleavedProjectionEqualsSeparateProjectionsPermuted) {
       double scale = 0.0;
       for (float w : want) scale = std::max(scale, static_cast<double>(std::abs(w)));
       EXPECT_GT(scale, 1e-4) << n;
+      // The two layouts are different GEMM shapes, which oneDNN blocks and sums in different
+      // orders: 1.67e-6 of the scale apart with its AVX2 kernels (ONEDNN_MAX_CPU_ISA=AVX2).
       for (int64_t j = 0; j < p->numel(); ++j)
-        ASSERT_NEAR(p->grad.data<float>()[j], want[static_cast<size_t>(j)], 1e-6 * scale)
+        ASSERT_NEAR(p->grad.data<float>()[j], want[static_cast<size_t>(j)], 4e-6 * scale)
             << table->impl << " " << n << "[" << j << "]";
       compared += p->numel();
     }
