@@ -34,13 +34,25 @@ void run_advisor(const PlanExtras& x, const TrainingArguments& args,
   const bool measured = x.gemm_gflops == 0;
   if (measured) set_num_threads(args.threads);
   o.gemm_flops = measured ? kernels::measure_gemm_peak_flops(512, 0.3) : x.gemm_gflops * 1e9;
+  // The 16-bit precisions' GEMMs: oneDNN's bf16 matmul, measured on its own (--gemm-gflops
+  // gives no rate for it: the same as fp32's then), or fp32's with the widening passes.
+  o.bf16_path = kernels::resolve_gemm_path(args.gemm_path);
+  const bool bf16_matmul = o.bf16_path == kernels::GemmPath::onednn_bf16;
+  if (bf16_matmul && measured)
+    o.bf16_gemm_flops = kernels::measure_gemm_peak_flops(512, 0.3, kernels::GemmPath::onednn_bf16);
   const AdvisorResult r = advise(args, o);
+  char bf16[160];
+  if (bf16_matmul)
+    std::snprintf(bf16, sizeof bf16, "bf16 at %.0f GFLOP/s on onednn-bf16",
+                  (o.bf16_gemm_flops > 0 ? o.bf16_gemm_flops : o.gemm_flops) / 1e9);
+  else
+    std::snprintf(bf16, sizeof bf16, "bf16 widened to fp32, +%.0f%%", 100.0 * kWidenedStepOverhead);
   std::printf(
       "\nfit advisor: %lld configurations of %lld sequences x %lld tokens per step tried on %s, "
-      "%zu fit; step time from FLOPs at %.0f GFLOP/s (%s)\n",
+      "%zu fit; step time from FLOPs at %.0f GFLOP/s (%s; %s)\n",
       static_cast<long long>(r.tried), static_cast<long long>(r.target_batch),
       static_cast<long long>(args.seq_len), device_memory.c_str(), r.fitting.size(),
-      o.gemm_flops / 1e9, measured ? "this build's GEMM, measured" : "--gemm-gflops");
+      o.gemm_flops / 1e9, measured ? "this build's GEMM, measured" : "--gemm-gflops", bf16);
   const size_t top = static_cast<size_t>(x.advise_top);
   if (r.fitting.empty()) {
     std::printf("nothing fits: try a smaller --seq-len or --target-batch, or more memory\n");
@@ -50,6 +62,10 @@ void run_advisor(const PlanExtras& x, const TrainingArguments& args,
   }
   j["advice"] = advice_json(r, device_memory, top);
   j["advice"]["gemm_flops"] = o.gemm_flops;
+  j["advice"]["bf16_gemm_path"] = kernels::gemm_path_name(o.bf16_path);
+  j["advice"]["bf16_step_factor"] =
+      bf16_matmul ? o.gemm_flops / (o.bf16_gemm_flops > 0 ? o.bf16_gemm_flops : o.gemm_flops)
+                  : 1.0 + kWidenedStepOverhead;
 }
 
 }  // namespace

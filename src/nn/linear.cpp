@@ -35,20 +35,29 @@ void Linear::forward(const Tensor& in, const Tensor& out, Saved& s) const {
   const OpTable& ops = c.ops();
   const int64_t N = in.numel() / in_;
   SNUG_ASSERT(in.numel() == N * in_ && out.numel() == N * out_, "Linear shapes");
+  const VectorF32 bias = c.vector_f32(b_);
+  // A 16-bit output without an adapter to add first: bias and rounding in one pass (the same
+  // operations as the GEMM's own bias pass followed by round_half).
+  const bool bias_rounds = c.low_precision() && !lora_;
+  const float* gemm_bias = bias_rounds ? nullptr : bias.get();
   {
-    const VectorF32 bias = c.vector_f32(b_);
     Tensor scratch;
     if (bf16_path()) {
       const uint16_t* W = c.gemm_weight16(w_, scratch);
       const Tensor in16 = c.to_bf16(in);
-      ops.linear_forward_bf16(f32(out), in16.data_u16(), W, bias.get(), N, in_, out_);
+      ops.linear_forward_bf16(f32(out), in16.data_u16(), W, gemm_bias, N, in_, out_);
     } else if (layout_ == LinearLayout::conv1d) {
       const float* W = c.gemm_weight(w_, scratch);
-      ops.linear_forward(f32(out), f32(in), W, bias.get(), N, in_, out_);
+      ops.linear_forward(f32(out), f32(in), W, gemm_bias, N, in_, out_);
     } else {
       const float* W = c.gemm_weight(w_, scratch);
-      ops.linear_nt_forward(f32(out), f32(in), W, bias.get(), N, in_, out_);
+      ops.linear_nt_forward(f32(out), f32(in), W, gemm_bias, N, in_, out_);
     }
+  }
+  if (bias_rounds) {
+    ops.add_bias_round_half(f32(out), bias.get(), N, out_, c.fp16());
+    s.in = in;
+    return;
   }
   if (lora_) {
     const int64_t r = lora_->A->value.dim(0);

@@ -73,8 +73,7 @@ Tensor RunContext::half_grad(const Tensor& g, const Parameter* w, bool fp32_read
   if (!low_precision()) return g;
   if (bf16_gemm(w) && !fp32_reader) return to_bf16(g);
   Tensor h = Tensor::empty(g.shape(), DType::f32, Category::temporary, *dev_);
-  ops().copy_f32(h.data<float>(), g.data<float>(), g.numel());
-  round_half(h);
+  ops().copy_round_half(h.data<float>(), g.data<float>(), g.numel(), fp16());
   return h;
 }
 

@@ -65,8 +65,17 @@ double step_flops(const TrainingArguments& a) {
   return per_token * tokens;
 }
 
+double step_seconds(const TrainingArguments& a, const AdvisorOptions& o) {
+  const double flops = step_flops(a);
+  if (!(a.bf16 || a.bf16_full || a.fp16)) return flops / o.gemm_flops;
+  // fp16 always widens (oneDNN has no fp16 matmul on CPUs).
+  if (a.fp16 || o.bf16_path == kernels::GemmPath::widen)
+    return flops / o.gemm_flops * (1.0 + kWidenedStepOverhead);
+  return flops / (o.bf16_gemm_flops > 0 ? o.bf16_gemm_flops : o.gemm_flops);
+}
+
 AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o) {
-  SNUG_CHECK(o.gemm_flops > 0, "advise: the GEMM rate must be positive");
+  SNUG_CHECK(o.gemm_flops > 0 && o.bf16_gemm_flops >= 0, "advise: the GEMM rate must be positive");
   AdvisorResult r;
   r.target_batch = o.target_batch > 0
                        ? o.target_batch
@@ -94,8 +103,7 @@ AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o) {
       const int64_t peak = dry_run(a, o.data).peak_total;
       ++r.tried;
       if (peak + o.overhead <= o.capacity) {
-        const double f = step_flops(a);
-        r.fitting.push_back({a, flags, peak, f, f / o.gemm_flops, preference});
+        r.fitting.push_back({a, flags, peak, step_flops(a), step_seconds(a, o), preference});
       }
     }
     for (size_t d = dims.size(); d-- > 0;) {  // next combination (odometer)
@@ -104,7 +112,7 @@ AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o) {
     }
   }
   std::stable_sort(r.fitting.begin(), r.fitting.end(), [](const Advice& x, const Advice& y) {
-    if (x.flops != y.flops) return x.flops < y.flops;
+    if (x.step_s != y.step_s) return x.step_s < y.step_s;
     // Equal estimated time: the fewest departures from the run's own switches (its optimizer
     // before SGD, fp32 before 16 bits), then fewer micro-batches (larger GEMMs).
     if (x.preference != y.preference) return x.preference < y.preference;

@@ -10,7 +10,14 @@
 // double quantization: QLoRA). Full fine-tuning is not offered LoRA (a different task).
 //
 // Step time = FLOPs of one optimizer step / GEMM rate (FLOP/s: measured on this build with
-// kernels::measure_gemm_peak_flops, or --gemm-gflops). Per token, with N = 12*L*C^2 + V*C the
+// kernels::measure_gemm_peak_flops, or --gemm-gflops), the rate of the GEMMs the configuration's
+// precision runs on: fp32 on dnnl_sgemm; --bf16 and --bf16-full on the run's --gemm-path
+// (kernels/gemm_path.h): oneDNN's bf16 matmul, measured on its own (faster where the CPU has
+// bf16 units, so 16 bits rank first there), or the widen path, whose products are fp32's and
+// whose conversion passes (16-bit operands widened, outputs rounded, the compute copies cast)
+// are charged as kWidenedStepOverhead of the step: a widened 16-bit step never ranks ahead of
+// fp32 at the same FLOPs, only where it saves more (the recompute of checkpointing that fp32
+// needs to fit, say). Per token, with N = 12*L*C^2 + V*C the
 // GEMM parameters (the layers' four Linear weights and the tied LM head) and causal attention
 // (each token's scores and weighted sum over (T+1)/2 keys on average: 2*T*C per layer):
 //   forward   2N + 2*L*T*C
@@ -20,7 +27,7 @@
 //             softmax), nothing with flash (only element-wise ops, no GEMM FLOPs)
 // With LoRA the frozen weights get no weight gradient: backward is 1 x forward for them plus the
 // adapters' small GEMMs, not counted. Optimizer updates, element-wise kernels and dequantization
-// are not counted (memory-bound, small next to the GEMMs for these shapes). Among equal FLOPs,
+// are not counted (memory-bound, small next to the GEMMs for these shapes). Among equal times,
 // the choices listed first in their dimensions rank first (the fewest departures from the run's
 // own switches: its optimizer, then the one closest to AdamW; fp32 before 16 bits), then fewer
 // micro-batches (bigger GEMMs run closer to the peak rate), then a lower peak.
@@ -32,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gemm_path.h"
 #include "plan/dry_run.h"
 #include "train/training_args.h"
 
@@ -54,14 +62,27 @@ std::vector<SwitchDimension> advisor_dimensions(const TrainingArguments& base,
 // FLOPs of one optimizer step of `a` (see above).
 double step_flops(const TrainingArguments& a);
 
+// What --bf16 --gemm-path widen costs a step over fp32 at the same FLOPs: the conversion passes
+// around every GEMM (kernels/gemm_path.h). Measured on gpt2-124m, B=4, T=256 (AMD EPYC family 26,
+// 2 threads): 4% with oneDNN's AVX-512 sgemm, 1.5% with its AVX2 one (docs/mixed-precision.md);
+// charged at 5%, so the estimate errs against 16 bits where they gain nothing.
+inline constexpr double kWidenedStepOverhead = 0.05;
+
 struct AdvisorOptions {
   int64_t target_batch = 0;  // sequences per optimizer step (0: base B x accumulation)
   int64_t capacity = 0;      // bytes
   int64_t overhead = 0;      // runtime bytes on top of the tensors (CUDA context)
-  double gemm_flops = 0;     // FLOP/s
+  double gemm_flops = 0;     // FLOP/s of fp32 GEMMs
+  // The GEMMs of --bf16 and --bf16-full: the path the run's --gemm-path resolves to here, and
+  // its FLOP/s (0: gemm_flops, which the widen path always uses).
+  kernels::GemmPath bf16_path = kernels::GemmPath::widen;
+  double bf16_gemm_flops = 0;
   int64_t max_configs = 4096;
   DryRunData data;  // what each dry run replays (plan/dry_run.h; none: full rows)
 };
+
+// Estimated seconds of one optimizer step of `a` (see above).
+double step_seconds(const TrainingArguments& a, const AdvisorOptions& o);
 
 struct Advice {
   TrainingArguments args;

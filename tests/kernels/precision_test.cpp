@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -55,6 +56,39 @@ TEST(Precision, RoundPackUnpackMatchReferenceBitForBit) {
       ref::unpack_half(ur.data(), hr.data(), n, fp16);
       EXPECT_TRUE(same_bits(uf, ur)) << "unpack fp16=" << fp16 << " n=" << n;
       EXPECT_TRUE(same_bits(uf, want)) << "unpack(pack(x)) == round(x), fp16=" << fp16;
+    }
+  }
+}
+
+// The fused passes are the two-pass sequences they replace, bit for bit: a copy then a rounding;
+// a bias add (add_bias_rows, the Linear kernels' own bias pass) then a rounding.
+TEST(Precision, FusedRoundingsEqualTheirTwoPassSequences) {
+  for (bool fp16 : {true, false}) {
+    for (int64_t n : {int64_t{1}, int64_t{4097}, int64_t{70001}}) {
+      const std::vector<float> x = tricky_values(n);
+      std::vector<float> want = x, fast(static_cast<size_t>(n)), ref_out(static_cast<size_t>(n));
+      kernels::round_to_half(want.data(), n, fp16);
+      kernels::copy_round_half(fast.data(), x.data(), n, fp16);
+      ref::copy_round_half(ref_out.data(), x.data(), n, fp16);
+      EXPECT_TRUE(same_bits(fast, want)) << "copy_round_half fp16=" << fp16 << " n=" << n;
+      EXPECT_TRUE(same_bits(ref_out, want)) << "ref copy_round_half fp16=" << fp16 << " n=" << n;
+    }
+    // Rows wider than one 4096-element piece, and narrower; with a bias and without.
+    for (auto [N, C] : {std::pair<int64_t, int64_t>{3, 5000}, {97, 768}, {1, 1}}) {
+      const std::vector<float> x = tricky_values(N * C);
+      const std::vector<float> b = test::random_floats(C, 11, -2.0f, 2.0f);
+      for (bool with_bias : {true, false}) {
+        const float* bp = with_bias ? b.data() : nullptr;
+        std::vector<float> want = x, fast = x, ref_out = x;
+        if (bp) kernels::add_bias_rows(want.data(), bp, N, C);
+        kernels::round_to_half(want.data(), N * C, fp16);
+        kernels::add_bias_round_half(fast.data(), bp, N, C, fp16);
+        ref::add_bias_round_half(ref_out.data(), bp, N, C, fp16);
+        EXPECT_TRUE(same_bits(fast, want))
+            << "add_bias_round_half fp16=" << fp16 << " " << N << "x" << C << " bias=" << with_bias;
+        EXPECT_TRUE(same_bits(ref_out, want)) << "ref add_bias_round_half fp16=" << fp16 << " " << N
+                                              << "x" << C << " bias=" << with_bias;
+      }
     }
   }
 }

@@ -82,6 +82,70 @@ TEST(Advisor, Gpt2XlOnSixteenGiBHasFittingConfigurationsRankedByTime) {
   EXPECT_TRUE(bf16_full_adamw);
 }
 
+// The step time charges each precision the GEMMs it runs on: on the widen path a 16-bit step is
+// fp32's plus its conversion passes, so --bf16 never ranks ahead of fp32 for speed there; on
+// oneDNN's bf16 matmul it is the FLOPs at that matmul's rate.
+TEST(Advisor, StepTimeFollowsTheBf16GemmPath) {
+  TrainingArguments a;
+  a.model = "gpt2-124m";
+  a.seq_len = 256;
+  a.per_device_train_batch_size = 4;
+  AdvisorOptions o;
+  o.gemm_flops = 1e11;
+  TrainingArguments b = a, full = a, fp16 = a;
+  b.bf16 = true;
+  full.bf16_full = true;
+  fp16.fp16 = true;
+  const double fp32_s = step_flops(a) / 1e11;
+  EXPECT_DOUBLE_EQ(step_seconds(a, o), fp32_s);
+  EXPECT_DOUBLE_EQ(step_seconds(b, o), fp32_s * (1 + kWidenedStepOverhead));
+  EXPECT_DOUBLE_EQ(step_seconds(full, o), fp32_s * (1 + kWidenedStepOverhead));
+  o.bf16_path = kernels::GemmPath::onednn_bf16;
+  o.bf16_gemm_flops = 4e11;
+  EXPECT_DOUBLE_EQ(step_seconds(a, o), fp32_s);
+  EXPECT_DOUBLE_EQ(step_seconds(b, o), fp32_s / 4);
+  EXPECT_DOUBLE_EQ(step_seconds(fp16, o), fp32_s * (1 + kWidenedStepOverhead));  // always widens
+  o.bf16_gemm_flops = 0;  // no rate of its own (--gemm-gflops): fp32's
+  EXPECT_DOUBLE_EQ(step_seconds(b, o), fp32_s);
+}
+
+TEST(Advisor, WidenedBf16RanksBehindFp32AndBf16MatmulAhead) {
+  TrainingArguments a;
+  a.model = "gpt2-124m";
+  a.model_shape.n_layer = 2;
+  a.seq_len = 128;
+  a.per_device_train_batch_size = 2;
+  AdvisorOptions o;
+  o.capacity = int64_t{16} << 30;  // everything fits
+  o.gemm_flops = 1e11;
+  const AdvisorResult widened = advise(a, o);
+  ASSERT_FALSE(widened.fitting.empty());
+  EXPECT_FALSE(widened.fitting.front().args.bf16 || widened.fitting.front().args.bf16_full);
+  // Every 16-bit configuration comes after its fp32 twin (same split, checkpointing, optimizer),
+  // and takes longer.
+  for (size_t i = 0; i < widened.fitting.size(); ++i) {
+    const Advice& x = widened.fitting[i];
+    if (!x.args.bf16 && !x.args.bf16_full) continue;
+    bool twin_before = false;
+    for (size_t k = 0; k < i; ++k) {
+      const TrainingArguments& y = widened.fitting[k].args;
+      if (y.bf16 || y.bf16_full ||
+          y.per_device_train_batch_size != x.args.per_device_train_batch_size ||
+          y.gradient_checkpointing != x.args.gradient_checkpointing ||
+          y.checkpoint_policy != x.args.checkpoint_policy || y.optim != x.args.optim)
+        continue;
+      twin_before = true;
+      EXPECT_GT(x.step_s, widened.fitting[k].step_s) << x.flags;
+    }
+    EXPECT_TRUE(twin_before) << x.flags;
+  }
+  o.bf16_path = kernels::GemmPath::onednn_bf16;
+  o.bf16_gemm_flops = 2e11;
+  const AdvisorResult matmul = advise(a, o);
+  ASSERT_FALSE(matmul.fitting.empty());
+  EXPECT_TRUE(matmul.fitting.front().args.bf16) << matmul.fitting.front().flags;
+}
+
 // A LoRA run may also quantize its base: on a capacity where only a 4-bit base fits, the advice
 // is QLoRA, and its command line carries the adapters and the storage.
 TEST(Advisor, LoraRunIsOfferedAQuantizedBase) {
