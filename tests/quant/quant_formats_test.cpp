@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "nn/init.h"
-#include "quant/quant.h"
+#include "core/quant_format.h"
 #include "quant/quant_data.h"
 
 namespace snug::quant {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "nn/init.h"
-#include "quant/quant.h"
+#include "core/quant_format.h"
 #include "quant/quant_data.h"
 
 namespace snug::quant {

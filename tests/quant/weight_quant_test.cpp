@@ -18,7 +18,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/tensor.h"
-#include "quant/quant.h"
+#include "core/quant_format.h"
 #include "quant/quant_data.h"
 
 namespace snug {
