@@ -30,14 +30,14 @@ File contents (all F32 unless noted):
   __metadata__            sizes, rope_theta, rms_norm_eps, batch, seq
 """
 
-import json
 import os
-import struct
 
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 from transformers import LlamaConfig, LlamaForCausalLM
+
+from canonical_safetensors import canonicalize_header
 
 V, C, L, NH, NKV, I = 19, 16, 2, 4, 2, 24  # vocab, hidden, layers, heads, kv heads, intermediate
 HS = C // NH
@@ -106,18 +106,6 @@ def forward_by_hand(p, ids, hf_float32=False):
         g = F.silu(m @ p[h + "mlp.gate_proj.weight"].t()) * (m @ p[h + "mlp.up_proj.weight"].t())
         x = x + g @ p[h + "mlp.down_proj.weight"].t()
     return rms_norm(x, p["model.norm.weight"], hf_float32) @ p["lm_head.weight"].t()
-
-
-def canonicalize_header(path):
-    """Sorted header keys, so that re-running the script reproduces the file byte for byte."""
-    with open(path, "rb") as f:
-        blob = f.read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8 : 8 + n])
-    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + blob[8 + n :])
 
 
 def main():
