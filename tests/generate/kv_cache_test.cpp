@@ -166,7 +166,7 @@ TEST(KVCache, CachedForwardEqualsFullForwardLlamaAndNeoxShapes) {
 }
 
 TEST(KVCache, CachedForwardEqualsFullForwardOnEveryCausalFixture) {
-  // The transformers-made folders of tests/data/hf (golden parity): llama's scaled rope, qwen2's
+  // The transformers-made folders of tests/fixtures/hf (golden parity): llama's scaled rope, qwen2's
   // biases, neox's partial rotary, and mistral's sliding window of 11 at 20 positions.
   int cases = 0;
   for (const auto& e :

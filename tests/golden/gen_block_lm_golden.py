@@ -3,7 +3,7 @@ loss and every parameter gradient of a tiny random Llama, from Hugging Face's Ll
 
 Re-run from the repository root (needs torch, transformers and safetensors):
     /work/venv/bin/python tests/golden/gen_block_lm_golden.py
-It (re)writes tests/data/block_lm_golden.safetensors, read by tests/nn/block_lm_golden_test.cpp
+It (re)writes tests/fixtures/block_lm_golden.safetensors, read by tests/nn/block_lm_golden_test.cpp
 (suite GoldenBlockLM). The output is deterministic for the seed below.
 
 The model is LlamaForCausalLM in float64 with eager attention: RMSNorm (eps 1e-6), grouped-query
@@ -47,7 +47,7 @@ EPS = 1e-6
 SEED = 4321
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.normpath(os.path.join(HERE, "..", "data", "block_lm_golden.safetensors"))
+OUT = os.path.normpath(os.path.join(HERE, "..", "fixtures", "block_lm_golden.safetensors"))
 
 
 def make_model():

@@ -2,7 +2,7 @@
 
 Re-run from the repository root (needs torch and safetensors; transformers optional):
     /tmp/tv/bin/python tests/golden/gen_gpt2_golden.py
-It (re)writes tests/data/gpt2_golden.safetensors, read by tests/models/gpt2_golden_test.cpp
+It (re)writes tests/fixtures/gpt2_golden.safetensors, read by tests/models/gpt2_golden_test.cpp
 (suite GoldenGpt2). The output is deterministic for the seed below.
 
 The forward pass is written out in plain PyTorch (no `transformers`) and computed in float64,
@@ -44,7 +44,7 @@ SEED = 1234
 EPS = 1e-5
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.normpath(os.path.join(HERE, "..", "data", "gpt2_golden.safetensors"))
+OUT = os.path.normpath(os.path.join(HERE, "..", "fixtures", "gpt2_golden.safetensors"))
 
 
 def param_shapes():

@@ -6,7 +6,7 @@
 // (a skip must not read as a pass).
 //
 // Cases: a LoRA run on an odd-shaped GPT-2 merged by the CLI into a sharded folder; the same
-// weights as a bf16 folder; and every fixture folder tests/data/hf/<name>/ (written by
+// weights as a bf16 folder; and every fixture folder tests/fixtures/hf/<name>/ (written by
 // transformers, tests/golden/) of a family this build registers, through the registry only,
 // with LoRA adapters on every linear merged in. And every fixture folder (BERT's masked-LM and
 // classifier too) as a base with snug's PEFT adapter (`snug export --adapter`) on top, loaded

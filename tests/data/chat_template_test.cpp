@@ -1,6 +1,6 @@
 // Chat templates (data/chat_template.h) and jsonl records (data/sft_data.h) against transformers'
 // apply_chat_template and TRL's SFTTrainer preprocessing: tests/golden/gen_chat_golden.py wrote
-// tests/data/chat/ (the tokenizer, every template snug knows, and TRL's ids and labels).
+// tests/fixtures/chat/ (the tokenizer, every template snug knows, and TRL's ids and labels).
 #include "data/chat_template.h"
 
 #include <gtest/gtest.h>
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "data/sft_data.h"
-#include "data_layer/expect_error.h"
-#include "data_layer/temp_dir.h"
+#include "support/expect_error.h"
+#include "support/temp_dir.h"
 #include "io/fnv1a.h"
 #include "io/json_input.h"
 
