@@ -12,7 +12,7 @@
 
 namespace {
 
-const std::string kDir = std::string(SNUG_SOURCE_DIR) + "/tests/data/tokenizers/";
+const std::string kDir = std::string(SNUG_SOURCE_DIR) + "/tests/fixtures/tokenizers/";
 
 std::string corpus() {
   const nlohmann::json j =

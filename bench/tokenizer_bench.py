@@ -14,7 +14,7 @@ os.environ["RAYON_NUM_THREADS"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 from tokenizers import Tokenizer  # noqa: E402
 
-DIR = pathlib.Path(__file__).resolve().parents[1] / "tests" / "data" / "tokenizers"
+DIR = pathlib.Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "tokenizers"
 cases = json.loads((DIR / "expected_ids.json").read_text(encoding="utf-8"))["cases"]
 text = "".join(c["text"] + "\n" for c in cases)
 nbytes = len(text.encode("utf-8"))

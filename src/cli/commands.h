@@ -86,7 +86,7 @@ HfFolderOptions folder_options(const FolderFlags& f, DType param_dtype, const st
 Command add_train_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);        // `snug bench seeds`
-Command add_export_command(CLI::App& app);       // `snug export-init`
+Command add_export_init_command(CLI::App& app);  // `snug export-init`
 Command add_quantize_command(CLI::App& app);     // `snug quantize`
 Command add_plot_memory_command(CLI::App& app);  // `snug plot-memory`
 Command add_estimate_command(CLI::App& app);     // `snug estimate`

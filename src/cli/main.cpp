@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   // Every subcommand, in the order `snug --help` lists them.
   const std::vector<snug::cli::Command> commands = {
       snug::cli::add_train_command(app),    snug::cli::add_plan_command(app),
-      snug::cli::add_bench_command(app),    snug::cli::add_export_command(app),
+      snug::cli::add_bench_command(app),    snug::cli::add_export_init_command(app),
       snug::cli::add_quantize_command(app), snug::cli::add_plot_memory_command(app),
       snug::cli::add_estimate_command(app), snug::cli::add_peft_export_command(app),
       snug::cli::add_info_command(app),     snug::cli::add_tokenize_command(app),

@@ -1,5 +1,5 @@
 // `snug quantize`: the seed chapter's quantization comparison on synthetic values or on the
-// tensors of a safetensors file (quant/compare.h): one table row per method with bits per
+// tensors of a safetensors file (report/quant_compare.h): one table row per method with bits per
 // parameter, error, codes used, time and working memory; --json and --plot write the same
 // numbers as JSON and an SVG of value histograms and code usage.
 #include <cstdio>
@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "io/output_file.h"
-#include "quant/compare.h"
+#include "report/quant_compare.h"
 #include "report/report.h"
 
 namespace snug::cli {

@@ -19,10 +19,7 @@
 //   adafactor_combined  B=1, accumulation 4, checkpointing, fp16, optim adafactor
 //   adamw_8bit          B=4, optim adamw_bnb_8bit
 //   all                 B=1, accumulation 4, checkpointing, fp16, optim adamw_bnb_8bit
-// A row whose precision TrainingArguments cannot express yet (it has no fp16/bf16 member: checked
-// at compile time, so the rows switch on by themselves when one is added) is "not available"
-// when the precision is all it changes, and otherwise runs in fp32 with a note. A row whose
-// optimizer is not in optimizer_names() is not available.
+// A row whose optimizer is not in optimizer_names() is not available.
 #pragma once
 
 #include <cstdint>
@@ -76,11 +73,9 @@ struct BenchRow {
 
 // The guide's matrix, in its order.
 std::vector<SeedRowSpec> seed_matrix();
-// Whether TrainingArguments can express a precision ("fp32" always).
-bool precision_available(const std::string& precision);
 // The shared arguments of every row: B=4, dummy data, adamw_torch, max_steps, seq_len resolved.
 TrainingArguments seeds_base_args(const SeedsOptions& opts);
-// `base` with the row's batch, accumulation, checkpointing, precision (when available), optim.
+// `base` with the row's batch, accumulation, checkpointing, precision and optim.
 TrainingArguments seed_row_args(const TrainingArguments& base, const SeedRowSpec& spec);
 
 // Called before each row runs (done=false: name, config, availability known) and after it.
@@ -104,7 +99,7 @@ std::string sweep_table(const std::vector<BenchRow>& rows, int64_t capacity);
 // [{name, config, train_runtime, train_samples_per_second, peak_bytes, peak_by_category,
 //   max_by_category, available, note, dry, out_of_memory, need_bytes}]
 nlohmann::json bench_json(const std::vector<BenchRow>& rows);
-// An SVG stacked bar chart of peak memory per row split by category, with a legend.
+// An SVG stacked bar chart of peak memory per row split by category (report/bench_plot.h).
 std::string memory_svg(const std::vector<BenchRow>& rows, const std::string& title);
 
 // The guide's own numbers (bert-large-uncased, V100 16 GB, seq 512, 512 samples, one epoch;

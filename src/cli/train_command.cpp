@@ -175,8 +175,8 @@ int run_train(TrainingArguments args, const std::string& device_memory,
 }  // namespace
 
 Command add_train_command(CLI::App& app) {
-  const auto c =
-      add_training_subcommand(app, "train", "Train a GPT-2 model and report time and memory");
+  const auto c = add_training_subcommand(app, "train",
+                                         "Train or fine-tune a model and report time and memory");
   auto memory_timeline = std::make_shared<std::string>();
   c.sub->add_option("--memory-timeline", *memory_timeline,
                     "Write every allocation and free (category, size, step, phase) as JSON to "

@@ -99,6 +99,11 @@ ExampleLoader::ExampleLoader(const std::vector<Example>& examples, int64_t B, in
   order_ = order(0);
 }
 
+int64_t BatchSource::sample_at(int64_t, int64_t) const {
+  SNUG_ASSERT(false, "sequence classification on data that is not a token stream");
+  return 0;
+}
+
 int64_t ExampleLoader::row_length(int64_t row) const {
   int64_t n = 0;
   for (int32_t e : rows_[static_cast<size_t>(row)])

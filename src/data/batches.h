@@ -35,6 +35,10 @@ class BatchSource {
   virtual int64_t epoch() const = 0;
   virtual int64_t position() const = 0;  // rows of the current epoch consumed
   virtual void seek(int64_t epoch, int64_t position) = 0;
+  // The sample row `position` of `epoch` reads (positions past the epoch's end continue into the
+  // next epochs): what --data dummy's labels are keyed by (data/collator.h). Only a token
+  // stream's windows (data/loader.h) are such samples; any other source fails an assertion.
+  virtual int64_t sample_at(int64_t epoch, int64_t position) const;
   int64_t batches_per_epoch() const {
     return (items_per_epoch() + batch_size() - 1) / batch_size();
   }
@@ -133,8 +137,8 @@ class FullRowsData final : public TrainData {
   std::string describe() const override { return "full rows"; }
 };
 
-// Where `--data`/`--eval-data` and the options that shape them meet (the CLI fills it from
-// TrainingArguments: train/data_setup.h).
+// Where `--data`/`--eval-data` and the options that shape them meet (filled from the flags by
+// TrainingArguments::data_options, train/training_args.h).
 struct DataOptions {
   std::string data = "builtin", eval_data;
   double eval_split = 0.0;  // (0, 1): this share of the training data becomes the eval data

@@ -7,7 +7,7 @@
 // never sees at inference, silently. snug therefore accepts a template only when its text is,
 // byte for byte, one it knows (compared by FNV-1a 64 of the text, as TRL compares templates by
 // identity), and renders that template with code written for it; any other template is refused
-// with a snug::Error naming the file. tests/data_layer/chat_template_test.cpp holds every known
+// with a snug::Error naming the file. tests/data/chat_template_test.cpp holds every known
 // template to transformers' own rendering (fixtures written by tests/golden/gen_chat_golden.py).
 //
 // Assistant spans (for --assistant-only-loss): stock templates carry no {% generation %} markers,

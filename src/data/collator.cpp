@@ -1,5 +1,7 @@
 #include "data/collator.h"
 
+#include <vector>
+
 #include "core/error.h"
 #include "core/random.h"
 
@@ -60,6 +62,15 @@ uint64_t eval_collator_key(uint64_t seed, int64_t first_row) {
 void row_labels(int32_t* targets, const int32_t* labels, int64_t B, int64_t T) {
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) targets[b * T + t] = t == 0 ? labels[b] : -100;
+}
+
+void dummy_row_labels(int32_t* targets, const BatchSource& source, uint64_t seed, int64_t epoch,
+                      int64_t position, int64_t B, int64_t T, int64_t num_labels) {
+  std::vector<int32_t> labels(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b)
+    labels[static_cast<size_t>(b)] =
+        dummy_label(seed, source.sample_at(epoch, position + b), num_labels);
+  row_labels(targets, labels.data(), B, T);
 }
 
 }  // namespace snug

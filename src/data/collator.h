@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "data/batches.h"
+
 namespace snug {
 
 inline constexpr double kMlmProbability = 0.15;
@@ -36,5 +38,10 @@ int32_t dummy_eval_label(uint64_t seed, int64_t row, int64_t num_labels);
 uint64_t eval_collator_key(uint64_t seed, int64_t first_row);
 // targets (B,T): label[b] at column 0 of row b, -100 elsewhere.
 void row_labels(int32_t* targets, const int32_t* labels, int64_t B, int64_t T);
+// The B training rows that start at (epoch, position) of `source` (a token stream's loader,
+// --data dummy) labelled by row_labels: row b's label is dummy_label of the sample it reads,
+// source.sample_at(epoch, position + b).
+void dummy_row_labels(int32_t* targets, const BatchSource& source, uint64_t seed, int64_t epoch,
+                      int64_t position, int64_t B, int64_t T, int64_t num_labels);
 
 }  // namespace snug

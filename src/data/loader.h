@@ -52,6 +52,10 @@ class DataLoader final : public BatchSource {
   // next epoch).
   // The window index (0..W-1) visited at `position` of `epoch`: exposed for tests and tools.
   int64_t window_at(int64_t epoch, int64_t position) const;
+  // window_at, with positions past the epoch's end in the next epochs.
+  int64_t sample_at(int64_t epoch, int64_t position) const override {
+    return window_at(epoch + position / windows_, position % windows_);
+  }
 
  private:
   std::vector<uint32_t> permutation(int64_t windows, uint64_t seed, int64_t epoch) const;

@@ -1,5 +1,5 @@
 // Instruction data: jsonl records tokenized into examples (token ids + labels) as TRL's SFTTrainer
-// prepares them (docs/data.md, "jsonl data"; tests/data_layer/sft_data_test.cpp holds snug to
+// prepares them (docs/data.md, "jsonl data"; tests/data/sft_data_test.cpp holds snug to
 // TRL's own preprocessing through committed fixtures).
 //
 // One JSON object per line, in one of TRL's formats:

@@ -1,5 +1,5 @@
 // A Hugging Face tokenizer.json, read and run as the `tokenizers` package runs it, id for id
-// (tests/data_layer/tokenizer_json_test.cpp holds it to ids `tokenizers` wrote;
+// (tests/data/tokenizer_json_test.cpp holds it to ids `tokenizers` wrote;
 // docs/tokenizers.md): byte-level BPE (GPT-2, GPT-NeoX, Llama 3, Qwen2), WordPiece (BERT), and
 // SentencePiece-style BPE with byte fallback (Llama 2, Mistral). The pipeline's parts live in
 // data/tokenizers/.

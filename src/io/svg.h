@@ -1,7 +1,8 @@
 // What snug's SVG charts, written as text, share: `snug plot-memory`'s timeline
-// (report/memory_plot.h), `snug quantize`'s comparison (quant/compare.h) and `snug bench seeds`'
-// memory bars (cli/seeds.h). One escaping rule for text and attribute values, and one opening
-// element (sans-serif 12, a viewBox equal to the size, so the chart scales when embedded).
+// (report/memory_plot.h), `snug quantize`'s comparison (report/quant_compare.h) and `snug bench
+// seeds`' memory bars (report/bench_plot.h). One escaping rule for text and attribute values, and
+// one opening element (sans-serif 12, a viewBox equal to the size, so the chart scales when
+// embedded).
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
-// The fast quantized-weight ops (kernels/quant_ops.inc): quant/quant.h's blockwise quantizer
-// writing into the caller's buffers, and a dequantizer parallel over blocks.
+// The fast quantized-weight ops (kernels/quant_ops.inc): core/quant_format.h's blockwise
+// quantizer writing into the caller's buffers, and a dequantizer parallel over blocks.
 #include "kernels/quant_ops.h"
 
 #include <algorithm>

@@ -4,8 +4,6 @@
 
 #include "core/error.h"
 #include "core/random.h"
-#include "kernels/dropout_mask.h"
-#include "kernels/kernels.h"
 
 namespace snug {
 
@@ -56,15 +54,6 @@ uint64_t lora_dropout_key(uint64_t seed, uint64_t forward_count, int64_t layer, 
   k = splitmix64_mix(k + forward_count);
   k = splitmix64_mix(k + static_cast<uint64_t>(layer));
   return splitmix64_mix(k + static_cast<uint64_t>(slot));
-}
-
-bool lora_keep(uint64_t key, int64_t i, double p) {
-  return kernels::lora_keep(key, i, p);
-}
-
-void lora_dropout(uint64_t key, double p, const float* src, float* dst, int64_t n,
-                  bool accumulate) {
-  kernels::lora_dropout(key, p, src, dst, n, accumulate);
 }
 
 }  // namespace snug

@@ -38,14 +38,10 @@ std::vector<std::string> parse_target_modules(const std::string& text);
 // every name passed here (the caller passes only Linear modules of the blocks).
 bool lora_target_matches(const std::vector<std::string>& keys, const std::string& module_name);
 
-// The dropout mask of one adapter input, drawn from a counter-based hash so that recomputation
-// under gradient checkpointing and backward see the very mask forward used, with no mask
-// stored: element i of the input keyed `key` is kept when lora_keep(key, i, p).
-bool lora_keep(uint64_t key, int64_t i, double p);
+// The key of one adapter input's dropout mask (the op table's lora_dropout, kernels/ops.inc,
+// draws it from a counter-based hash of the key and the element index, so that recomputation
+// under gradient checkpointing and backward see the very mask forward used, with no mask stored).
 uint64_t lora_dropout_key(uint64_t seed, uint64_t forward_count, int64_t layer, int slot);
-// dst[i] = mask_i * src[i] / (1 - p) for i < n, or dst[i] += that when `accumulate` (backward
-// through the same mask), mask_i = lora_keep(key, i, p).
-void lora_dropout(uint64_t key, double p, const float* src, float* dst, int64_t n, bool accumulate);
 
 struct Parameter;
 

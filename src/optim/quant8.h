@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/quant_format.h"
 #include "core/tensor.h"
 #include "kernels/quant8_code.h"
-#include "quant/quant.h"
 
 namespace snug::quant8 {
 

@@ -1,7 +1,7 @@
 // `snug plan --inference`: a generation (generate/generate.h) replayed on the meta device with
 // the model built exactly as `snug generate` builds it (create_model, load_initial_weights,
 // prepare_generation: the same precision, quantization and LoRA flags), so that the plan's peak
-// is a real cpu generation's peak to the byte (tests/generate/inference_plan_test.cpp).
+// is a real cpu generation's peak to the byte (tests/cli/plan_inference_cli_test.cpp).
 //
 // The shape, in the flags' terms:
 //   batch          --per-device-eval-batch-size prompts (transformers' name for the batch of

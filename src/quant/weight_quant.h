@@ -1,8 +1,8 @@
 // Quantized frozen base weights held in tracked memory (--load-in-8bit / --load-in-4bit, QLoRA).
 //
-// quant/quant.h quantizes into std::vectors, which the MemoryPool never sees. A model that keeps
-// its frozen Linear weights quantized needs those bytes in its accounting, and identical on the
-// meta device, so here the codes live in a `weights` tensor and the per-block state (absmax, or
+// core/quant_format.h quantizes into std::vectors, which the MemoryPool never sees. A model that
+// keeps its frozen Linear weights quantized needs those bytes in its accounting, and identical on
+// the meta device, so here the codes live in a `weights` tensor and the per-block state (absmax, or
 // under double quantization its codes, group absmax and offset) in `quant_state` tensors on the
 // weight's device. The values are bit-identical to quant::quantize (the same code writes them,
 // through quant::quantize_blockwise_into / double_quantize_into), and the bytes equal
@@ -22,8 +22,8 @@
 #include <string>
 
 #include "core/device.h"
+#include "core/quant_format.h"
 #include "core/tensor.h"
-#include "quant/quant.h"
 
 namespace snug {
 

@@ -34,6 +34,29 @@ std::string load_initial_weights(CausalLM& model, const TrainingArguments& args,
   return "the weights of " + path;
 }
 
+namespace {
+
+// --bf16-full computes as --bf16 (and needs a model built with bf16 parameters); a 16-bit
+// --torch-dtype computes in its dtype.
+void set_compute(CausalLM& model, const TrainingArguments& args) {
+  model.set_compute_dtype(args.compute_dtype());
+  model.set_gemm_path(kernels::resolve_gemm_path(args.gemm_path));
+}
+
+}  // namespace
+
+void configure_model(CausalLM& model, const TrainingArguments& args) {
+  model.set_attention(parse_attention_impl(args.attention));
+  model.set_logits_mode(parse_logits_mode(args.logits));
+  set_compute(model, args);
+  SNUG_CHECK(model.param_dtype() == args.param_dtype(), "Trainer: the model's parameters are ",
+             dtype_name(model.param_dtype()), " but the run needs ", dtype_name(args.param_dtype()),
+             args.bf16_full ? " (--bf16-full: build the model with DType::bf16)" : "");
+  if (args.gradient_checkpointing)
+    model.set_checkpointing(
+        parse_checkpoint_policy(args.checkpoint_policy, model.summary().n_layer));
+}
+
 void prepare_model(CausalLM& model, const TrainingArguments& args) {
   bool quantized = false;
   for (const Parameter* p : model.parameters()) quantized = quantized || p->quantized();
@@ -68,9 +91,7 @@ void prepare_generation(CausalLM& model, const TrainingArguments& args) {
     for (const Parameter* p : model.parameters()) quantized = quantized || p->quantized();
     model.set_dequant_bf16(quantized && args.bnb_4bit_compute_dtype == "bf16");
   }
-  // As the Trainer sets them: --bf16-full computes as --bf16, a 16-bit --torch-dtype in its dtype.
-  model.set_compute_dtype(args.compute_dtype());
-  model.set_gemm_path(kernels::resolve_gemm_path(args.gemm_path));
+  set_compute(model, args);  // as configure_model sets them for the Trainer
 }
 
 }  // namespace snug

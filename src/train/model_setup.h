@@ -39,6 +39,13 @@ std::string initial_weights_path(const TrainingArguments& args, const ModelConfi
 std::string load_initial_weights(CausalLM& model, const TrainingArguments& args,
                                  const ModelConfig& cfg);
 
+// The switches of a run that change how the model computes, not what it holds (the Trainer sets
+// them before prepare_model): --attention, --logits, the compute dtype (--bf16, --fp16,
+// --bf16-full, --torch-dtype), --gemm-path, and --gradient-checkpointing's --checkpoint-policy.
+// Throws snug::Error when the model's parameters are not stored in the run's dtype (--bf16-full
+// needs a model built with bf16 parameters), or for a bad policy.
+void configure_model(CausalLM& model, const TrainingArguments& args);
+
 // Throws snug::Error naming the flag when the combination cannot train: a quantized base without
 // adapters, or a 16-bit parameter that would train other than under --bf16-full (the base of a
 // LoRA run on a 16-bit base is frozen; its adapters are fp32).
@@ -48,8 +55,8 @@ void prepare_model(CausalLM& model, const TrainingArguments& args);
 // generating (one place, so that the plan builds exactly the model the generation runs):
 // prepare_model with --lora-r (a LoRA run's checkpoint; a quantized base may generate without
 // adapters), else only a quantized base's --bnb-4bit-compute-dtype; then the compute dtype of
-// --bf16/--fp16/--bf16-full/--torch-dtype and --gemm-path, as the Trainer sets them. The model is
-// built in TrainingArguments::generation_param_dtype(): 16-bit weights under --bf16/--fp16 (no
+// --bf16/--fp16/--bf16-full/--torch-dtype and --gemm-path, as configure_model sets them. The model
+// is built in TrainingArguments::generation_param_dtype(): 16-bit weights under --bf16/--fp16 (no
 // fp32 master, as transformers generates), fp32 masters with 16-bit compute copies only under
 // --torch-dtype float32 --bf16/--fp16.
 void prepare_generation(CausalLM& model, const TrainingArguments& args);

@@ -9,7 +9,6 @@
 
 #include "core/error.h"
 #include "data/collator.h"
-#include "data/loader.h"
 #include "data/prefetch.h"
 #include "kernels/kernels.h"
 #include "train/checkpoint.h"
@@ -79,21 +78,9 @@ Trainer::Trainer(const TrainingArguments& args, CausalLM& model, std::unique_ptr
   SNUG_CHECK(data_ || model_.device().is_meta(), "Trainer: a dataset is required on ",
              model_.device().name());
   const OptimizerOptions o = args_.optimizer_options();
-  model_.set_attention(parse_attention_impl(args_.attention));
-  model_.set_logits_mode(parse_logits_mode(args_.logits));
-  // --bf16-full computes as --bf16 and needs a model built with bf16 parameters; a 16-bit
-  // --torch-dtype computes in its dtype.
-  model_.set_compute_dtype(args_.compute_dtype());
-  model_.set_gemm_path(kernels::resolve_gemm_path(args_.gemm_path));
-  SNUG_CHECK(model_.param_dtype() == args_.param_dtype(), "Trainer: the model's parameters are ",
-             dtype_name(model_.param_dtype()), " but the run needs ",
-             dtype_name(args_.param_dtype()),
-             args_.bf16_full ? " (--bf16-full: build the model with DType::bf16)" : "");
+  configure_model(model_, args_);
   const bool fp16 = args_.compute_dtype() == ComputeDType::f16;
   if (fp16) scaler_ = std::make_unique<GradScaler>();
-  if (args_.gradient_checkpointing)
-    model_.set_checkpointing(
-        parse_checkpoint_policy(args_.checkpoint_policy, model_.summary().n_layer));
   // Quantized base, LoRA adapters (freezing the base), --freeze, NEFTune, before the optimizer
   // exists: frozen parameters get no state and no gradient.
   prepare_model(model_, args_);
@@ -164,19 +151,8 @@ void Trainer::prepare_batch(int32_t* inputs, int32_t* targets, int64_t T, int64_
     mask_tokens(inputs, targets, B * T, vocab_, static_cast<int32_t>(mask_token_id_),
                 collator_key(args_.seed, step, micro));
   } else if (task_ == ModelTask::sequence_classification) {
-    // Row b is window (epoch, position + b) of the loader's order: its label is the sample's.
-    // (Labels come with --data dummy only, a token stream: the constructor checks.)
-    const auto* stream = dynamic_cast<const DataLoader*>(&source);
-    SNUG_ASSERT(stream != nullptr, "sequence classification on data that is not a token stream");
-    const DataLoader& loader = *stream;
-    const int64_t W = loader.windows_per_epoch();
-    std::vector<int32_t> labels(static_cast<size_t>(B));
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t at = position + b;
-      labels[static_cast<size_t>(b)] =
-          dummy_label(args_.seed, loader.window_at(epoch + at / W, at % W), num_labels_);
-    }
-    row_labels(targets, labels.data(), B, T);
+    // Labels come with --data dummy only, a token stream: the constructor checks.
+    dummy_row_labels(targets, source, args_.seed, epoch, position, B, T, num_labels_);
   }
 }
 

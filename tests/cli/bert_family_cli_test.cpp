@@ -28,17 +28,8 @@ const std::array<const char*, 2> kTasks = {
     " --task masked-lm --data builtin",
     " --task sequence-classification --num-labels 3 --data dummy"};
 
-double mean(const nlohmann::json& v, size_t from, size_t n) {
-  double s = 0;
-  for (size_t i = from; i < from + n; ++i) s += v[i].get<double>();
-  return s / static_cast<double>(n);
-}
-
 void expect_plan_equals_peak(const PlanAndTrain& pt) {
-  ASSERT_EQ(pt.plan.exit_code, 0) << pt.plan.err;
-  ASSERT_EQ(pt.train.exit_code, 0) << pt.train.err;
-  EXPECT_EQ(pt.plan_json["memory"]["peak_bytes"], pt.train_json["memory"]["peak_bytes"]);
-  EXPECT_EQ(pt.plan_json["memory"]["max_by_category"], pt.train_json["memory"]["max_by_category"]);
+  ASSERT_TRUE(plan_equals_run(pt));
   EXPECT_GT(pt.train_json["memory"]["peak_bytes"].get<int64_t>(), 0);
 }
 
@@ -49,19 +40,14 @@ TEST(BertFamilyCli, MaskedLmTrainsWithLoraAndQloraAndItsLossFalls) {
                              " --target-modules all-linear",
                              "--qlora"}) {
     SCOPED_TRACE(recipe);
-    const std::string report = tmp.path("mlm.json");
-    const CliResult r = run_snug(std::string("train --model bert-tiny --task masked-lm ") + recipe +
-                                     " --data builtin --seq-len 64 --per-device-train-batch-size 8"
-                                     " --max-steps 60 --learning-rate 5e-3 --report-json " +
-                                     report,
-                                 300);
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    const nlohmann::json j = read_json(report);
-    ASSERT_EQ(j["loss"].size(), 60u);
+    nlohmann::json j;
+    ASSERT_TRUE(train_report(std::string("--model bert-tiny --task masked-lm ") + recipe +
+                                 " --data builtin --seq-len 64 --per-device-train-batch-size 8"
+                                 " --max-steps 60 --learning-rate 5e-3",
+                             tmp.path("mlm.json"), &j));
     // ln 256 = 5.55 at the start (uniform over the byte vocabulary); the adapters bring it to
     // about 5.0 in 60 steps (first 5.54 / 5.44 / 5.55, last 5.05 / 4.97 / 5.07).
-    const double first = mean(j["loss"], 0, 5), last = mean(j["loss"], 55, 5);
-    EXPECT_LT(last, first - 0.3) << "first " << first << " last " << last;
+    EXPECT_TRUE(loss_falls(j, 60, 0.3));
     EXPECT_EQ(j["model"]["name"], "bert-tiny");
   }
 }
@@ -87,12 +73,6 @@ TEST(BertFamilyCli, TechniquesPairwisePlanEqualsTheMeasuredPeak) {
   const std::array<std::string, 4> head = {kTasks[0], std::string(kTasks[0]) + " --attention naive",
                                            kTasks[1],
                                            std::string(kTasks[1]) + " --attention naive"};
-  const std::array<const char*, 4> precision = {"", " --bf16", " --fp16", " --bf16-full"};
-  const std::array<const char*, 4> checkpoint = {
-      "", " --gradient-checkpointing", " --gradient-checkpointing --checkpoint-policy selective",
-      " --gradient-checkpointing --checkpoint-policy every-k:2"};
-  const std::array<const char*, 4> optim = {"", " --optim adafactor", " --optim adamw_bnb_8bit",
-                                            " --optim lion"};
   const std::array<const char*, 4> extra = {
       " --gradient-accumulation-steps 2", " --freeze bert.embeddings.word_embeddings",
       " --neftune-noise-alpha 5", " --load-in-8bit --lora-r 4 --target-modules query,value"};
@@ -103,10 +83,7 @@ TEST(BertFamilyCli, TechniquesPairwisePlanEqualsTheMeasuredPeak) {
   for (const TechniqueRow& r : rows) {
     const std::string flags = " --model bert-tiny" + head[static_cast<size_t>(r.model)] +
                               " --per-device-train-batch-size 4 --seq-len 48" +
-                              precision[static_cast<size_t>(r.precision)] +
-                              checkpoint[static_cast<size_t>(r.checkpoint)] +
-                              optim[static_cast<size_t>(r.optim)] +
-                              extra[static_cast<size_t>(r.extra)];
+                              shared_technique_flags(r) + extra[static_cast<size_t>(r.extra)];
     SCOPED_TRACE(flags);
     expect_plan_equals_peak(plan_and_train(tmp, flags, std::to_string(i++)));
   }

@@ -34,40 +34,23 @@ const std::array<Family, 4> kFamilies = {
      {"qwen2-tiny", "model.embed_tokens", "q_proj,v_proj"},
      {"gpt-neox-tiny", "gpt_neox.embed_in", "query_key_value"}}};
 
-double mean(const nlohmann::json& v, size_t from, size_t n) {
-  double s = 0;
-  for (size_t i = from; i < from + n; ++i) s += v[i].get<double>();
-  return s / static_cast<double>(n);
-}
-
 TEST(DecoderFamiliesCli, EachFamilyTrainsWithLoraAndQloraAndItsLossFalls) {
   TempDir tmp;
   for (const Family& f : kFamilies)
     for (const char* recipe : {"--lora-r 8 --lora-alpha 16", "--qlora"}) {
       SCOPED_TRACE(std::string(f.preset) + " " + recipe);
-      const std::string report = tmp.path(std::string(f.preset) + ".json");
-      const CliResult r = run_snug(std::string("train --model ") + f.preset + " " + recipe +
-                                       " --target-modules all-linear --data builtin --seq-len 64"
-                                       " --per-device-train-batch-size 8 --max-steps 40"
-                                       " --learning-rate 1e-2 --report-json " +
-                                       report,
-                                   300);
-      ASSERT_EQ(r.exit_code, 0) << r.err;
-      const nlohmann::json j = read_json(report);
-      ASSERT_EQ(j["loss"].size(), 40u);
-      const double first = mean(j["loss"], 0, 5), last = mean(j["loss"], 35, 5);
-      EXPECT_LT(last, first - 0.3) << "first " << first << " last " << last;
+      nlohmann::json j;
+      ASSERT_TRUE(train_report(std::string("--model ") + f.preset + " " + recipe +
+                                   " --target-modules all-linear --data builtin --seq-len 64"
+                                   " --per-device-train-batch-size 8 --max-steps 40"
+                                   " --learning-rate 1e-2",
+                               tmp.path(std::string(f.preset) + ".json"), &j));
+      EXPECT_TRUE(loss_falls(j, 40, 0.3));
       EXPECT_EQ(j["model"]["name"], f.preset);
     }
 }
 
 TEST(DecoderFamiliesCli, TechniquesTimesFamiliesPairwisePlanEqualsTheMeasuredPeak) {
-  const std::array<const char*, 4> precision = {"", " --bf16", " --fp16", " --bf16-full"};
-  const std::array<const char*, 4> checkpoint = {
-      "", " --gradient-checkpointing", " --gradient-checkpointing --checkpoint-policy selective",
-      " --gradient-checkpointing --checkpoint-policy every-k:2"};
-  const std::array<const char*, 4> optim = {"", " --optim adafactor", " --optim adamw_bnb_8bit",
-                                            " --optim lion"};
   auto extra = [](int level, const Family& f) -> std::string {
     switch (level) {
       case 0:
@@ -88,16 +71,10 @@ TEST(DecoderFamiliesCli, TechniquesTimesFamiliesPairwisePlanEqualsTheMeasuredPea
     const Family& f = kFamilies[static_cast<size_t>(r.model)];
     const std::string flags = std::string(" --model ") + f.preset +
                               " --data builtin --per-device-train-batch-size 4 --seq-len 48" +
-                              precision[static_cast<size_t>(r.precision)] +
-                              checkpoint[static_cast<size_t>(r.checkpoint)] +
-                              optim[static_cast<size_t>(r.optim)] + extra(r.extra, f);
+                              shared_technique_flags(r) + extra(r.extra, f);
     SCOPED_TRACE(flags);
     const PlanAndTrain pt = plan_and_train(tmp, flags, std::to_string(i++));
-    ASSERT_EQ(pt.plan.exit_code, 0) << pt.plan.err;
-    ASSERT_EQ(pt.train.exit_code, 0) << pt.train.err;
-    EXPECT_EQ(pt.plan_json["memory"]["peak_bytes"], pt.train_json["memory"]["peak_bytes"]);
-    EXPECT_EQ(pt.plan_json["memory"]["max_by_category"],
-              pt.train_json["memory"]["max_by_category"]);
+    ASSERT_TRUE(plan_equals_run(pt));
     EXPECT_GT(pt.train_json["memory"]["peak_bytes"].get<int64_t>(), 0);
   }
 }
@@ -113,11 +90,7 @@ TEST(DecoderFamiliesCli, QloraPlanEqualsTheMeasuredPeak) {
                               " --seq-len 64";
     SCOPED_TRACE(flags);
     const PlanAndTrain pt = plan_and_train(tmp, flags, "q" + std::to_string(i++));
-    ASSERT_EQ(pt.plan.exit_code, 0) << pt.plan.err;
-    ASSERT_EQ(pt.train.exit_code, 0) << pt.train.err;
-    EXPECT_EQ(pt.plan_json["memory"]["peak_bytes"], pt.train_json["memory"]["peak_bytes"]);
-    EXPECT_EQ(pt.plan_json["memory"]["max_by_category"],
-              pt.train_json["memory"]["max_by_category"]);
+    ASSERT_TRUE(plan_equals_run(pt));
   }
 }
 

@@ -1,6 +1,6 @@
 // `snug generate` as a user runs it: after `snug train`, from the run's checkpoint (bytes, the
 // built-in corpus' tokenizer), and from a model folder with a tokenizer.json (the golden GPT-2 of
-// tests/data/generate with a tokenizer written here), where its greedy tokens equal the library's
+// tests/fixtures/generate with a tokenizer written here), where its greedy tokens equal the library's
 // (and so transformers'); the streamed text, tokens/s and the memory table with kv_cache; every
 // bad request one clear error.
 #include <gtest/gtest.h>
@@ -69,7 +69,7 @@ TEST(GenerateCli, ModelFolderWithTokenizerStopsAtItsEos) {
       << R"("model":{"type":"WordPiece","unk_token":"t0","continuing_subword_prefix":"##",)"
       << R"("max_input_chars_per_word":100,"vocab":{)" << vocab << "}}}";
   std::ofstream(dir + "/tokenizer_config.json") << R"({"eos_token":"t31"})";
-  // tests/data/generate/gpt2/expected.json, case greedy_eos: 8 tokens ending in eos 31.
+  // tests/fixtures/generate/gpt2/expected.json, case greedy_eos: 8 tokens ending in eos 31.
   auto g = run_snug("generate --model " + dir +
                         " --prompt 't72 t36 t55 t90 t41 t81 t17 t83 t67' --max-new-tokens 24",
                     120);

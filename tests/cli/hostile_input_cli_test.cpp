@@ -16,11 +16,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 // A safetensors file: the 8-byte little-endian header length, the header, then `data`.
 std::string safetensors_bytes(const std::string& header, const std::string& data = "") {
   std::string s(8, '\0');

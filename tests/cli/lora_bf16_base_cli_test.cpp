@@ -9,9 +9,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "io/safetensors.h"
 #include "support/run_cli.h"
@@ -43,11 +44,7 @@ TEST(LoraBf16BaseCli, PlanEqualsTheMeasuredPeak) {
     const std::string flags = c.flags + " --per-device-train-batch-size 2 --seq-len 32";
     SCOPED_TRACE(flags);
     const PlanAndTrain pt = plan_and_train(tmp, flags, std::to_string(i++));
-    ASSERT_EQ(pt.plan.exit_code, 0) << pt.plan.err;
-    ASSERT_EQ(pt.train.exit_code, 0) << pt.train.err;
-    EXPECT_EQ(pt.plan_json["memory"]["peak_bytes"], pt.train_json["memory"]["peak_bytes"]);
-    EXPECT_EQ(pt.plan_json["memory"]["max_by_category"],
-              pt.train_json["memory"]["max_by_category"]);
+    ASSERT_TRUE(plan_equals_run(pt));
     EXPECT_EQ(pt.train_json["param_dtype"], c.param_dtype);
     EXPECT_EQ(pt.train_json["compute_dtype"], c.compute_dtype);
     // Gradients: the fp32 adapters' only.
@@ -62,20 +59,8 @@ TEST(LoraBf16BaseCli, ResumesBitForBitAndExportsFp32AdaptersOnTheBf16Base) {
       " --model gpt2-tiny --bf16-full --lora-r 4 --lora-alpha 8 --target-modules c_attn,c_fc "
       "--seq-len 32 --per-device-train-batch-size 2 --learning-rate 1e-2 --seed 3";
   const std::string out = tmp.path("out");
-  CliResult r = run_snug("train" + run + " --max-steps 6 --save-steps 3 --output-dir " + out +
-                         " --report-json " + tmp.path("straight.json"));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = run_snug("train" + run + " --resume-from " + out + "/checkpoint-3 --max-steps 6" +
-               " --output-dir " + tmp.path("out2") + " --report-json " + tmp.path("resumed.json"));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const nlohmann::json straight = read_json(tmp.path("straight.json"));
-  const nlohmann::json resumed = read_json(tmp.path("resumed.json"));
-  ASSERT_EQ(straight["loss"].size(), 6u);
-  ASSERT_EQ(resumed["loss"].size(), 3u);
-  for (size_t i = 0; i < 3; ++i) {
-    const double a = straight["loss"][3 + i], b = resumed["loss"][i];
-    EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "step " << 4 + i;
-  }
+  ASSERT_TRUE(resumes_bit_for_bit(tmp, run, run));
+  CliResult r;
   // The checkpoint holds the base as BF16 and the adapters as F32.
   {
     const SafetensorsFile ck(out + "/checkpoint-6/model.safetensors");
@@ -99,25 +84,22 @@ TEST(LoraBf16BaseCli, ResumesBitForBitAndExportsFp32AdaptersOnTheBf16Base) {
 
 TEST(LoraBf16BaseCli, WhatCannotTrainIsRefusedByName) {
   const std::string shape = " --model gpt2-tiny --seq-len 32 --max-steps 1";
-  CliResult r = run_snug("train --torch-dtype bfloat16" + shape);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("--torch-dtype bfloat16 stores"));
-  EXPECT_THAT(r.err, HasSubstr("add --bf16-full"));
-  r = run_snug("train --torch-dtype float16" + shape);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("fp16 parameters do not train"));
-  r = run_snug("train --torch-dtype float64" + shape);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("--torch-dtype: unknown dtype 'float64'"));
-  r = run_snug("train --bf16-full --torch-dtype float32 --lora-r 4" + shape);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("--bf16-full stores bf16; --torch-dtype float32 contradicts it"));
-  r = run_snug("train --fp16 --torch-dtype bfloat16 --lora-r 4" + shape);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("--fp16 computes in fp16"));
-  r = run_snug("plan --bf16 --torch-dtype float16 --lora-r 4" + shape);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("--bf16 computes in bf16"));
+  // A command line, and what its one error message says.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> refused = {
+      {"train --torch-dtype bfloat16", {"--torch-dtype bfloat16 stores", "add --bf16-full"}},
+      {"train --torch-dtype float16", {"fp16 parameters do not train"}},
+      {"train --torch-dtype float64", {"--torch-dtype: unknown dtype 'float64'"}},
+      {"train --bf16-full --torch-dtype float32 --lora-r 4",
+       {"--bf16-full stores bf16; --torch-dtype float32 contradicts it"}},
+      {"train --fp16 --torch-dtype bfloat16 --lora-r 4", {"--fp16 computes in fp16"}},
+      {"plan --bf16 --torch-dtype float16 --lora-r 4", {"--bf16 computes in bf16"}},
+  };
+  for (const auto& [command, says] : refused) {
+    SCOPED_TRACE(command);
+    const CliResult r = run_snug(command + shape);
+    EXPECT_EQ(r.exit_code, 1);
+    for (const std::string& part : says) EXPECT_THAT(r.err, HasSubstr(part));
+  }
 }
 
 }  // namespace

@@ -17,11 +17,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 std::string safetensors(const std::string& header, size_t data_bytes) {
   std::string s(8, '\0');
   const uint64_t n = header.size();

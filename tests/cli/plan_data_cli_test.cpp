@@ -33,12 +33,14 @@ struct Compared {
   nlohmann::json plan, train;
 };
 
-// `snug plan FLAGS --json` and `snug train FLAGS --report-json`, both exiting 0.
-Compared plan_and_run(const TempDir& tmp, const std::string& flags) {
+// `snug plan FLAGS --json` and `snug train FLAGS --report-json`, both exiting 0, the plan saying
+// "batches: <batches>".
+Compared plan_and_run(const TempDir& tmp, const std::string& flags,
+                      const std::string& batches = "replayed from jsonl") {
   const std::string plan = tmp.path("plan.json"), train = tmp.path("train.json");
   const CliResult p = run_snug("plan" + flags + " --json " + plan, 300);
   EXPECT_EQ(p.exit_code, 0) << p.err;
-  EXPECT_NE(p.out.find("batches: replayed from jsonl"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("batches: " + batches), std::string::npos) << p.out;
   const CliResult t =
       run_snug_env("OMP_NUM_THREADS=1 ", "train" + flags + " --report-json " + train, 300);
   EXPECT_EQ(t.exit_code, 0) << t.err;
@@ -92,24 +94,18 @@ TEST(PlanData, PackedRunPlanIsThePeakToTheByte) {
 // what-if baseline is that step's peak (not a second step's, which holds optimizer state).
 TEST(PlanData, FullRowsAreSaidAndAOneStepRunsWhatIfIsItsPeak) {
   TempDir tmp;
-  const std::string plan = tmp.path("plan.json"), train = tmp.path("train.json");
-  const std::string flags =
-      " --model gpt2-tiny --data dummy --per-device-train-batch-size 4"
-      " --seq-len 32 --max-steps 1";
-  const CliResult p = run_snug("plan" + flags + " --json " + plan, 300);
-  ASSERT_EQ(p.exit_code, 0) << p.err;
-  EXPECT_NE(p.out.find("batches: full rows assumed"), std::string::npos) << p.out;
-  const CliResult t =
-      run_snug_env("OMP_NUM_THREADS=1 ", "train" + flags + " --report-json " + train, 300);
-  ASSERT_EQ(t.exit_code, 0) << t.err;
-  const nlohmann::json pj = read_json(plan), tj = read_json(train);
-  const nlohmann::json& b = pj["batch_shapes"];
+  const Compared c = plan_and_run(tmp,
+                                  " --model gpt2-tiny --data dummy --per-device-train-batch-size 4"
+                                  " --seq-len 32 --max-steps 1",
+                                  "full rows assumed");
+  ASSERT_FALSE(c.plan.is_null());
+  const nlohmann::json& b = c.plan["batch_shapes"];
   EXPECT_EQ(b["assumption"], "full_rows");
   EXPECT_EQ(b["steps"], 1);
   EXPECT_EQ(b["longest_cols"], 32);
   EXPECT_FALSE(b.contains("data"));
-  EXPECT_EQ(pj["memory"]["peak_bytes"], tj["memory"]["peak_bytes"]);
-  expect_what_if_baseline(tj);
+  EXPECT_EQ(c.plan["memory"]["peak_bytes"], c.train["memory"]["peak_bytes"]);
+  expect_what_if_baseline(c.train);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "models/registry.h"
 #include "plan/inference_plan.h"
 #include "support/run_cli.h"
+#include "support/training_flags.h"
 #include "train/model_setup.h"
 
 namespace snug::test {
@@ -27,16 +28,7 @@ using ::testing::HasSubstr;
 
 // `line` (training flags) parsed as `snug generate` and `snug plan` parse them.
 TrainingArguments parse(const std::string& line) {
-  wordexp_t w;
-  EXPECT_EQ(wordexp(line.c_str(), &w, WRDE_NOCMD | WRDE_UNDEF), 0) << line;
-  std::vector<std::string> words(w.we_wordv, w.we_wordv + w.we_wordc);
-  wordfree(&w);
-  CLI::App app;
-  TrainingArguments a;
-  std::string device_memory;
-  cli::add_training_flags(&app, a, device_memory);
-  app.parse(std::vector<std::string>(words.rbegin(), words.rend()));
-  return a;
+  return parse_training_line(line);
 }
 
 // A real generation on cpu: the model as `snug generate` builds it, prompts of varied tokens,

@@ -8,10 +8,10 @@
 #include <sstream>
 
 #include "core/device.h"
+#include "core/quant_format.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"
-#include "quant/compare.h"
-#include "quant/quant.h"
+#include "report/quant_compare.h"
 #include "support/run_cli.h"
 
 namespace snug::test {

@@ -1,5 +1,5 @@
 // `snug tokenize`: the ids the library gives (themselves held to the tokenizers package in
-// tests/data_layer/tokenizer_json_test.cpp), printed and decoded back; bad input is one message.
+// tests/data/tokenizer_json_test.cpp), printed and decoded back; bad input is one message.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

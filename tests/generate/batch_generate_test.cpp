@@ -1,5 +1,5 @@
 // Batched generation (generate/generate.h generate_batch) on the golden GPT-2 of
-// tests/data/generate: B prompts of one length give, row by row, what each prompt gives alone
+// tests/fixtures/generate: B prompts of one length give, row by row, what each prompt gives alone
 // (greedy with rows stopping at eos at different steps, repetition penalty, and beam search in
 // every early_stopping mode, whose single-prompt tokens equal transformers'); a batch is one
 // cache of B (x beams) rows; and the errors. Plus plan --inference's library side

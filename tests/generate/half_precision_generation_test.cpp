@@ -25,6 +25,7 @@
 #include "models/registry.h"
 #include "nn/init.h"
 #include "nn/kv_cache.h"
+#include "support/compare.h"
 
 namespace snug {
 namespace {
@@ -42,14 +43,7 @@ std::vector<float> rounded(std::vector<float> v, bool fp16) {
   return v;
 }
 
-float max_rel(const std::vector<float>& got, const std::vector<float>& want) {
-  float md = 0, mr = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    md = std::max(md, std::abs(got[i] - want[i]));
-    mr = std::max(mr, std::abs(want[i]));
-  }
-  return md / mr;
-}
+using test::max_rel;
 
 TEST(KVCacheOps, SixteenBitCacheEqualsTheFp32CacheOnRoundedValues) {
   const int64_t B = 2, T = 9, NH = 6, NKV = 2, hs = 5, W = NKV * hs, Q = NH * hs;

@@ -22,20 +22,15 @@
 #include "models/registry.h"
 #include "nn/init.h"
 #include "nn/param_fill.h"
+#include "support/block_decoder.h"
 #include "support/block_lm.h"
+#include "support/compare.h"
 #include "support/random.h"
 
 namespace snug {
 namespace {
 
-float max_rel(const std::vector<float>& got, const std::vector<float>& want) {
-  float md = 0, mr = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    md = std::max(md, std::abs(got[i] - want[i]));
-    mr = std::max(mr, std::abs(want[i]));
-  }
-  return md / mr;
-}
+using test::max_rel;
 
 std::vector<float> randn(size_t n, uint64_t seed) {
   std::vector<float> v(n);
@@ -98,37 +93,20 @@ TEST(KVCacheOps, FastEqualsReferenceAndFullAttention) {
   for (int64_t i = 0; i < T * W; ++i) EXPECT_EQ(g[i], k[T * W + i]);
 }
 
-// A DecoderLM built from a test spec, with a summary (vocab) and random init.
-class SpecModel final : public DecoderLM {
- public:
-  SpecModel(const DecoderLMSpec& s, Device& dev) : DecoderLM(s, dev) {}
-  ModelSummary summary() const override {
-    ModelSummary m;
-    m.name = spec().name;
-    m.vocab_size = spec().vocab;
-    return m;
-  }
-  std::map<std::string, std::string> weights_metadata() const override { return {}; }
-  void init_weights(uint64_t seed) override {
-    NormalGenerator rng(seed);
-    for (Parameter* p : parameters())
-      nn::fill_values(*p, device().ops(), [&](float* d, int64_t n) { rng.fill(d, n, 0.0f, 0.3f); });
-  }
-};
+// The sizes of the block compositions the cached forward is held to (GQA: 6 heads over 2).
+test::BlockLMConfig kv_test_sizes() {
+  return {.vocab = 29, .hidden = 24, .layers = 2, .heads = 6, .kv_heads = 2, .intermediate = 20};
+}
 
+// A DecoderLM of `b`'s blocks, summarized by its name and vocabulary, with random init.
 DecoderLMSpec spec_of(const test::BlockLMSpec& b, const char* name) {
-  DecoderLMSpec s;
-  s.name = name;
-  s.vocab = b.vocab;
-  s.hidden = b.hidden;
-  s.layers = b.layers;
-  s.max_positions = 32;
-  s.embed_name = b.embed_name;
-  s.layer_prefix = b.layer_prefix;
-  s.layer = b.layer;
-  s.final_norm_name = b.final_norm_name;
-  s.head_name = b.head_name;
-  return s;
+  return test::decoder_spec(b, name, 32);
+}
+ModelSummary summary_of(const test::BlockLMSpec& b, const char* name) {
+  ModelSummary m;
+  m.name = name;
+  m.vocab_size = b.vocab;
+  return m;
 }
 
 // Prefill 5 tokens, then 1 at a time: every step's logits equal the full forward's at that
@@ -168,16 +146,11 @@ TEST(KVCache, CachedForwardEqualsFullForwardGpt2) {
 }
 
 TEST(KVCache, CachedForwardEqualsFullForwardLlamaAndNeoxShapes) {
-  test::BlockLMConfig c;
-  c.vocab = 29;
-  c.hidden = 24;
-  c.layers = 2;
-  c.heads = 6;
-  c.kv_heads = 2;
-  c.intermediate = 20;
+  test::BlockLMConfig c = kv_test_sizes();
   c.rope_theta = 500.0f;
   Device dev(DeviceKind::cpu);
-  SpecModel llama(spec_of(test::llama_style(c), "tiny-llama"), dev);
+  test::BlockDecoderLM llama(spec_of(test::llama_style(c), "tiny-llama"), dev,
+                             summary_of(test::llama_style(c), "tiny-llama"));
   llama.init_weights(5);
   expect_cached_equals_full(llama);
 
@@ -186,13 +159,14 @@ TEST(KVCache, CachedForwardEqualsFullForwardLlamaAndNeoxShapes) {
   c.norm = nn::NormKind::layer;
   c.act = nn::Activation::gelu_erf;
   c.parallel_residual = true;
-  SpecModel neox(spec_of(test::neox_style(c), "tiny-neox"), dev);
+  test::BlockDecoderLM neox(spec_of(test::neox_style(c), "tiny-neox"), dev,
+                            summary_of(test::neox_style(c), "tiny-neox"));
   neox.init_weights(6);
   expect_cached_equals_full(neox);
 }
 
 TEST(KVCache, CachedForwardEqualsFullForwardOnEveryCausalFixture) {
-  // The transformers-made folders of tests/data/hf (golden parity): llama's scaled rope, qwen2's
+  // The transformers-made folders of tests/fixtures/hf (golden parity): llama's scaled rope, qwen2's
   // biases, neox's partial rotary, and mistral's sliding window of 11 at 20 positions.
   int cases = 0;
   for (const auto& e :
@@ -213,20 +187,15 @@ TEST(KVCache, MixedPrecisionCachedForwardRoundsAsTheFullForward) {
   // --bf16 and --fp16 (16-bit compute copies of the GEMM weights, 16-bit GEMM and attention
   // outputs): the cached forward rounds where the full one does, so the two differ only by the
   // attention kernels' fp32 summation order carried through the 16-bit roundings.
-  test::BlockLMConfig c;
-  c.vocab = 29;
-  c.hidden = 24;
-  c.layers = 2;
-  c.heads = 6;
-  c.kv_heads = 2;
-  c.intermediate = 20;
+  test::BlockLMConfig c = kv_test_sizes();
   for (const ComputeDType d : {ComputeDType::bf16, ComputeDType::f16}) {
     Device dev(DeviceKind::cpu);
     auto gpt2 = create_model(resolve_model("gpt2-tiny"), dev);
     gpt2->init_weights(3);
     gpt2->set_compute_dtype(d);
     expect_cached_equals_full(*gpt2, 11, d == ComputeDType::bf16 ? 2e-2f : 4e-3f);
-    SpecModel llama(spec_of(test::llama_style(c), "tiny-llama"), dev);
+    test::BlockDecoderLM llama(spec_of(test::llama_style(c), "tiny-llama"), dev,
+                               summary_of(test::llama_style(c), "tiny-llama"));
     llama.init_weights(5);
     llama.set_compute_dtype(d);
     expect_cached_equals_full(llama, 11, d == ComputeDType::bf16 ? 2e-2f : 4e-3f);

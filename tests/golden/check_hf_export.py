@@ -1,7 +1,7 @@
 """`snug export --merge --model DIR -o OUT` of every causal fixture loads back in transformers as the
 same model (issue 17, acceptance 2; ctest `hf_family_export_cli`, label torch, which CI excludes).
 
-For each folder tests/data/hf/<case>/ whose expected.safetensors has `targets` (the causal cases
+For each folder tests/fixtures/hf/<case>/ whose expected.safetensors has `targets` (the causal cases
 of tests/golden/gen_hf_family_golden.py), this script
   1. runs `snug export --merge --model <case folder> -o OUT` (no adapters: the model's own
      weights, written as a Hugging Face folder with snug's config.json),
@@ -30,7 +30,7 @@ import tempfile
 
 TOLERANCE = 1e-5
 HERE = os.path.dirname(os.path.abspath(__file__))
-HF = os.path.normpath(os.path.join(HERE, "..", "data", "hf"))
+HF = os.path.normpath(os.path.join(HERE, "..", "fixtures", "hf"))
 
 
 def main(argv=None):

@@ -3,7 +3,7 @@ loss and every parameter gradient of a tiny random Llama, from Hugging Face's Ll
 
 Re-run from the repository root (needs torch, transformers and safetensors):
     /work/venv/bin/python tests/golden/gen_block_lm_golden.py
-It (re)writes tests/data/block_lm_golden.safetensors, read by tests/nn/block_lm_golden_test.cpp
+It (re)writes tests/fixtures/block_lm_golden.safetensors, read by tests/nn/block_lm_golden_test.cpp
 (suite GoldenBlockLM). The output is deterministic for the seed below.
 
 The model is LlamaForCausalLM in float64 with eager attention: RMSNorm (eps 1e-6), grouped-query
@@ -30,14 +30,14 @@ File contents (all F32 unless noted):
   __metadata__            sizes, rope_theta, rms_norm_eps, batch, seq
 """
 
-import json
 import os
-import struct
 
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 from transformers import LlamaConfig, LlamaForCausalLM
+
+from canonical_safetensors import canonicalize_header
 
 V, C, L, NH, NKV, I = 19, 16, 2, 4, 2, 24  # vocab, hidden, layers, heads, kv heads, intermediate
 HS = C // NH
@@ -47,7 +47,7 @@ EPS = 1e-6
 SEED = 4321
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.normpath(os.path.join(HERE, "..", "data", "block_lm_golden.safetensors"))
+OUT = os.path.normpath(os.path.join(HERE, "..", "fixtures", "block_lm_golden.safetensors"))
 
 
 def make_model():
@@ -106,18 +106,6 @@ def forward_by_hand(p, ids, hf_float32=False):
         g = F.silu(m @ p[h + "mlp.gate_proj.weight"].t()) * (m @ p[h + "mlp.up_proj.weight"].t())
         x = x + g @ p[h + "mlp.down_proj.weight"].t()
     return rms_norm(x, p["model.norm.weight"], hf_float32) @ p["lm_head.weight"].t()
-
-
-def canonicalize_header(path):
-    """Sorted header keys, so that re-running the script reproduces the file byte for byte."""
-    with open(path, "rb") as f:
-        blob = f.read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8 : 8 + n])
-    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + blob[8 + n :])
 
 
 def main():

@@ -5,8 +5,8 @@ For every chat template snug accepts, renders fixed conversations with transform
 apply_chat_template and prepares fixed records with TRL's own SFTTrainer._prepare_dataset (the
 oracle for the token ids and the labels: -100 outside the completion, or outside the assistant
 turns with assistant_only_loss, which TRL computes with its {% generation %} training variant of
-the template where it has one). Writes into tests/data/chat/:
-  tokenizer.json  tests/data/tokenizers/llama3_shipped.json (byte-level BPE whose post-processor
+the template where it has one). Writes into tests/fixtures/chat/:
+  tokenizer.json  tests/fixtures/tokenizers/llama3_shipped.json (byte-level BPE whose post-processor
                   prepends <|begin_of_text|>) plus the special tokens the templates use
   expected.json   per template: its text, FNV-1a 64, bos/eos tokens, and cases: the record, the
                   rendered text(s), and input_ids/labels as TRL prepares them (no truncation)
@@ -42,7 +42,7 @@ disable_progress_bars()
 warnings.filterwarnings("ignore")
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-OUT = REPO / "tests" / "data" / "chat"
+OUT = REPO / "tests" / "fixtures" / "chat"
 TRL_TEMPLATES = pathlib.Path(trl.__file__).parent / "chat_templates"
 
 EXTRA_SPECIALS = ["<|im_start|>", "<|im_end|>", "<s>", "</s>", "<bos>", "<eos>", "<start_of_turn>",
@@ -115,7 +115,7 @@ def fnv1a64(b: bytes) -> int:
 
 
 def make_tokenizer():
-    tok = Tokenizer.from_file(str(REPO / "tests" / "data" / "tokenizers" / "llama3_shipped.json"))
+    tok = Tokenizer.from_file(str(REPO / "tests" / "fixtures" / "tokenizers" / "llama3_shipped.json"))
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in EXTRA_SPECIALS])
     return tok
 

@@ -4,7 +4,7 @@ models built on the meta device from the configs below (snug's presets and odd s
 rotary inverse frequencies of the rope scalings snug implements (linear, llama3).
 
 Run: /work/venv-hf/bin/python tests/golden/gen_decoder_families_golden.py
-Writes tests/data/decoder_families_golden.json (no weights: counts, names, a few floats).
+Writes tests/fixtures/decoder_families_golden.json (no weights: counts, names, a few floats).
 """
 import json
 import os
@@ -92,7 +92,7 @@ def main():
         cfg = LlamaConfig(**keys)
         inv, _ = ROPE_INIT_FUNCTIONS[keys["rope_parameters"]["rope_type"]](cfg, "cpu")
         out["rope"][name] = {"config": {"model_type": "llama", **keys}, "inv_freq": [float(v) for v in inv.tolist()]}
-    path = os.path.join(os.path.dirname(__file__), "..", "data", "decoder_families_golden.json")
+    path = os.path.join(os.path.dirname(__file__), "..", "fixtures", "decoder_families_golden.json")
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")

@@ -4,7 +4,7 @@ small random GPT-2, greedy and beam search, token for token.
 Re-run from the repository root (needs torch, transformers, safetensors; written with torch
 2.15.0 and transformers 5.24.0):
     /work/venv-hf/bin/python tests/golden/gen_generate_golden.py
-It (re)writes tests/data/generate/gpt2/{config.json, model.safetensors, expected.json}, read by
+It (re)writes tests/fixtures/generate/gpt2/{config.json, model.safetensors, expected.json}, read by
 tests/generate/generate_golden_test.cpp (suite GenerateGolden). Deterministic for the seed below.
 
 The model is GPT2LMHeadModel with initializer_range 0.3, so that next-token logits are far from
@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import save_file
 from transformers import GPT2Config, GPT2LMHeadModel
 
-OUT = os.path.join("tests", "data", "generate", "gpt2")
+OUT = os.path.join("tests", "fixtures", "generate", "gpt2")
 SEED = 1234
 
 

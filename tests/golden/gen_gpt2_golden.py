@@ -2,7 +2,7 @@
 
 Re-run from the repository root (needs torch and safetensors; transformers optional):
     /tmp/tv/bin/python tests/golden/gen_gpt2_golden.py
-It (re)writes tests/data/gpt2_golden.safetensors, read by tests/models/gpt2_golden_test.cpp
+It (re)writes tests/fixtures/gpt2_golden.safetensors, read by tests/models/gpt2_golden_test.cpp
 (suite GoldenGpt2). The output is deterministic for the seed below.
 
 The forward pass is written out in plain PyTorch (no `transformers`) and computed in float64,
@@ -29,14 +29,14 @@ File contents (all F32 unless noted):
   __metadata__            vocab_size, n_positions, n_embd, n_layer, n_head, batch, seq
 """
 
-import json
 import math
 import os
-import struct
 
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
+
+from canonical_safetensors import canonicalize_header
 
 V, P, C, L, NH = 67, 16, 24, 2, 3  # vocab, positions, embedding, layers, heads
 B, T = 2, 9
@@ -44,7 +44,7 @@ SEED = 1234
 EPS = 1e-5
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.normpath(os.path.join(HERE, "..", "data", "gpt2_golden.safetensors"))
+OUT = os.path.normpath(os.path.join(HERE, "..", "fixtures", "gpt2_golden.safetensors"))
 
 
 def param_shapes():
@@ -174,20 +174,6 @@ def check_against_transformers(params, ids, targets, loss):
     print(f"transformers cross-check: max |logits diff| = {err:.3e}, loss {ref_loss:.12f} vs {loss:.12f}")
     assert err < 1e-10, err
     assert abs(ref_loss - loss) < 1e-10
-
-
-def canonicalize_header(path):
-    """safetensors serializes __metadata__ from a hash map, so its key order (and the file's
-    bytes) change from run to run. Rewrite the header with sorted keys so that re-running the
-    script reproduces the committed file byte for byte."""
-    with open(path, "rb") as f:
-        blob = f.read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8 : 8 + n])
-    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + blob[8 + n :])
 
 
 def main():

@@ -5,7 +5,7 @@ Re-run from the repository root (needs torch, transformers and safetensors):
 Written with torch 2.15.0, transformers 5.24.0, safetensors 0.8.0 (peft 0.21.2, tokenizers
 0.23.3 installed, not used). The output is deterministic for the seed below on a given version.
 
-It (re)writes one folder per case under tests/data/hf/<case>/, read by
+It (re)writes one folder per case under tests/fixtures/hf/<case>/, read by
 tests/models/hf_family_parity_test.cpp (suite HfFamilyParity) and, for bert_*, by the BERT
 parity test:
   config.json, generation_config.json   as save_pretrained writes them, except where a case
@@ -94,7 +94,7 @@ SEED = 1717
 B = 2
 T = 11
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.normpath(os.path.join(HERE, "..", "data", "hf"))
+OUT = os.path.normpath(os.path.join(HERE, "..", "fixtures", "hf"))
 IGNORE = -100
 MASK_ID = 4  # bert_mlm's [MASK] (any id: the model does not know it)
 
@@ -589,7 +589,7 @@ def main():
     for root, _, files in os.walk(OUT):
         for f in files:
             total += os.path.getsize(os.path.join(root, f))
-    print(f"tests/data/hf: {total} bytes")
+    print(f"tests/fixtures/hf: {total} bytes")
 
 
 if __name__ == "__main__":

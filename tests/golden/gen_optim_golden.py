@@ -1,4 +1,4 @@
-"""Regenerates tests/data/optim_golden.safetensors: three optimizer steps on fixed tensors.
+"""Regenerates tests/fixtures/optim_golden.safetensors: three optimizer steps on fixed tensors.
 
 Oracles: torch.optim.SGD and torch.optim.AdamW (torch 2.x), transformers.optimization.Adafactor
 (transformers 5.x) and lion_pytorch.Lion (lion-pytorch 0.2.x), all float32 on the CPU. The
@@ -110,7 +110,7 @@ def main():
             out[f"{name}.b.{k + 1}"] = b.detach().clone()
     out["map_signed"] = create_dynamic_map(True)
     out["map_unsigned"] = create_dynamic_map(False)
-    path = os.path.join(os.path.dirname(__file__), "..", "data", "optim_golden.safetensors")
+    path = os.path.join(os.path.dirname(__file__), "..", "fixtures", "optim_golden.safetensors")
     save_file({k: v.contiguous() for k, v in out.items()}, path)
     print(f"wrote {os.path.normpath(path)} ({os.path.getsize(path)} bytes, {len(out)} tensors)")
 

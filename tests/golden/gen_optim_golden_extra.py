@@ -1,4 +1,4 @@
-"""Regenerates tests/data/optim_golden_extra.safetensors: lion_8bit, lomo, adalomo, galore_adamw.
+"""Regenerates tests/fixtures/optim_golden_extra.safetensors: lion_8bit, lomo, adalomo, galore_adamw.
 
 Oracles, all float32 on the CPU:
 - lion_8bit: bitsandbytes.optim.Lion8bit (bitsandbytes 0.50.x runs its 8-bit optimizers on the
@@ -216,7 +216,7 @@ def main():
     lion8bit(out)
     lomo_family(out)
     galore(out)
-    path = os.path.join(os.path.dirname(__file__), "..", "data", "optim_golden_extra.safetensors")
+    path = os.path.join(os.path.dirname(__file__), "..", "fixtures", "optim_golden_extra.safetensors")
     save_file({k: v.contiguous() for k, v in out.items()}, path)
     print(f"wrote {os.path.normpath(path)} ({os.path.getsize(path)} bytes, {len(out)} tensors)")
 

@@ -1,4 +1,4 @@
-"""Writes tests/data/quant_golden.safetensors: the reference codes and scales that snug's quant/
+"""Writes tests/fixtures/quant_golden.safetensors: the reference codes and scales that snug's quant/
 formats must reproduce (tests/quant/quant_golden_test.cpp).
 
 Oracles (all on CPU):
@@ -31,7 +31,7 @@ from safetensors.torch import save_file
 import bitsandbytes.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(HERE, "..", "data", "quant_golden.safetensors")
+OUT = os.path.join(HERE, "..", "fixtures", "quant_golden.safetensors")
 N = 4096 + 77  # a remainder block for every block size used
 ROWS, COLS = 39, 107  # 39 * 107 = 4173
 

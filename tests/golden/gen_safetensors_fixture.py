@@ -1,4 +1,4 @@
-"""Writes tests/data/safetensors_fixture.safetensors with the reference `safetensors` package.
+"""Writes tests/fixtures/safetensors_fixture.safetensors with the reference `safetensors` package.
 
 The file checks that snug's reader understands what Hugging Face's writer produces (header
 padding, dtype spellings, offsets, __metadata__). Every value is exactly representable in each
@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import save_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(HERE, "..", "data", "safetensors_fixture.safetensors")
+OUT = os.path.join(HERE, "..", "fixtures", "safetensors_fixture.safetensors")
 
 
 def main():

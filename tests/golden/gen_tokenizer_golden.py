@@ -2,7 +2,7 @@
 """Parity fixtures for snug's tokenizer.json reader (src/data/tokenizer_json.h).
 
 Trains small tokenizers of each kind snug reads with the `tokenizers` package (the oracle; CI needs
-no Python) and writes, into tests/data/tokenizers/:
+no Python) and writes, into tests/fixtures/tokenizers/:
   gpt2_style.json    ByteLevel pre-tokenizer (GPT-2 regex), merges as legacy "a b" strings
   prefix_style.json  ByteLevel(add_prefix_space=true): every piece, also after a special token,
                      gets a leading space
@@ -47,7 +47,7 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalize
 from tokenizers import pre_tokenizers, processors, trainers  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-OUT = REPO / "tests" / "data" / "tokenizers"
+OUT = REPO / "tests" / "fixtures" / "tokenizers"
 FUZZ = REPO / "fuzz" / "corpus" / "tokenizer_json"
 FUZZ_TEXTS = ["Hello, world! 안녕하세요 세계", "BERT와 LoRA: 12345 tokens.", "É école ñ 中文 👍"]
 CODE_FILE = "src/data/tokenizer.cpp"  # the code text is copied into expected_ids.json

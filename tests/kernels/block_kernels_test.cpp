@@ -31,11 +31,7 @@ using test::run_attention;
 using test::used_columns;
 using Vec = std::vector<float>;
 
-double dot(const Vec& a, const Vec& b) {
-  double s = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
-  return s;
-}
+using test::dot;
 
 double max_abs(const Vec& v) {
   double m = 0.0;

@@ -91,37 +91,18 @@ test::AttnResult dropped_attention(const OpTable& ops, test::AttnCase c, bool fl
   const AttentionDims& d = c.d;
   const int64_t scores = d.B * d.NH * d.T * d.T;
   std::vector<uint8_t> mask(static_cast<size_t>(scores));
-  std::vector<float> dropped(static_cast<size_t>(scores)), att(static_cast<size_t>(scores));
+  std::vector<float> dropped(static_cast<size_t>(scores));
   if (!flash) {
     c.d.drop_mask = mask.data();
     c.d.att_dropped = dropped.data();
   }
-  test::AttnResult r;
-  r.out.assign(static_cast<size_t>(c.rows() * d.ldo), 0.0f);
-  r.dq.assign(c.q.size(), 0.0f);
-  r.dk.assign(c.k.size(), 0.0f);
-  r.dv.assign(c.v.size(), 0.0f);
-  if (flash) {
-    std::vector<float> lse(static_cast<size_t>(d.B * d.NH * d.T));
-    ops.flash_attention_forward_gqa(r.out.data(), lse.data(), c.q.data(), c.k.data(), c.v.data(),
-                                    c.d);
-    ops.flash_attention_backward_gqa(r.dq.data(), r.dk.data(), r.dv.data(), c.dout.data(),
-                                     c.q.data(), c.k.data(), c.v.data(), r.out.data(), lse.data(),
-                                     c.d);
-  } else {
-    ops.attention_forward_gqa(r.out.data(), att.data(), c.q.data(), c.k.data(), c.v.data(), c.d);
-    ops.attention_backward_gqa(r.dq.data(), r.dk.data(), r.dv.data(), c.dout.data(), c.q.data(),
-                               c.k.data(), c.v.data(), att.data(), c.d);
-  }
+  test::AttnResult r = test::run_attention(ops, c, flash);
   if (mask_out) *mask_out = mask;
   return r;
 }
 
 void expect_same(const test::AttnResult& a, const test::AttnResult& b, double tol) {
-  EXPECT_TRUE(all_close(a.out, b.out, tol, tol)) << "out";
-  EXPECT_TRUE(all_close(a.dq, b.dq, tol, tol)) << "dq";
-  EXPECT_TRUE(all_close(a.dk, b.dk, tol, tol)) << "dk";
-  EXPECT_TRUE(all_close(a.dv, b.dv, tol, tol)) << "dv";
+  test::expect_same_attention(a, b, "", tol, tol);
 }
 
 TEST(AttentionDropout, FastEqualsRefAndNaiveEqualsFlash) {

@@ -19,9 +19,7 @@ namespace snug {
 namespace {
 
 using test::all_close;
-using test::expect_grad_close;
 using test::max_abs;
-using test::numerical_grad;
 using test::random_floats;
 using Vec = std::vector<float>;
 
@@ -200,12 +198,12 @@ TEST(FlashAttention, GradCheck) {
       for (size_t i = 0; i < out.size(); ++i) l += static_cast<double>(out[i]) * R[i];
       return l;
     };
-    const auto n_qkv = numerical_grad(qkv, loss);
+    const auto n_qkv = test::numerical_grad(qkv, loss);
     for (Impl impl : {Impl::kRef, Impl::kFast}) {
       Vec dqkv(qkv.size(), NAN);
       flash_forward(impl, out, lse, qkv, s);
       flash_backward(impl, dqkv, R, qkv, out, lse, s);
-      expect_grad_close(dqkv, n_qkv, std::string(impl_name(impl)) + " dqkv");
+      test::expect_grad_close(dqkv, n_qkv, std::string(impl_name(impl)) + " dqkv");
     }
   }
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "support/compare.h"
 #include "support/random.h"
 
 namespace snug {
@@ -26,11 +27,7 @@ using test::random_floats;
 using test::random_ints;
 using Vec = std::vector<float>;
 
-double dot(const Vec& a, const Vec& b) {
-  double s = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
-  return s;
-}
+using test::dot;
 
 // Runs body(impl) for impl = "ref" and "fast".
 enum class Impl { kRef, kFast };

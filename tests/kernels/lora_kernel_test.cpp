@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "support/compare.h"
 #include "support/gradcheck.h"
 #include "support/random.h"
 
@@ -15,11 +16,7 @@ namespace {
 using Vec = std::vector<float>;
 using test::random_floats;
 
-double dot(const Vec& a, const Vec& b) {
-  double s = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
-  return s;
-}
+using test::dot;
 
 constexpr int64_t N = 6, IC = 5, OC = 7, r = 3;
 constexpr float kScale = 1.5f;

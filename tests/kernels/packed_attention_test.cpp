@@ -105,10 +105,7 @@ TEST(PackedAttention, FastEqualsRef) {
       const AttnResult f = run_attention(fast_op_table(), c, flash);
       const AttnResult r = run_attention(ref_op_table(), c, flash);
       const std::string w = std::string(flash ? "flash" : "naive") + " NKV=" + std::to_string(NKV);
-      EXPECT_TRUE(all_close(f.out, r.out, 1e-4, 1e-5)) << w;
-      EXPECT_TRUE(all_close(f.dq, r.dq, 1e-4, 1e-5)) << w;
-      EXPECT_TRUE(all_close(f.dk, r.dk, 1e-4, 1e-5)) << w;
-      EXPECT_TRUE(all_close(f.dv, r.dv, 1e-4, 1e-5)) << w;
+      test::expect_same_attention(f, r, w);
     }
   }
 }
@@ -120,27 +117,7 @@ TEST(PackedAttention, BackwardMatchesFiniteDifferences) {
   for (int64_t NKV : {4, 2}) {
     AttnCase c(2, 6, 4, NKV, 3, true, 90 + static_cast<uint64_t>(NKV));
     c.d.pos = pos.data();
-    Vec out(static_cast<size_t>(c.rows() * c.d.ldo)), att(2 * 4 * 6 * 6);
-    const Vec R = used_columns(c.dout, c.rows(), c.d.ldo, 4 * 3);
-    auto loss = [&] {
-      ref::attention_forward_gqa(out.data(), att.data(), c.q.data(), c.k.data(), c.v.data(), c.d);
-      double s = 0.0;
-      for (size_t i = 0; i < out.size(); ++i) s += static_cast<double>(out[i]) * R[i];
-      return s;
-    };
-    const auto n_q = test::numerical_grad(c.q, loss);
-    const auto n_k = test::numerical_grad(c.k, loss);
-    const auto n_v = test::numerical_grad(c.v, loss);
-    c.dout = R;
-    for (bool flash : {false, true})
-      for (const OpTable* ops : {&fast_op_table(), &ref_op_table()}) {
-        const AttnResult r = run_attention(*ops, c, flash);
-        const std::string w =
-            std::string(ops->impl) + (flash ? " flash" : " naive") + " NKV=" + std::to_string(NKV);
-        test::expect_grad_close(used_columns(r.dq, c.rows(), c.d.ldq, 12), n_q, w + " dq");
-        test::expect_grad_close(used_columns(r.dk, c.rows(), c.d.ldk, NKV * 3), n_k, w + " dk");
-        test::expect_grad_close(used_columns(r.dv, c.rows(), c.d.ldv, NKV * 3), n_v, w + " dv");
-      }
+    test::expect_backward_matches_finite_differences(c);
   }
 }
 

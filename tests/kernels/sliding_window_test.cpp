@@ -19,7 +19,6 @@
 namespace snug {
 namespace {
 
-using test::all_close;
 using test::AttnCase;
 using test::AttnResult;
 using test::run_attention;
@@ -56,8 +55,8 @@ TEST(SlidingWindow, EachRowIsCausalAttentionOverItsWindow) {
           const AttnResult r = run_attention(ref_op_table(), one, false);
           const Vec got = rows_of(all.out, c.d.ldo, kT, b, t, t + 1);
           const Vec want = rows_of(r.out, c.d.ldo, n, 0, n - 1, n);
-          ASSERT_TRUE(all_close(used_columns(got, 1, c.d.ldo, 32),
-                                used_columns(want, 1, c.d.ldo, 32), 1e-4, 1e-5))
+          ASSERT_TRUE(test::all_close(used_columns(got, 1, c.d.ldo, 32),
+                                      used_columns(want, 1, c.d.ldo, 32), 1e-4, 1e-5))
               << (flash ? "flash" : "naive") << " W=" << W << " b=" << b << " t=" << t;
         }
     }
@@ -80,10 +79,7 @@ TEST(SlidingWindow, FastEqualsRefWithAndWithoutDocuments) {
           const AttnResult r = run_attention(ref_op_table(), c, flash);
           const std::string w = std::string(flash ? "flash" : "naive") + " W=" + std::to_string(W) +
                                 " NKV=" + std::to_string(NKV) + (docs ? " documents" : "");
-          EXPECT_TRUE(all_close(f.out, r.out, 1e-4, 1e-5)) << w;
-          EXPECT_TRUE(all_close(f.dq, r.dq, 1e-4, 1e-5)) << w;
-          EXPECT_TRUE(all_close(f.dk, r.dk, 1e-4, 1e-5)) << w;
-          EXPECT_TRUE(all_close(f.dv, r.dv, 1e-4, 1e-5)) << w;
+          test::expect_same_attention(f, r, w);
         }
       }
 }
@@ -93,27 +89,7 @@ TEST(SlidingWindow, BackwardMatchesFiniteDifferences) {
   for (int64_t NKV : {4, 2}) {
     AttnCase c(2, 7, 4, NKV, 3, true, 500 + static_cast<uint64_t>(NKV));
     c.d.window = 3;
-    Vec out(static_cast<size_t>(c.rows() * c.d.ldo)), att(2 * 4 * 7 * 7);
-    const Vec R = used_columns(c.dout, c.rows(), c.d.ldo, 4 * 3);
-    auto loss = [&] {
-      ref::attention_forward_gqa(out.data(), att.data(), c.q.data(), c.k.data(), c.v.data(), c.d);
-      double s = 0.0;
-      for (size_t i = 0; i < out.size(); ++i) s += static_cast<double>(out[i]) * R[i];
-      return s;
-    };
-    const auto n_q = test::numerical_grad(c.q, loss);
-    const auto n_k = test::numerical_grad(c.k, loss);
-    const auto n_v = test::numerical_grad(c.v, loss);
-    c.dout = R;
-    for (bool flash : {false, true})
-      for (const OpTable* ops : {&fast_op_table(), &ref_op_table()}) {
-        const AttnResult r = run_attention(*ops, c, flash);
-        const std::string w =
-            std::string(ops->impl) + (flash ? " flash" : " naive") + " NKV=" + std::to_string(NKV);
-        test::expect_grad_close(used_columns(r.dq, c.rows(), c.d.ldq, 12), n_q, w + " dq");
-        test::expect_grad_close(used_columns(r.dk, c.rows(), c.d.ldk, NKV * 3), n_k, w + " dk");
-        test::expect_grad_close(used_columns(r.dv, c.rows(), c.d.ldv, NKV * 3), n_v, w + " dv");
-      }
+    test::expect_backward_matches_finite_differences(c);
   }
 }
 

@@ -1,4 +1,4 @@
-// BERT against transformers (tests/golden/gen_hf_family_golden.py -> tests/data/hf/bert_mlm,
+// BERT against transformers (tests/golden/gen_hf_family_golden.py -> tests/fixtures/hf/bert_mlm,
 // bert_cls): BertForMaskedLM and BertForSequenceClassification (3 labels) on random weights
 // (initializer_range 0.2), with token_type_ids in both segments. The expected logits, loss and
 // every parameter gradient were computed in float64 in eval mode (no dropout); snug runs in fp32

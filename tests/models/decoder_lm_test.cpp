@@ -22,54 +22,27 @@
 #include "core/error.h"
 #include "nn/init.h"
 #include "nn/param_fill.h"
+#include "support/block_decoder.h"
 #include "support/block_lm.h"
 
 namespace snug {
 namespace {
 
-class TinyLlama final : public DecoderLM {
- public:
-  TinyLlama(Device& dev, AttentionImpl kernel, bool neox = false)
-      : DecoderLM(spec(kernel, neox), dev) {}
-  static DecoderLMSpec spec(AttentionImpl kernel, bool neox) {
-    test::BlockLMConfig c;
-    c.vocab = 13;
-    c.hidden = 8;
-    c.layers = 3;
-    c.heads = 4;
-    c.kv_heads = 2;
-    c.intermediate = 12;
-    c.rope_theta = 100.0f;
-    c.kernel = kernel;
-    if (neox) {
-      c.kv_heads = c.heads;
-      c.rotary_dim = 2;
-      c.norm = nn::NormKind::layer;
-      c.act = nn::Activation::gelu_erf;
-      c.parallel_residual = true;
-    }
-    const test::BlockLMSpec b = neox ? test::neox_style(c) : test::llama_style(c);
-    DecoderLMSpec s;
-    s.name = neox ? "tiny-neox" : "tiny-llama";
-    s.vocab = b.vocab;
-    s.hidden = b.hidden;
-    s.layers = b.layers;
-    s.max_positions = 16;
-    s.embed_name = b.embed_name;
-    s.layer_prefix = b.layer_prefix;
-    s.layer = b.layer;
-    s.final_norm_name = b.final_norm_name;
-    s.head_name = b.head_name;
-    return s;
+DecoderLMSpec tiny_spec(AttentionImpl kernel, bool neox = false) {
+  test::BlockLMConfig c{
+      .vocab = 13, .hidden = 8, .layers = 3, .heads = 4, .kv_heads = 2, .intermediate = 12};
+  c.rope_theta = 100.0f;
+  c.kernel = kernel;
+  if (neox) {
+    c.kv_heads = c.heads;
+    c.rotary_dim = 2;
+    c.norm = nn::NormKind::layer;
+    c.act = nn::Activation::gelu_erf;
+    c.parallel_residual = true;
   }
-  ModelSummary summary() const override { return {}; }
-  std::map<std::string, std::string> weights_metadata() const override { return {}; }
-  void init_weights(uint64_t seed) override {
-    NormalGenerator rng(seed);
-    for (Parameter* p : parameters())
-      nn::fill_values(*p, device().ops(), [&](float* d, int64_t n) { rng.fill(d, n, 0.0f, 0.3f); });
-  }
-};
+  return test::decoder_spec(neox ? test::neox_style(c) : test::llama_style(c),
+                            neox ? "tiny-neox" : "tiny-llama", 16);
+}
 
 constexpr int64_t B = 2, T = 7;
 
@@ -107,7 +80,7 @@ struct Outcome {
 
 Outcome run(DeviceKind kind, const Options& o) {
   Device dev(kind);
-  TinyLlama m(dev, o.kernel, o.neox);
+  test::BlockDecoderLM m(tiny_spec(o.kernel, o.neox), dev);
   if (!dev.is_meta()) m.init_weights(3);
   if (o.lora) {
     LoraConfig lc;
@@ -233,7 +206,7 @@ TEST(DecoderLM, GradReadyHookHandsOverEachParameterOnceWithItsFinalGradient) {
 TEST(DecoderLM, PackedDocumentsGiveTheirLossesAlone) {
   for (bool neox : {false, true}) {
     Device dev(DeviceKind::cpu);
-    TinyLlama m(dev, AttentionImpl::flash, neox);
+    test::BlockDecoderLM m(tiny_spec(AttentionImpl::flash, neox), dev);
     m.init_weights(3);
     const Batch b = batch();
     const std::vector<std::vector<int64_t>> docs = {{3, 4}, {2, 5}};
@@ -274,7 +247,7 @@ TEST(DecoderLM, NeftuneNoiseChangesTrainingForwardsOnly) {
   EXPECT_EQ(run(DeviceKind::cpu, o).loss, noisy.loss);  // the same draws for the same count
 
   Device dev(DeviceKind::cpu);
-  TinyLlama m(dev, AttentionImpl::flash);
+  test::BlockDecoderLM m(tiny_spec(AttentionImpl::flash), dev);
   m.init_weights(3);
   const Batch b = batch();
   const float eval = m.forward(b.tokens.data(), b.targets.data(), B, T, false);

@@ -1,5 +1,5 @@
 // GPT-2 forward and backward against golden values from PyTorch in float64
-// (tests/golden/gen_gpt2_golden.py -> tests/data/gpt2_golden.safetensors): a tiny random model
+// (tests/golden/gen_gpt2_golden.py -> tests/fixtures/gpt2_golden.safetensors): a tiny random model
 // (V=67, P=16, C=24, L=2, NH=3, B=2, T=9) with non-zero biases and one ignored target.
 #include <gtest/gtest.h>
 

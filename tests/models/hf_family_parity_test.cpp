@@ -1,5 +1,5 @@
 // Parity with Hugging Face transformers for every causal family of issue 17, without torch: each
-// folder under tests/data/hf/ (written by tests/golden/gen_hf_family_golden.py with
+// folder under tests/fixtures/hf/ (written by tests/golden/gen_hf_family_golden.py with
 // save_pretrained: config.json, model.safetensors or shards + index, fp32 or bf16) is loaded as
 // `--model DIR` loads it (resolve_model, create_model, load_model_weights), run on the batch of its
 // expected.safetensors, and compared with transformers' logits, loss and every parameter

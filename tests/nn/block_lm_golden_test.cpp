@@ -1,6 +1,6 @@
 // The model composed from src/nn blocks (tests/support/block_lm.h) against golden values from
 // transformers' LlamaForCausalLM (tests/golden/gen_block_lm_golden.py ->
-// tests/data/block_lm_golden.safetensors): a tiny random Llama (V=19, C=16, 2 layers, 4 query
+// tests/fixtures/block_lm_golden.safetensors): a tiny random Llama (V=19, C=16, 2 layers, 4 query
 // heads over 2 kv heads, rotary with rope_theta 100, SwiGLU, untied head), B=2, T=7, one ignored
 // target. Loss and every parameter gradient, on the fast and on the reference op table.
 // Measured: the loss within 1e-7 relative of the float64 golden, every gradient within 1.1e-5 of

@@ -31,23 +31,22 @@ using test::llama_like;
 using Batch = test::BlockBatch;
 using test::batch;
 
+// Partial rotary: 2 of 4 head dims.
 BlockLMConfig neox_like() {
-  BlockLMConfig c;
-  c.vocab = 9;
-  c.hidden = 8;
-  c.layers = 2;
-  c.heads = 2;
-  c.kv_heads = 2;
-  c.intermediate = 10;
-  c.rotary_dim = 2;  // partial rotary: 2 of 4 head dims
-  c.rope_theta = 50.0f;
-  c.norm_eps = 1e-5f;
-  c.norm = nn::NormKind::layer;
-  c.act = nn::Activation::gelu_erf;
-  c.kernel = AttentionImpl::naive;
-  c.parallel_residual = true;
-  c.tie_word_embeddings = true;
-  return c;
+  return {.vocab = 9,
+          .hidden = 8,
+          .layers = 2,
+          .heads = 2,
+          .kv_heads = 2,
+          .intermediate = 10,
+          .rotary_dim = 2,
+          .rope_theta = 50.0f,
+          .norm_eps = 1e-5f,
+          .norm = nn::NormKind::layer,
+          .act = nn::Activation::gelu_erf,
+          .kernel = AttentionImpl::naive,
+          .parallel_residual = true,
+          .tie_word_embeddings = true};
 }
 
 // The GPT-NeoX composition: flash attention (neox_like covers naive), 2 heads of 4 dims, 2 of

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "plan/what_if.h"
+#include "support/configs.h"
 #include "support/run_cli.h"
 
 namespace snug {
@@ -31,11 +32,8 @@ TEST(Advisor, DimensionsAreTheSplitsCheckpointingOptimizersAndPrecision) {
 }
 
 TEST(Advisor, StepFlopsClosedForm) {
-  TrainingArguments a;
-  a.model = "gpt2-124m";
-  a.per_device_train_batch_size = 2;
-  a.gradient_accumulation_steps = 3;
-  a.seq_len = 256;
+  TrainingArguments a =
+      test::args_of({.model = "gpt2-124m", .seq_len = 256, .batch = 2, .accumulation = 3});
   const double L = 12, C = 768, V = 50257, T = 256, tokens = 2 * 3 * 256;
   const double forward = 2 * (12 * L * C * C + V * C) + 2 * L * T * C;
   EXPECT_DOUBLE_EQ(step_flops(a), 3 * forward * tokens);
@@ -46,10 +44,7 @@ TEST(Advisor, StepFlopsClosedForm) {
 }
 
 TEST(Advisor, Gpt2XlOnSixteenGiBHasFittingConfigurationsRankedByTime) {
-  TrainingArguments a;
-  a.model = "gpt2-1.5b";
-  a.seq_len = 1024;
-  a.per_device_train_batch_size = 8;
+  TrainingArguments a = test::args_of({.model = "gpt2-1.5b", .seq_len = 1024, .batch = 8});
   AdvisorOptions o;
   o.capacity = int64_t{16} << 30;
   o.gemm_flops = 1e11;
@@ -86,10 +81,7 @@ TEST(Advisor, Gpt2XlOnSixteenGiBHasFittingConfigurationsRankedByTime) {
 // fp32's plus its conversion passes, so --bf16 never ranks ahead of fp32 for speed there; on
 // oneDNN's bf16 matmul it is the FLOPs at that matmul's rate.
 TEST(Advisor, StepTimeFollowsTheBf16GemmPath) {
-  TrainingArguments a;
-  a.model = "gpt2-124m";
-  a.seq_len = 256;
-  a.per_device_train_batch_size = 4;
+  TrainingArguments a = test::args_of({.model = "gpt2-124m", .seq_len = 256, .batch = 4});
   AdvisorOptions o;
   o.gemm_flops = 1e11;
   TrainingArguments b = a, full = a, fp16 = a;
@@ -110,11 +102,8 @@ TEST(Advisor, StepTimeFollowsTheBf16GemmPath) {
 }
 
 TEST(Advisor, WidenedBf16RanksBehindFp32AndBf16MatmulAhead) {
-  TrainingArguments a;
-  a.model = "gpt2-124m";
+  TrainingArguments a = test::args_of({.model = "gpt2-124m", .seq_len = 128, .batch = 2});
   a.model_shape.n_layer = 2;
-  a.seq_len = 128;
-  a.per_device_train_batch_size = 2;
   AdvisorOptions o;
   o.capacity = int64_t{16} << 30;  // everything fits
   o.gemm_flops = 1e11;
@@ -149,10 +138,7 @@ TEST(Advisor, WidenedBf16RanksBehindFp32AndBf16MatmulAhead) {
 // A LoRA run may also quantize its base: on a capacity where only a 4-bit base fits, the advice
 // is QLoRA, and its command line carries the adapters and the storage.
 TEST(Advisor, LoraRunIsOfferedAQuantizedBase) {
-  TrainingArguments a;
-  a.model = "gpt2-1.5b";
-  a.seq_len = 256;
-  a.per_device_train_batch_size = 1;
+  TrainingArguments a = test::args_of({.model = "gpt2-1.5b", .seq_len = 256, .batch = 1});
   a.lora_r = 8;
   a.target_modules = "all-linear";
   const std::vector<SwitchDimension> dims = advisor_dimensions(a, 1);
@@ -176,12 +162,9 @@ TEST(Advisor, LoraRunIsOfferedAQuantizedBase) {
 }
 
 TEST(Advisor, CommandLineCarriesTheSwitches) {
-  TrainingArguments a;
-  a.model = "gpt2-124m";
+  TrainingArguments a =
+      test::args_of({.model = "gpt2-124m", .seq_len = 512, .batch = 2, .accumulation = 4});
   a.model_shape.n_layer = 4;
-  a.seq_len = 512;
-  a.per_device_train_batch_size = 2;
-  a.gradient_accumulation_steps = 4;
   a.optim = "adafactor";
   a.gradient_checkpointing = true;
   a.checkpoint_policy = "sqrt";

@@ -9,6 +9,7 @@
 #include "core/device.h"
 #include "data/batches.h"
 #include "models/registry.h"
+#include "support/configs.h"
 #include "support/random.h"
 #include "train/replay_memo.h"
 #include "train/trainer.h"
@@ -33,11 +34,8 @@ std::vector<Example> examples(int n, int max_len, uint64_t seed) {
 }
 
 TrainingArguments run_args() {
-  TrainingArguments a;
-  a.model = "llama-tiny";
-  a.seq_len = 24;
-  a.per_device_train_batch_size = 3;
-  a.gradient_accumulation_steps = 2;
+  TrainingArguments a =
+      test::args_of({.model = "llama-tiny", .seq_len = 24, .batch = 3, .accumulation = 2});
   a.max_steps = 40;
   a.eval_split = 0.1;  // evaluation on: the data below is the eval set
   a.eval_steps = 15;

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "plan/what_if.h"
+#include "support/configs.h"
 
 namespace snug {
 namespace {
@@ -67,12 +68,9 @@ TEST(Estimate, LoraAndQuantizedBaseAreExact) {
 
 TEST(Estimate, KorthikantiActivationsAsPublished) {
   // 16-bit, attention scores stored: sbhL(34 + 5as/h).
-  TrainingArguments a;
-  a.model = "gpt2-124m";
-  a.bf16 = true;
+  TrainingArguments a = test::args_of({.model = "gpt2-124m", .seq_len = 128, .batch = 2});
   a.attention = "naive";
-  a.per_device_train_batch_size = 2;
-  a.seq_len = 128;
+  a.bf16 = true;
   const int64_t s = 128, b = 2, h = 768, L = 12, heads = 12;
   EXPECT_EQ(korthikanti_activation_bytes(a), s * b * h * L * 34 + 5 * heads * s * s * b * L);
   // Flash attention drops the as^2b term; fp32 doubles the 2-byte tensors (not the masks).

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "models/gpt2_config.h"
 #include "plan/what_if.h"
+#include "support/configs.h"
 
 namespace snug {
 namespace {
@@ -24,11 +25,7 @@ TrainingArguments tiny_args(int64_t B, int64_t T) {
 }
 
 TEST(ModelShapeOverrides, SevenBShapeFromFlags) {
-  ModelShapeOverrides o;
-  o.n_layer = 32;
-  o.n_embd = 4096;
-  o.n_head = 32;
-  o.n_positions = 2048;
+  const ModelShapeOverrides o = test::seven_b_shape();
   const GPT2Config c = resolve_gpt2("gpt2-124m", o);
   EXPECT_EQ(c.n_layer, 32);
   EXPECT_EQ(c.head_size(), 128);
@@ -60,10 +57,7 @@ TEST(ModelShapeOverrides, RejectsImpossibleShapesNamingTheFlag) {
 TEST(ModelShapeOverrides, SevenBDryRunIsFourFourEightBytesPerParameter) {
   TrainingArguments a;
   a.model = "gpt2-124m";
-  a.model_shape.n_layer = 32;
-  a.model_shape.n_embd = 4096;
-  a.model_shape.n_head = 32;
-  a.model_shape.n_positions = 2048;
+  a.model_shape = test::seven_b_shape();
   a.seq_len = 2048;
   a.per_device_train_batch_size = 1;
   a.gradient_checkpointing = true;

@@ -14,21 +14,14 @@
 
 #include "cli/commands.h"
 #include "plan/advisor.h"
+#include "support/training_flags.h"
 
 namespace snug {
 namespace {
 
 // `line` parsed as `snug train` parses it, on top of `a` (flags not given keep its values).
 TrainingArguments parse(const std::string& line, TrainingArguments a = {}) {
-  wordexp_t w;
-  EXPECT_EQ(wordexp(line.c_str(), &w, WRDE_NOCMD | WRDE_UNDEF), 0) << line;
-  std::vector<std::string> words(w.we_wordv, w.we_wordv + w.we_wordc);
-  wordfree(&w);
-  CLI::App app;
-  std::string device_memory;
-  cli::add_training_flags(&app, a, device_memory);
-  app.parse(std::vector<std::string>(words.rbegin(), words.rend()));
-  return a;
+  return test::parse_training_line(line, std::move(a));
 }
 
 TEST(Switches, FlagsParseBackToWhatApplyDoes) {

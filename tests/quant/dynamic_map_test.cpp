@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/quant_format.h"
 #include "optim/quant8.h"
-#include "quant/quant.h"
 
 namespace snug::quant {
 namespace {

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/quant_format.h"
 #include "nn/init.h"
-#include "quant/quant.h"
 
 namespace snug::quant::testdata {
 

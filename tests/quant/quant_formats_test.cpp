@@ -13,9 +13,10 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/quant_format.h"
 #include "nn/init.h"
-#include "quant/quant.h"
 #include "quant/quant_data.h"
+#include "support/errors.h"
 
 namespace snug::quant {
 namespace {
@@ -24,14 +25,7 @@ using testdata::kAll;
 using testdata::normal;
 using testdata::with_outliers;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(QuantFormats, Nf4CodeValuesExactlyAsSpecified) {
   const float want[16] = {-1.0f,

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/quant_format.h"
 #include "io/safetensors.h"
-#include "quant/quant.h"
 #include "support/compare.h"
 
 namespace snug::quant {

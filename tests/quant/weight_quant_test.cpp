@@ -17,23 +17,17 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/quant_format.h"
 #include "core/tensor.h"
-#include "quant/quant.h"
 #include "quant/quant_data.h"
+#include "support/errors.h"
 
 namespace snug {
 namespace {
 
 using quant::Format;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 WeightQuantConfig config(Format f, bool dq = false, int64_t block = 0) {
   WeightQuantConfig c;

@@ -1,12 +1,17 @@
 // Operands and one forward + backward of a general attention call (kernels/ops.inc's *_gqa ops),
-// shared by the kernel tests (block_kernels_test.cpp, packed_attention_test.cpp).
+// shared by the kernel tests (block_kernels_test.cpp, packed_attention_test.cpp,
+// sliding_window_test.cpp): fast against ref, and the backward against finite differences.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "kernels/kernels.h"
 #include "kernels/op_table.h"
+#include "support/compare.h"
+#include "support/gradcheck.h"
 #include "support/random.h"
 
 namespace snug::test {
@@ -68,6 +73,44 @@ inline std::vector<float> used_columns(const std::vector<float>& x, int64_t rows
   std::vector<float> y(x.size(), 0.0f);
   for (int64_t r = 0; r < rows; ++r) std::copy_n(x.begin() + r * ld, width, y.begin() + r * ld);
   return y;
+}
+
+// `a` equals `b` (e.g. fast and ref): out, dq, dk and dv all_close within rtol, atol.
+inline void expect_same_attention(const AttnResult& a, const AttnResult& b, const std::string& what,
+                                  double rtol = 1e-4, double atol = 1e-5) {
+  EXPECT_TRUE(all_close(a.out, b.out, rtol, atol)) << what << " out";
+  EXPECT_TRUE(all_close(a.dq, b.dq, rtol, atol)) << what << " dq";
+  EXPECT_TRUE(all_close(a.dk, b.dk, rtol, atol)) << what << " dk";
+  EXPECT_TRUE(all_close(a.dv, b.dv, rtol, atol)) << what << " dv";
+}
+
+// Central differences of L = sum(out * R) with R the used columns of c.dout, the forward on the
+// reference naive kernel, against the backward of every kernel (naive and flash, fast and ref).
+// c.dout becomes R.
+inline void expect_backward_matches_finite_differences(AttnCase& c) {
+  const AttentionDims& d = c.d;
+  std::vector<float> out(static_cast<size_t>(c.rows() * d.ldo)),
+      att(static_cast<size_t>(d.B * d.NH * d.T * d.T));
+  const std::vector<float> R = used_columns(c.dout, c.rows(), d.ldo, d.NH * d.hs);
+  auto loss = [&] {
+    ref::attention_forward_gqa(out.data(), att.data(), c.q.data(), c.k.data(), c.v.data(), d);
+    double s = 0.0;
+    for (size_t i = 0; i < out.size(); ++i) s += static_cast<double>(out[i]) * R[i];
+    return s;
+  };
+  const auto n_q = numerical_grad(c.q, loss);
+  const auto n_k = numerical_grad(c.k, loss);
+  const auto n_v = numerical_grad(c.v, loss);
+  c.dout = R;
+  for (bool flash : {false, true})
+    for (const OpTable* ops : {&fast_op_table(), &ref_op_table()}) {
+      const AttnResult r = run_attention(*ops, c, flash);
+      const std::string w =
+          std::string(ops->impl) + (flash ? " flash" : " naive") + " NKV=" + std::to_string(d.NKV);
+      expect_grad_close(used_columns(r.dq, c.rows(), d.ldq, d.NH * d.hs), n_q, w + " dq");
+      expect_grad_close(used_columns(r.dk, c.rows(), d.ldk, d.NKV * d.hs), n_k, w + " dk");
+      expect_grad_close(used_columns(r.dv, c.rows(), d.ldv, d.NKV * d.hs), n_v, w + " dv");
+    }
 }
 
 }  // namespace snug::test

@@ -14,13 +14,9 @@
 namespace snug::test {
 
 BlockLMConfig llama_like() {
-  BlockLMConfig c;
-  c.vocab = 11;
-  c.hidden = 8;
-  c.layers = 2;
-  c.heads = 4;
-  c.kv_heads = 2;  // GQA: two query heads per kv head
-  c.intermediate = 12;
+  // GQA: two query heads per kv head.
+  BlockLMConfig c{
+      .vocab = 11, .hidden = 8, .layers = 2, .heads = 4, .kv_heads = 2, .intermediate = 12};
   c.rope_theta = 100.0f;  // large angles even at T = 5, so the rotation matters
   c.norm = nn::NormKind::rms;
   c.act = nn::Activation::silu_gated;

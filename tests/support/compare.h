@@ -57,6 +57,23 @@ double max_abs(const std::vector<T>& v) {
   return m;
 }
 
+// sum a[i] * b[i] in double (a test's loss L = sum(out * R)).
+inline double dot(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+
+// max |got - want| / max |want|: a difference relative to the array's scale.
+inline float max_rel(const std::vector<float>& got, const std::vector<float>& want) {
+  float md = 0, mr = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    md = std::max(md, std::abs(got[i] - want[i]));
+    mr = std::max(mr, std::abs(want[i]));
+  }
+  return md / mr;
+}
+
 // ||a - b|| / ||b|| (L2 over all elements), e.g. the error of a gradient against a reference.
 inline double rel_l2(const std::vector<double>& a, const std::vector<double>& b) {
   double num = 0, den = 0;

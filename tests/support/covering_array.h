@@ -8,6 +8,8 @@
 // extra. 20 rows in all.
 #pragma once
 
+#include <array>
+#include <string>
 #include <vector>
 
 namespace snug::test {
@@ -31,6 +33,18 @@ inline std::vector<TechniqueRow> techniques_covering_array() {
       rows.push_back(r);
     }
   return rows;
+}
+
+// The flags of factors 1 to 3, the same for every model: precision, checkpointing, optimizer.
+inline std::string shared_technique_flags(const TechniqueRow& r) {
+  static const std::array<const char*, 4> precision = {"", " --bf16", " --fp16", " --bf16-full"};
+  static const std::array<const char*, 4> checkpoint = {
+      "", " --gradient-checkpointing", " --gradient-checkpointing --checkpoint-policy selective",
+      " --gradient-checkpointing --checkpoint-policy every-k:2"};
+  static const std::array<const char*, 4> optim = {"", " --optim adafactor",
+                                                   " --optim adamw_bnb_8bit", " --optim lion"};
+  return std::string(precision[static_cast<size_t>(r.precision)]) +
+         checkpoint[static_cast<size_t>(r.checkpoint)] + optim[static_cast<size_t>(r.optim)];
 }
 
 }  // namespace snug::test

@@ -6,7 +6,7 @@
 // (a skip must not read as a pass).
 //
 // Cases: a LoRA run on an odd-shaped GPT-2 merged by the CLI into a sharded folder; the same
-// weights as a bf16 folder; and every fixture folder tests/data/hf/<name>/ (written by
+// weights as a bf16 folder; and every fixture folder tests/fixtures/hf/<name>/ (written by
 // transformers, tests/golden/) of a family this build registers, through the registry only,
 // with LoRA adapters on every linear merged in. And every fixture folder (BERT's masked-LM and
 // classifier too) as a base with snug's PEFT adapter (`snug export --adapter`) on top, loaded
@@ -37,6 +37,7 @@
 #include "models/registry.h"
 #include "nn/lora.h"
 #include "peft/peft_export.h"
+#include "support/logits.h"
 #include "support/random.h"
 #include "support/run_cli.h"
 #include "torch/hf_logits.h"
@@ -48,17 +49,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr double kTol = 1e-5;  // max|diff| / max|reference|, acceptance 2
-
-// (B,T,V) logits of an evaluation forward.
-std::vector<float> logits_of(CausalLM& m, const std::vector<int32_t>& tokens, int64_t B,
-                             int64_t T) {
-  m.set_logits_mode(LogitsMode::full);
-  m.forward(tokens.data(), nullptr, B, T, /*for_backward=*/false);
-  const Tensor& l = m.logits();
-  std::vector<float> out(l.data<float>(), l.data<float>() + l.numel());
-  m.free_activations();
-  return out;
-}
 
 // The folder loaded back by snug through the registry (what --model DIR does).
 std::vector<float> snug_logits_of_folder(const std::string& dir, const std::vector<int32_t>& tokens,

@@ -27,6 +27,7 @@
 #include "core/device.h"
 #include "io/safetensors.h"
 #include "models/registry.h"
+#include "support/logits.h"
 #include "support/random.h"
 #include "support/run_cli.h"
 #include "torch/hf_logits.h"
@@ -37,16 +38,6 @@ namespace {
 
 constexpr double kTolFp32 = 1e-5;  // the fp32 upcast: as for an fp32 base
 constexpr double kTolBf16 = 3e-2;  // two bf16 computations (see above)
-
-std::vector<float> logits_of(CausalLM& m, const std::vector<int32_t>& tokens, int64_t B,
-                             int64_t T) {
-  m.set_logits_mode(LogitsMode::full);
-  m.forward(tokens.data(), nullptr, B, T, /*for_backward=*/false);
-  const Tensor& l = m.logits();
-  std::vector<float> out(l.data<float>(), l.data<float>() + l.numel());
-  m.free_activations();
-  return out;
-}
 
 TEST(LoraBf16BaseTorch, AdapterOfABf16BaseRunLoadsInPeftWithSnugsLogits) {
   ASSERT_EQ(std::system(("'" + python() +

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "models/gpt2.h"
+#include "support/configs.h"
 #include "support/fnv1a_oracle.h"
 #include "support/run_cli.h"
 #include "train/trainer.h"
@@ -27,15 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 
 TrainingArguments args_for(int64_t max_steps, const std::string& out) {
-  TrainingArguments a;
-  a.model = "gpt2-tiny";
-  a.data = "builtin";
-  a.seq_len = 32;
-  a.per_device_train_batch_size = 2;
-  a.max_steps = max_steps;
-  a.learning_rate = 1e-3;
-  a.output_dir = out;
-  return a;
+  return test::tiny_run(max_steps, out);
 }
 
 TrainResult train(const TrainingArguments& a) {

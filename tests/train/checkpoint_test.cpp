@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "models/gpt2.h"
+#include "support/configs.h"
 #include "support/run_cli.h"
 #include "train/trainer.h"
 
@@ -30,16 +31,9 @@ namespace {
 namespace fs = std::filesystem;
 
 TrainingArguments tiny_args(const std::string& optim, int64_t max_steps, const std::string& out) {
-  TrainingArguments a;
-  a.model = "gpt2-tiny";
-  a.data = "builtin";
-  a.seq_len = 32;
-  a.per_device_train_batch_size = 2;
-  a.max_steps = max_steps;
+  TrainingArguments a = test::tiny_run(max_steps, out);
   a.optim = optim;
-  a.learning_rate = 1e-3;
   a.warmup_steps = 3;
-  a.output_dir = out;
   return a;
 }
 

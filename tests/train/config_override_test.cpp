@@ -12,7 +12,9 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "models/registry.h"
+#include "support/configs.h"
 #include "support/run_cli.h"
+#include "support/training_flags.h"
 #include "train/training_args.h"
 
 namespace snug {
@@ -34,12 +36,7 @@ void expect_same(const ModelConfig& a, const ModelConfig& b) {
 
 // `words` parsed as `snug train` parses them.
 TrainingArguments parse(const std::vector<std::string>& words) {
-  CLI::App app;
-  TrainingArguments a;
-  std::string device_memory;
-  cli::add_training_flags(&app, a, device_memory);
-  app.parse(std::vector<std::string>(words.rbegin(), words.rend()));
-  return a;
+  return test::parse_training_flags(words);
 }
 
 // The message of the snug::Error that resolving `overrides` on gpt2-tiny throws.
@@ -71,11 +68,7 @@ TEST(ConfigOverride, EachShapeFlagIsAnAliasOfTheOverride) {
 }
 
 TEST(ConfigOverride, SevenBShapeFromOverridesEqualsTheShapeFlags) {
-  ModelShapeOverrides o;
-  o.n_layer = 32;
-  o.n_embd = 4096;
-  o.n_head = 32;
-  o.n_positions = 2048;
+  const ModelShapeOverrides o = test::seven_b_shape();
   const ModelConfig generic = resolve_model(
       "gpt2-124m", {}, {"n_layer=32", "n_embd=4096", "n_head=32", "n_positions=2048"});
   expect_same(resolve_model("gpt2-124m", o), generic);

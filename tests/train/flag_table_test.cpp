@@ -15,29 +15,17 @@
 #include "cli/commands.h"
 #include "core/device.h"
 #include "plan/advisor.h"
+#include "support/training_flags.h"
 #include "train/run_record.h"
 
 namespace snug {
 namespace {
 
-// The words of `line` as a POSIX shell splits them (quotes removed, no expansion).
-std::vector<std::string> shell_split(const std::string& line) {
-  wordexp_t w;
-  EXPECT_EQ(wordexp(line.c_str(), &w, WRDE_NOCMD | WRDE_UNDEF), 0) << line;
-  std::vector<std::string> words(w.we_wordv, w.we_wordv + w.we_wordc);
-  wordfree(&w);
-  return words;
-}
+using test::shell_split;
 
 // `words` parsed as `snug train` parses them (--device-memory converted as the commands do).
 TrainingArguments parse(const std::vector<std::string>& words) {
-  CLI::App app;
-  TrainingArguments a;
-  std::string device_memory;
-  cli::add_training_flags(&app, a, device_memory);
-  app.parse(std::vector<std::string>(words.rbegin(), words.rend()));
-  if (!device_memory.empty()) a.device_memory = parse_device_memory(device_memory);
-  return a;
+  return test::parse_training_flags(words);
 }
 
 // A value for `f` other than its default, as command-line words and as the config holds it.

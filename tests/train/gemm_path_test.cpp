@@ -19,6 +19,7 @@
 #include "models/gpt2.h"
 #include "support/compare.h"
 #include "support/configs.h"
+#include "support/memory_checks.h"
 #include "support/random.h"
 #include "train/trainer.h"
 
@@ -117,10 +118,7 @@ TEST(GemmPathRun, MetaReportsWhatCpuMeasuresOnBothPaths) {
       const Outcome cpu = run(DeviceKind::cpu, a);
       const Outcome meta = run(DeviceKind::meta, a);
       ASSERT_TRUE(cpu.result.error.empty()) << cpu.result.error;
-      EXPECT_EQ(meta.mem.peak_total, cpu.mem.peak_total);
-      EXPECT_EQ(meta.mem.max_by_category, cpu.mem.max_by_category);
-      EXPECT_EQ(meta.mem.peak_phase, cpu.mem.peak_phase);
-      EXPECT_EQ(meta.mem.alloc_count, cpu.mem.alloc_count);
+      test::expect_meta_equals_cpu(meta.mem, cpu.mem);
     }
   }
   SKIP_WITHOUT_BF16_MATMUL();

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "models/gpt2.h"
+#include "support/configs.h"
 #include "train/fused_step.h"
 #include "train/trainer.h"
 
@@ -141,12 +142,10 @@ TEST(Lomo, TinyRealRunGradientsPeakAtOneLayerAndLossFalls) {
   GPT2 model(cfg, dev);
   model.init_weights(42);
   const auto data = open_dataset("builtin", cfg.vocab_size, 42);
-  TrainingArguments a;
-  a.optim = "lomo";
-  a.learning_rate = 0.5;
+  TrainingArguments a = test::args_of({.seq_len = 64, .batch = 4});
   a.max_steps = 40;
-  a.per_device_train_batch_size = 4;
-  a.seq_len = 64;
+  a.learning_rate = 0.5;
+  a.optim = "lomo";
   Trainer trainer(a, model, data.get());
   const TrainResult r = trainer.train();
   ASSERT_TRUE(r.error.empty()) << r.error;

@@ -16,7 +16,9 @@
 #include "nn/init.h"
 #include "nn/param_fill.h"
 #include "report/report.h"
+#include "support/block_decoder.h"
 #include "support/block_lm.h"
+#include "support/configs.h"
 #include "support/random.h"
 #include "train/trainer.h"
 
@@ -24,40 +26,29 @@ namespace snug {
 namespace {
 
 // A Llama-shaped DecoderLM (rotary positions: it takes position ids).
-class TinyRotary final : public DecoderLM {
- public:
-  explicit TinyRotary(Device& dev) : DecoderLM(spec(), dev) {}
-  static DecoderLMSpec spec() {
-    test::BlockLMConfig c;
-    c.vocab = 32;
-    c.hidden = 8;
-    c.layers = 2;
-    c.heads = 2;
-    c.kv_heads = 1;
-    c.intermediate = 12;
-    c.rope_theta = 100.0f;
-    const test::BlockLMSpec b = test::llama_style(c);
-    DecoderLMSpec s;
-    s.name = "tiny-rotary";
-    s.vocab = b.vocab;
-    s.hidden = b.hidden;
-    s.layers = b.layers;
-    s.max_positions = 16;
-    s.embed_name = b.embed_name;
-    s.layer_prefix = b.layer_prefix;
-    s.layer = b.layer;
-    s.final_norm_name = b.final_norm_name;
-    s.head_name = b.head_name;
-    return s;
-  }
-  ModelSummary summary() const override { return {"tiny-rotary", "llama", 2, 8, 2, 32, 16}; }
-  std::map<std::string, std::string> weights_metadata() const override { return {}; }
-  void init_weights(uint64_t seed) override {
-    NormalGenerator rng(seed);
-    for (Parameter* p : parameters())
-      nn::fill_values(*p, device().ops(), [&](float* d, int64_t n) { rng.fill(d, n, 0.0f, 0.3f); });
-  }
-};
+DecoderLMSpec rotary_spec() {
+  test::BlockLMConfig c{
+      .vocab = 32, .hidden = 8, .layers = 2, .heads = 2, .kv_heads = 1, .intermediate = 12};
+  c.rope_theta = 100.0f;
+  return test::decoder_spec(test::llama_style(c), "tiny-rotary", 16);
+}
+const ModelSummary kRotarySummary = {"tiny-rotary", "llama", 2, 8, 2, 32, 16};
+
+// `steps` steps on rows of 16 tokens, 2 per batch, evaluated every 2 steps on the eval data.
+TrainingArguments evaluated_run(int64_t steps) {
+  TrainingArguments a = test::args_of({.seq_len = 16, .batch = 2});
+  a.max_steps = steps;
+  a.eval_data = "x";
+  a.eval_steps = 2;
+  return a;
+}
+
+// gpt2-tiny with one layer.
+GPT2Config one_layer_tiny() {
+  GPT2Config c = resolve_gpt2("gpt2-tiny");
+  c.n_layer = 1;
+  return c;
+}
 
 Example example(std::vector<int32_t> ids, int masked) {
   Example e;
@@ -78,7 +69,7 @@ std::vector<float> grads(const CausalLM& m) {
 // Loss and gradients of one window of `data` (rows of at most T = 8).
 std::pair<double, std::vector<float>> one_window(const TrainData& data, int64_t B) {
   Device dev(DeviceKind::cpu);
-  TinyRotary model(dev);
+  test::BlockDecoderLM model(rotary_spec(), dev, kRotarySummary);
   model.init_weights(3);
   const int64_t T = 8;
   auto src = data.batches(B, T, 0, false);
@@ -104,7 +95,7 @@ TEST(Packing, PackedRowTrainsAsTheDocumentsPaddedApart) {
   for (size_t i = 0; i < g1.size(); ++i) EXPECT_NEAR(g1[i], g2[i], 1e-6) << i;
   // Without the position ids the second document would attend to the first: another loss.
   Device dev(DeviceKind::cpu);
-  TinyRotary model(dev);
+  test::BlockDecoderLM model(rotary_spec(), dev, kRotarySummary);
   model.init_weights(3);
   auto src = together.batches(1, 8, 0, false);
   std::vector<int32_t> in(8), tg(8), pos(8);
@@ -115,9 +106,7 @@ TEST(Packing, PackedRowTrainsAsTheDocumentsPaddedApart) {
 
 TEST(Packing, ModelWithLearnedPositionsRefusesItByName) {
   Device dev(DeviceKind::cpu);
-  GPT2Config cfg = resolve_gpt2("gpt2-tiny");
-  cfg.n_layer = 1;
-  GPT2 model(cfg, dev);
+  GPT2 model(one_layer_tiny(), dev);
   ExampleBatching packed;
   packed.packing = true;
   const ExampleData data({example({1, 2, 3}, 0)}, "x", packed);
@@ -137,9 +126,7 @@ TEST(Packing, ModelWithLearnedPositionsRefusesItByName) {
 
 TEST(Evaluate, RowWeightedMeanOfBatchLossesAsTheTrainer) {
   Device dev(DeviceKind::cpu);
-  GPT2Config cfg = resolve_gpt2("gpt2-tiny");
-  cfg.n_layer = 1;
-  GPT2 model(cfg, dev);
+  GPT2 model(one_layer_tiny(), dev);
   model.init_weights(5);
   // 3 windows of T = 8 (25 tokens): batches of 2 and 1 rows.
   const InMemoryTokenSource src(test::random_ints(25, 9, 0, 255));
@@ -166,20 +153,13 @@ TEST(Evaluate, RowWeightedMeanOfBatchLossesAsTheTrainer) {
 
 TEST(Evaluate, EveryEvalStepsAndAtTheEndIntoTheReport) {
   Device dev(DeviceKind::cpu);
-  GPT2Config cfg = resolve_gpt2("gpt2-tiny");
-  cfg.n_layer = 1;
-  GPT2 model(cfg, dev);
+  GPT2 model(one_layer_tiny(), dev);
   model.init_weights(5);
   const auto train = std::make_shared<InMemoryTokenSource>(test::random_ints(400, 1, 0, 255));
   const TokenStreamData data(train);
   const TokenStreamData eval(
       std::make_shared<InMemoryTokenSource>(test::random_ints(60, 2, 0, 255)));
-  TrainingArguments a;
-  a.seq_len = 16;
-  a.per_device_train_batch_size = 2;
-  a.max_steps = 5;
-  a.eval_data = "x";
-  a.eval_steps = 2;
+  TrainingArguments a = evaluated_run(5);
   a.per_device_eval_batch_size = 3;
   Trainer t(a, model, &data, &eval);
   const TrainResult r = t.train();
@@ -202,21 +182,14 @@ TEST(Evaluate, LoadBestModelAtEndLoadsTheLowestEvalLossCheckpoint) {
           .string();
   std::filesystem::remove_all(out);
   Device dev(DeviceKind::cpu);
-  GPT2Config cfg = resolve_gpt2("gpt2-tiny");
-  cfg.n_layer = 1;
-  GPT2 model(cfg, dev);
+  GPT2 model(one_layer_tiny(), dev);
   model.init_weights(5);
   const TokenStreamData data(
       std::make_shared<InMemoryTokenSource>(test::random_ints(400, 1, 0, 255)));
   const TokenStreamData eval(
       std::make_shared<InMemoryTokenSource>(test::random_ints(60, 2, 0, 255)));
-  TrainingArguments a;
-  a.seq_len = 16;
-  a.per_device_train_batch_size = 2;
-  a.max_steps = 6;
+  TrainingArguments a = evaluated_run(6);
   a.learning_rate = 0.05;  // large enough that the loss on unseen random tokens rises
-  a.eval_data = "x";
-  a.eval_steps = 2;
   a.save_steps = 2;
   a.save_total_limit = 1;
   a.output_dir = out;

@@ -18,6 +18,7 @@
 #include "data/collator.h"
 #include "models/registry.h"
 #include "report/report.h"
+#include "support/train_run.h"
 #include "train/trainer.h"
 
 namespace snug {
@@ -79,13 +80,8 @@ TEST(EvalAccuracy, SequenceClassificationReportsTheArgmaxAccuracy) {
   TrainingArguments a = classifier_args();
   a.max_steps = 4;
   a.eval_steps = 2;
-  Device dev(DeviceKind::cpu);
-  const ModelConfig cfg = a.model_config();
-  const auto model = create_model(cfg, dev);
-  model->init_weights(a.seed);
-  const OpenedData data = open_data(a.data_options(cfg.shape.vocab_size));
-  Trainer t(a, *model, data.train.get(), data.eval.get());
-  const TrainResult r = t.train();
+  test::TrainRun run(a);
+  const TrainResult r = run.train();
   ASSERT_EQ(r.error, "");
   ASSERT_EQ(r.evals.size(), 2u);  // steps 2 and 4
   for (const EvalLog& e : r.evals) {
@@ -93,14 +89,14 @@ TEST(EvalAccuracy, SequenceClassificationReportsTheArgmaxAccuracy) {
     ASSERT_TRUE(e.accuracy.has_value());
   }
   // The model now has the weights of the last evaluation.
-  const Expected want = expected(*model, *data.eval, a);
+  const Expected want = expected(*run.model, *run.data.eval, a);
   EXPECT_EQ(want.rows, 16);
   EXPECT_EQ(*r.evals.back().accuracy, want.accuracy);
   EXPECT_NEAR(r.evals.back().eval_loss, want.loss, 1e-5);
   // Both are evaluations of something: not every row right, not every row wrong.
   EXPECT_GT(want.accuracy, 0.0);
   EXPECT_LT(want.accuracy, 1.0);
-  const nlohmann::json j = make_report(a, *model, r, dev.pool().stats(), std::nullopt);
+  const nlohmann::json j = make_report(a, *run.model, r, run.dev.pool().stats(), std::nullopt);
   EXPECT_EQ(j["eval_accuracy"].get<double>(), want.accuracy);
   ASSERT_EQ(j["eval_history"].size(), 2u);
   EXPECT_EQ(j["eval_history"][0]["eval_accuracy"].get<double>(), *r.evals[0].accuracy);
@@ -112,17 +108,12 @@ TEST(EvalAccuracy, CausalLmEvaluationHasNoAccuracy) {
   a.max_steps = 2;
   a.seq_len = 16;
   a.eval_split = 0.01;
-  Device dev(DeviceKind::cpu);
-  const ModelConfig cfg = a.model_config();
-  const auto model = create_model(cfg, dev);
-  model->init_weights(a.seed);
-  const OpenedData data = open_data(a.data_options(cfg.shape.vocab_size));
-  Trainer t(a, *model, data.train.get(), data.eval.get());
-  const TrainResult r = t.train();
+  test::TrainRun run(a);
+  const TrainResult r = run.train();
   ASSERT_EQ(r.error, "");
   ASSERT_EQ(r.evals.size(), 1u);
   EXPECT_FALSE(r.evals[0].accuracy.has_value());
-  const nlohmann::json j = make_report(a, *model, r, dev.pool().stats(), std::nullopt);
+  const nlohmann::json j = make_report(a, *run.model, r, run.dev.pool().stats(), std::nullopt);
   EXPECT_FALSE(j.contains("eval_accuracy"));
   EXPECT_FALSE(j["eval_history"][0].contains("eval_accuracy"));
 }
@@ -142,13 +133,8 @@ TEST(EvalAccuracy, LoadBestModelAtEndKeepsTheHighestAccuracy) {
   a.metric_for_best_model = "accuracy";  // the Trainer's eval_ prefix is added
   EXPECT_EQ(a.best_metric_key(), "eval_accuracy");
   EXPECT_TRUE(a.greater_is_better());
-  Device dev(DeviceKind::cpu);
-  const ModelConfig cfg = a.model_config();
-  const auto model = create_model(cfg, dev);
-  model->init_weights(a.seed);
-  const OpenedData data = open_data(a.data_options(cfg.shape.vocab_size));
-  Trainer t(a, *model, data.train.get(), data.eval.get());
-  const TrainResult r = t.train();
+  test::TrainRun run(a);
+  const TrainResult r = run.train();
   ASSERT_EQ(r.error, "");
   ASSERT_EQ(r.evals.size(), 6u);
   size_t best = 0, worst = 0;
@@ -162,7 +148,7 @@ TEST(EvalAccuracy, LoadBestModelAtEndKeepsTheHighestAccuracy) {
   EXPECT_EQ(std::filesystem::path(r.best_model_checkpoint).filename(),
             "checkpoint-" + std::to_string(r.evals[best].step));
   // The model now holds the best checkpoint's weights: its accuracy again.
-  EXPECT_EQ(expected(*model, *data.eval, a).accuracy, r.best_metric);
+  EXPECT_EQ(expected(*run.model, *run.data.eval, a).accuracy, r.best_metric);
   std::filesystem::remove_all(out);
 }
 
@@ -173,20 +159,15 @@ TEST(EvalAccuracy, MaskedLmEvaluatesTheCollatorsMasksEveryTime) {
   a.max_steps = 2;
   a.eval_steps = 1;
   a.learning_rate = 0;  // the model does not change: every evaluation is the same
-  Device dev(DeviceKind::cpu);
-  const ModelConfig cfg = a.model_config();
-  const auto model = create_model(cfg, dev);
-  model->init_weights(a.seed);
-  const OpenedData data = open_data(a.data_options(cfg.shape.vocab_size));
-  Trainer t(a, *model, data.train.get(), data.eval.get());
-  const TrainResult r = t.train();
+  test::TrainRun run(a);
+  const TrainResult r = run.train();
   ASSERT_EQ(r.error, "");
   ASSERT_EQ(r.evals.size(), 2u);
   EXPECT_EQ(r.evals[0].eval_loss, r.evals[1].eval_loss);
   EXPECT_FALSE(r.evals[0].accuracy.has_value());
   // The loss over the masked tokens of each batch (data/collator.h), rows-weighted.
   const std::unique_ptr<BatchSource> src =
-      data.eval->batches(a.per_device_eval_batch_size, a.seq_len, a.seed, false);
+      run.data.eval->batches(a.per_device_eval_batch_size, a.seq_len, a.seed, false);
   std::vector<int32_t> in(static_cast<size_t>(a.per_device_eval_batch_size * a.seq_len)),
       tg(in.size());
   double weighted = 0;
@@ -195,16 +176,16 @@ TEST(EvalAccuracy, MaskedLmEvaluatesTheCollatorsMasksEveryTime) {
     const int64_t rows = std::min(a.per_device_eval_batch_size, src->items_per_epoch() - done);
     const int64_t cols = src->next_rows(rows, in.data(), tg.data(), nullptr);
     const std::vector<int32_t> original(in.begin(), in.begin() + rows * cols);
-    mask_tokens(in.data(), tg.data(), rows * cols, cfg.shape.vocab_size,
-                static_cast<int32_t>(cfg.mask_token_id), eval_collator_key(a.seed, done));
+    mask_tokens(in.data(), tg.data(), rows * cols, run.cfg.shape.vocab_size,
+                static_cast<int32_t>(run.cfg.mask_token_id), eval_collator_key(a.seed, done));
     for (int64_t i = 0; i < rows * cols; ++i) {
       masked += tg[static_cast<size_t>(i)] >= 0 ? 1 : 0;
       if (tg[static_cast<size_t>(i)] >= 0) {
         EXPECT_EQ(tg[static_cast<size_t>(i)], original[static_cast<size_t>(i)]);
       }
     }
-    const float loss = model->forward(in.data(), tg.data(), rows, cols, false);
-    model->free_activations();
+    const float loss = run.model->forward(in.data(), tg.data(), rows, cols, false);
+    run.model->free_activations();
     weighted += static_cast<double>(loss) * static_cast<double>(rows);
     rows_in += rows;
     done += rows;

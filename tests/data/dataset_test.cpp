@@ -8,8 +8,8 @@
 #include "core/error.h"
 #include "data/builtin_corpus.h"
 #include "data/tokenizer.h"
-#include "data_layer/expect_error.h"
-#include "data_layer/temp_dir.h"
+#include "support/expect_error.h"
+#include "support/temp_dir.h"
 
 namespace snug {
 namespace {

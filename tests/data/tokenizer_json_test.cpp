@@ -1,5 +1,5 @@
 // JsonTokenizer (data/tokenizer_json.h) against the ids the `tokenizers` package gives
-// (tests/golden/gen_tokenizer_golden.py wrote tests/data/tokenizers/), its round trip, and the
+// (tests/golden/gen_tokenizer_golden.py wrote tests/fixtures/tokenizers/), its round trip, and the
 // refusal of files it does not implement.
 #include "data/tokenizer_json.h"
 
@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "data/tokenizers/regex_split.h"
-#include "data_layer/expect_error.h"
+#include "support/expect_error.h"
 #include "io/json_input.h"
 
 namespace snug {

@@ -1,4 +1,4 @@
-#include "quant/quant.h"
+#include "core/quant_format.h"
 
 #include <algorithm>
 #include <cmath>

@@ -7,7 +7,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
-#include "data_layer/expect_error.h"
+#include "support/expect_error.h"
 
 namespace snug {
 namespace {

@@ -1,6 +1,6 @@
 // Chat templates (data/chat_template.h) and jsonl records (data/sft_data.h) against transformers'
 // apply_chat_template and TRL's SFTTrainer preprocessing: tests/golden/gen_chat_golden.py wrote
-// tests/data/chat/ (the tokenizer, every template snug knows, and TRL's ids and labels).
+// tests/fixtures/chat/ (the tokenizer, every template snug knows, and TRL's ids and labels).
 #include "data/chat_template.h"
 
 #include <gtest/gtest.h>
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "data/sft_data.h"
-#include "data_layer/expect_error.h"
-#include "data_layer/temp_dir.h"
+#include "support/expect_error.h"
+#include "support/temp_dir.h"
 #include "io/fnv1a.h"
 #include "io/json_input.h"
 
@@ -22,7 +22,6 @@ namespace {
 using nlohmann::json;
 using testing_data::error_message;
 using testing_data::HasSubstr;
-using testing_data::TempDir;
 
 const std::string kDir = std::string(SNUG_TEST_DATA_DIR) + "/chat/";
 
@@ -35,7 +34,7 @@ void write(const std::string& path, const std::string& text) {
 }
 
 // A model folder: the fixture tokenizer with `entry`'s special tokens and chat template.
-void make_folder(const TempDir& dir, const json& entry) {
+void make_folder(const testing_data::TempDir& dir, const json& entry) {
   write(dir.file("tokenizer.json"), read_input_file(kDir + "tokenizer.json", "tokenizer.json"));
   json config = {{"chat_template", entry["template"]},
                  {"tokenizer_class", "PreTrainedTokenizerFast"}};
@@ -99,7 +98,7 @@ TEST(SftData, IdsAndLabelsEqualTrlOnEveryRecord) {
   const json e = expected();
   size_t checked = 0, assistant_only = 0;
   for (const json& t : e["templates"]) {
-    TempDir dir;
+    testing_data::TempDir dir;
     make_folder(dir, t);
     const ModelTokenizer tok = ModelTokenizer::load(dir.file(""));
     for (const json& c : t["cases"]) {

@@ -1,4 +1,4 @@
-#include "quant/compare.h"
+#include "report/quant_compare.h"
 
 #include <algorithm>
 #include <chrono>

@@ -111,7 +111,7 @@ int run_export(const TrainingArguments& args, const ExportFlags& f) {
 
 }  // namespace
 
-Command add_export_command(CLI::App& app) {
+Command add_export_init_command(CLI::App& app) {
   const auto c = add_training_subcommand(
       app, "export-init",
       "Write the initial weights (safetensors, Hugging Face names) and the token batches that "

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "quant/quant.h"
+#include "core/quant_format.h"
 
 namespace snug::quant {
 

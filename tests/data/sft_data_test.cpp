@@ -15,8 +15,8 @@
 #include "core/device.h"
 #include "data/batches.h"
 #include "data/prefetch.h"
-#include "data_layer/expect_error.h"
-#include "data_layer/temp_dir.h"
+#include "support/expect_error.h"
+#include "support/temp_dir.h"
 #include "io/json_input.h"
 
 namespace snug {

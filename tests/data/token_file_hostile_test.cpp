@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "data_layer/temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace snug {
 namespace {

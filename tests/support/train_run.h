@@ -1,0 +1,31 @@
+// One training run of TrainingArguments on the cpu device, set up as `snug train` sets it up: the
+// model of a.model_config() (models/registry.h create_model) initialized from a.seed, the data of
+// a.data_options() (data/batches.h open_data: the training data and, with --eval-split or
+// --eval-data, the evaluation data) and a Trainer over them. Tests read the model, the data and
+// the pool after train().
+#pragma once
+
+#include <memory>
+
+#include "core/device.h"
+#include "data/batches.h"
+#include "models/causal_lm.h"
+#include "models/model_config.h"
+#include "train/trainer.h"
+#include "train/training_args.h"
+
+namespace snug::test {
+
+struct TrainRun {
+  explicit TrainRun(const TrainingArguments& a);
+  // A Trainer over the model and data, trained; its result.
+  TrainResult train();
+
+  TrainingArguments args;
+  Device dev{DeviceKind::cpu};
+  ModelConfig cfg;
+  std::unique_ptr<CausalLM> model;
+  OpenedData data;
+};
+
+}  // namespace snug::test
