@@ -17,6 +17,7 @@
 
 #include "core/device.h"
 #include "kernels/attention_dims.h"
+#include "kernels/backends.h"
 #include "kernels/op_table.h"
 #include "models/decoder_lm.h"
 #include "models/registry.h"
@@ -161,7 +162,7 @@ void expect_cached_equals_full(CausalLM& m, int64_t T = 11, float tol = 1e-5f) {
 }
 
 TEST(KVCache, CachedForwardEqualsFullForwardGpt2) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   auto m = create_model(resolve_model("gpt2-tiny"), dev);
   m->init_weights(3);
   expect_cached_equals_full(*m);
@@ -176,7 +177,7 @@ TEST(KVCache, CachedForwardEqualsFullForwardLlamaAndNeoxShapes) {
   c.kv_heads = 2;
   c.intermediate = 20;
   c.rope_theta = 500.0f;
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   SpecModel llama(spec_of(test::llama_style(c), "tiny-llama"), dev);
   llama.init_weights(5);
   expect_cached_equals_full(llama);
@@ -200,7 +201,7 @@ TEST(KVCache, CachedForwardEqualsFullForwardOnEveryCausalFixture) {
     const ModelConfig cfg = resolve_model(e.path().string());
     if (cfg.shape.model_type == "bert") continue;
     SCOPED_TRACE(e.path().filename().string());
-    Device dev(DeviceKind::cpu);
+    Device dev(cpu_backend());
     auto m = create_model(cfg, dev);
     load_model_weights(*m, e.path().string());
     expect_cached_equals_full(*m, 20);
@@ -221,7 +222,7 @@ TEST(KVCache, MixedPrecisionCachedForwardRoundsAsTheFullForward) {
   c.kv_heads = 2;
   c.intermediate = 20;
   for (const ComputeDType d : {ComputeDType::bf16, ComputeDType::f16}) {
-    Device dev(DeviceKind::cpu);
+    Device dev(cpu_backend());
     auto gpt2 = create_model(resolve_model("gpt2-tiny"), dev);
     gpt2->init_weights(3);
     gpt2->set_compute_dtype(d);
@@ -264,7 +265,7 @@ TEST(KVCacheOps, SlidingWindowDecodeEqualsWindowedAttention) {
 }
 
 TEST(KVCache, BytesAreTheSeedFormulaAndCountAsKvCache) {
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   const ModelConfig cfg = resolve_model("gpt2-124m");
   auto m = create_model(cfg, dev);
   const int64_t before = dev.pool().stats().live[static_cast<size_t>(Category::kv_cache)];
@@ -277,7 +278,7 @@ TEST(KVCache, BytesAreTheSeedFormulaAndCountAsKvCache) {
 }
 
 TEST(KVCache, ReorderMovesRowsAndRefusesBadIndices) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   auto m = create_model(resolve_model("gpt2-tiny"), dev);
   m->init_weights(1);
   nn::KVCache cache(dev, m->kv_cache_shape(), 3, 8);

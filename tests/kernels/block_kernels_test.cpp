@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/backends.h"
 #include "kernels/op_table.h"
 #include "support/attention_case.h"
 #include "support/compare.h"

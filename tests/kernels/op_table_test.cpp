@@ -10,6 +10,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "kernels/backends.h"
 
 namespace snug {
 namespace {
@@ -71,13 +72,13 @@ TEST(OpTable, MetaOpsTouchNothingAndReturnZero) {
 }
 
 TEST(OpTable, DeviceCarriesTheTableOfItsKind) {
-  Device cpu(DeviceKind::cpu);
-  Device meta(DeviceKind::meta);
-  Device cpu_ref(DeviceKind::cpu, &ref_op_table());
+  Device cpu(cpu_backend());
+  Device meta(meta_backend());
+  Device cpu_ref(cpu_backend(), &ref_op_table());
   EXPECT_EQ(&cpu.ops(), &fast_op_table());
   EXPECT_EQ(&meta.ops(), &meta_op_table());
   EXPECT_EQ(&cpu_ref.ops(), &ref_op_table());
-  EXPECT_THROW(Device(DeviceKind::meta, &fast_op_table()), Error);
+  EXPECT_THROW(Device(meta_backend(), &fast_op_table()), Error);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "data/batches.h"
 #include "data/collator.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 #include "report/report.h"
 #include "train/trainer.h"
@@ -79,7 +80,7 @@ TEST(EvalAccuracy, SequenceClassificationReportsTheArgmaxAccuracy) {
   TrainingArguments a = classifier_args();
   a.max_steps = 4;
   a.eval_steps = 2;
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   const ModelConfig cfg = a.model_config();
   const auto model = create_model(cfg, dev);
   model->init_weights(a.seed);
@@ -112,7 +113,7 @@ TEST(EvalAccuracy, CausalLmEvaluationHasNoAccuracy) {
   a.max_steps = 2;
   a.seq_len = 16;
   a.eval_split = 0.01;
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   const ModelConfig cfg = a.model_config();
   const auto model = create_model(cfg, dev);
   model->init_weights(a.seed);
@@ -142,7 +143,7 @@ TEST(EvalAccuracy, LoadBestModelAtEndKeepsTheHighestAccuracy) {
   a.metric_for_best_model = "accuracy";  // the Trainer's eval_ prefix is added
   EXPECT_EQ(a.best_metric_key(), "eval_accuracy");
   EXPECT_TRUE(a.greater_is_better());
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   const ModelConfig cfg = a.model_config();
   const auto model = create_model(cfg, dev);
   model->init_weights(a.seed);
@@ -173,7 +174,7 @@ TEST(EvalAccuracy, MaskedLmEvaluatesTheCollatorsMasksEveryTime) {
   a.max_steps = 2;
   a.eval_steps = 1;
   a.learning_rate = 0;  // the model does not change: every evaluation is the same
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   const ModelConfig cfg = a.model_config();
   const auto model = create_model(cfg, dev);
   model->init_weights(a.seed);
@@ -220,7 +221,7 @@ TEST(EvalAccuracy, CausalLmRefusesAccuracyAsTheBestMetricByName) {
     a.seq_len = 16;
     a.max_steps = 2;
     a.metric_for_best_model = metric;
-    Device dev(DeviceKind::cpu);
+    Device dev(cpu_backend());
     const auto model = create_model(a.model_config(), dev);
     const OpenedData data = open_data(a.data_options(256));
     try {
