@@ -13,8 +13,10 @@
 #include "core/error.h"
 #include "core/host_staging.h"
 #include "core/tensor.h"
+#include "io/safetensors.h"
 #include "kernels/backends.h"
 #include "kernels/op_table.h"
+#include "support/run_cli.h"
 
 namespace snug {
 namespace {
@@ -134,6 +136,29 @@ TEST(HostStaging, GoesThroughTheHostPoolOnAnAccelerator) {
   EXPECT_EQ(back, (std::vector<float>{10, 11, 12}));
   t.zero_();
   EXPECT_EQ(acc.zeros, 1);
+}
+
+TEST(HostStaging, SafetensorsReadAndWriteAnAcceleratorsTensors) {
+  test::TempDir tmp;
+  const std::string path = tmp.path("w.safetensors");
+  const StandInAccelerator acc;
+  Device dev(acc), host(cpu_backend());
+  dev.set_host(host);
+  const std::vector<float> v = {0.5f, -1.0f, 2.0f, 8.0f, 3.0f, -0.25f};
+  Tensor t = Tensor::empty({2, 3}, DType::f32, Category::weights, dev);
+  dev.upload(t.data<float>(), v.data(), 6);
+  save_safetensors(path, {{"w", &t}});
+  EXPECT_EQ(acc.downloads, 1);
+  Tensor bf = Tensor::empty({2, 3}, DType::bf16, Category::weights, dev);
+  const SafetensorsFile f(path);
+  f.read_into("w", bf);  // converted on the host, then uploaded
+  EXPECT_EQ(acc.uploads, 2);
+  check_finite(bf, path, "w");
+  std::vector<uint16_t> bits(6);
+  dev.download(bits.data(), bf.data_u16(), 6);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(bf16_to_f32(bits[i]), v[i]) << i;
+  EXPECT_EQ(host.pool().live_total(), 0);
+  EXPECT_GT(host.pool().stats().peak_total, 0);
 }
 
 }  // namespace
