@@ -13,6 +13,7 @@
 #include "core/device.h"
 #include "core/parallel.h"
 #include "data/dataset.h"
+#include "kernels/backends.h"
 #include "kernels/peak.h"
 #include "models/gpt2.h"
 #include "train/trainer.h"
@@ -28,7 +29,7 @@ double model_flops_per_token(const snug::GPT2Config& c, int64_t T) {
 void BM_TrainStep(benchmark::State& state, const std::string& model, int64_t B, int64_t T,
                   bool bf16) {
   const snug::GPT2Config cfg = snug::resolve_gpt2(model);
-  snug::Device dev(snug::DeviceKind::cpu);
+  snug::Device dev(snug::cpu_backend());
   snug::GPT2 gpt(cfg, dev);
   gpt.init_weights(42);
   snug::TrainingArguments args;

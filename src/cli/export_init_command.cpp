@@ -22,6 +22,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/sft_data.h"
+#include "kernels/backends.h"
 #include "models/hf_folder.h"
 #include "models/registry.h"
 #include "train/model_setup.h"
@@ -77,7 +78,7 @@ int run_export(const TrainingArguments& args, const ExportFlags& f) {
   check_seq_len(args.seq_len, cfg);
   if (!f.output.empty()) {
     const HfFolderOptions fo = folder_options(f.folder, args.param_dtype(), f.output);
-    Device dev(DeviceKind::cpu);
+    Device dev(cpu_backend());
     const auto owned = create_model(cfg, dev, args.param_dtype());  // --bf16-full: bf16-rounded
     CausalLM& model = *owned;
     TrainingArguments start = args;

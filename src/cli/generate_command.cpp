@@ -30,6 +30,7 @@
 #include "data/tokenizer.h"
 #include "data/tokenizers/unicode.h"
 #include "generate/generate.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 #include "peft/peft_adapter.h"
 #include "peft/peft_export.h"
@@ -119,7 +120,7 @@ int run_generate(const TrainingArguments& args, GenerateFlags f,
   g.validate();
   const std::vector<std::string> prompts = read_prompts(f);
 
-  Device dev(parse_device_kind(args.device));
+  Device dev(backend_named(args.device));
   dev.pool().set_capacity(args.device_memory);
   // In the dtype asked (--bf16: bf16 weights, no fp32 master; train/training_args.h).
   auto model = create_model(cfg, dev, args.generation_param_dtype(), args.weight_quant());

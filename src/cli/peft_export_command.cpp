@@ -22,6 +22,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "kernels/backends.h"
 #include "models/hf_folder.h"
 #include "models/registry.h"
 #include "peft/peft_export.h"
@@ -53,7 +54,7 @@ int run_peft_export(const TrainingArguments& args, const PeftExportFlags& f) {
       f.merge ? folder_options(f.folder, DType::f32, f.output) : HfFolderOptions{};
   SNUG_CHECK(f.merge || (f.folder.dtype.empty() && f.folder.max_shard_size.empty()),
              "snug export: --dtype and --max-shard-size apply to --merge -o DIR");
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   // The model as `snug train` builds it from these flags: base (quantized or not) from the seed,
   // --init-from or the --model folder, then the adapters (A from the seed, B zero) until the
   // checkpoint's arrive.

@@ -14,6 +14,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "data/batches.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 #include "plan/dry_run.h"
 #include "plan/what_if.h"
@@ -40,7 +41,7 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
   const DryRun planned = replay(args, replayed);
   const MemoryStats& mem = planned.memory;
   // What --freeze leaves training (a shapes-only model: no bytes are touched).
-  Device shapes(DeviceKind::meta);
+  Device shapes(meta_backend());
   const auto owned = create_model(cfg, shapes, args.param_dtype(), args.weight_quant());
   CausalLM& shape_model = *owned;
   prepare_model(shape_model, args);  // LoRA, --freeze

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "data/dataset.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 #include "optim/registry.h"
 #include "plan/what_if.h"
@@ -53,7 +54,7 @@ nlohmann::json by_category_json(const ByCategory& b) {
 void run_real(BenchRow& row) {
   const TrainingArguments& a = row.args;
   const ModelConfig cfg = a.model_config();
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   dev.pool().set_capacity(a.device_memory);
   std::unique_ptr<CausalLM> model;
   try {
@@ -83,7 +84,7 @@ void run_dry(BenchRow& row) {
   a.device = "meta";
   a.max_steps = 2;
   row.dry = true;
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   dev.pool().set_capacity(a.device_memory);
   try {
     const auto model = create_model(a.model_config(), dev, a.param_dtype(), a.weight_quant());

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "data/batches.h"
+#include "kernels/backends.h"
 #include "models/hf_folder.h"
 #include "models/registry.h"
 #include "optim/optimizer.h"
@@ -47,7 +48,7 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
   set_num_threads(args.threads);
   const ModelConfig cfg = args.model_config();
   check_seq_len(args.seq_len, cfg);
-  dev_ptr = std::make_unique<Device>(parse_device_kind(args.device));
+  dev_ptr = std::make_unique<Device>(backend_named(args.device));
   Device& dev = *dev_ptr;
   dev.pool().set_capacity(args.device_memory);
   dev.pool().enable_timeline(!memory_timeline.empty());

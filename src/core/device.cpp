@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "core/error.h"
-#include "kernels/op_table.h"
 
 namespace snug {
 
@@ -18,18 +17,10 @@ constexpr std::pair<const char*, int64_t> kPresets[] = {
 };
 }  // namespace
 
-Device::Device(DeviceKind kind, const OpTable* ops)
-    : kind_(kind),
-      pool_(kind != DeviceKind::meta),
-      ops_(ops ? ops : (kind == DeviceKind::meta ? &meta_op_table() : &fast_op_table())) {
-  SNUG_CHECK(kind != DeviceKind::meta || ops_ == &meta_op_table(),
-             "a meta device runs the meta op table, not '", ops_->impl, "'");
-}
-
-DeviceKind parse_device_kind(const std::string& name) {
-  if (name == "cpu") return DeviceKind::cpu;
-  if (name == "meta") return DeviceKind::meta;
-  throw Error("unknown device '" + name + "' (expected cpu or meta)");
+Device::Device(const Backend& backend, const OpTable* ops)
+    : backend_(&backend), pool_(&backend), ops_(ops ? ops : &backend.ops()) {
+  SNUG_CHECK(backend.backed() || ops_ == &backend.ops(), "a ", backend.name(),
+             " device runs its own op table, not another");
 }
 
 int64_t parse_device_memory(const std::string& text) {

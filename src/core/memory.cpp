@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "core/backend.h"
 #include "core/error.h"
 
 namespace snug {
@@ -35,6 +36,17 @@ double now_s() {
 constexpr int64_t kAlign = 64;
 }  // namespace
 
+void* host_allocate(int64_t bytes) {
+  static const bool heap_tuned = keep_large_blocks_in_heap();
+  (void)heap_tuned;
+  const int64_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  return std::aligned_alloc(kAlign, static_cast<size_t>(rounded));
+}
+
+void host_release(void* p) {
+  std::free(p);
+}
+
 const char* category_name(Category c) {
   static constexpr const char* kNames[] = {
 #define SNUG_NAME_ENTRY(name) #name,
@@ -51,7 +63,8 @@ Category parse_category(const std::string& name) {
   throw Error("unknown memory category '" + name + "'");
 }
 
-MemoryPool::MemoryPool(bool backed) : backed_(backed), t0_(now_s()) {}
+MemoryPool::MemoryPool(const Backend* backing)
+    : backing_(backing), backed_(backing != nullptr && backing->backed()), t0_(now_s()) {}
 MemoryPool::~MemoryPool() = default;
 
 void* MemoryPool::allocate(int64_t bytes, Category c) {
@@ -76,21 +89,19 @@ void* MemoryPool::allocate(int64_t bytes, Category c) {
     record(bytes, c);
   }
   if (!backed_ || bytes == 0) return nullptr;
-  static const bool heap_tuned = keep_large_blocks_in_heap();
-  (void)heap_tuned;
-  const int64_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-  void* p = std::aligned_alloc(kAlign, static_cast<size_t>(rounded));
+  void* p = backing_->allocate(bytes);
   if (!p) {
     std::lock_guard<std::mutex> lock(mu_);
     record(-bytes, c);
-    throw OutOfMemoryError(detail::concat("out of host memory: the system refused ",
-                                          format_bytes(bytes), " for ", category_name(c)));
+    throw OutOfMemoryError(detail::concat(
+        "out of ", backing_->host_addressable() ? "host" : backing_->name(),
+        " memory: the system refused ", format_bytes(bytes), " for ", category_name(c)));
   }
   return p;
 }
 
 void MemoryPool::release(void* p, int64_t bytes, Category c) {
-  std::free(p);
+  if (p) backing_->release(p, bytes);
   std::lock_guard<std::mutex> lock(mu_);
   record(-bytes, c);
 }

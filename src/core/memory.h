@@ -5,10 +5,11 @@
 // counts; an optional event timeline; and an optional capacity that it enforces exactly as a
 // GPU would (an allocation that would exceed it throws OutOfMemoryError with the breakdown).
 //
-// Accounting unit: the bytes requested. The backing allocation on the cpu device is rounded up
-// to a 64-byte multiple for alignment; that padding is not counted (at most 63 bytes per tensor;
-// for GPT-2 124M that is under 0.001% of the weights). A meta pool accounts identically but
-// allocates nothing, which is what makes a dry run equal to a real run to the byte.
+// Accounting unit: the bytes requested. The bytes themselves come from the pool's backing, the
+// Backend of its device (core/backend.h): on cpu the host heap, rounded up to a 64-byte multiple
+// for alignment; that padding is not counted (at most 63 bytes per tensor; for GPT-2 124M that is
+// under 0.001% of the weights). A meta pool accounts identically but allocates nothing, which is
+// what makes a dry run equal to a real run to the byte.
 #pragma once
 
 #include <array>
@@ -19,6 +20,8 @@
 #include <vector>
 
 namespace snug {
+
+class Backend;  // core/backend.h
 
 // X-macro: the one list of categories; names are used verbatim in reports and JSON.
 #define SNUG_CATEGORIES(X) \
@@ -71,13 +74,14 @@ struct MemoryStats {
 
 class MemoryPool {
  public:
-  // backed=false: a meta pool (accounting only, returns nullptr).
-  explicit MemoryPool(bool backed = true);
+  // backing: where the bytes come from; nullptr or an unbacked backend (meta): accounting only,
+  // allocate returns nullptr. The backing must outlive the pool.
+  explicit MemoryPool(const Backend* backing);
   ~MemoryPool();
   MemoryPool(const MemoryPool&) = delete;
   MemoryPool& operator=(const MemoryPool&) = delete;
 
-  // Returns 64-byte-aligned memory of at least `bytes` (nullptr on meta or for 0 bytes).
+  // Returns the backing's memory for `bytes` (nullptr on meta or for 0 bytes).
   // Throws OutOfMemoryError if a capacity is set and live + bytes would exceed it.
   void* allocate(int64_t bytes, Category c);
   void release(void* p, int64_t bytes, Category c);
@@ -102,6 +106,7 @@ class MemoryPool {
  private:
   void record(int64_t delta, Category c);  // caller holds mu_
 
+  const Backend* backing_;
   bool backed_;
   std::optional<int64_t> capacity_;
   mutable std::mutex mu_;

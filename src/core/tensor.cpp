@@ -1,7 +1,5 @@
 #include "core/tensor.h"
 
-#include <cstring>
-
 namespace snug {
 
 std::string shape_str(const Shape& s) {
@@ -90,7 +88,7 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
 }
 
 void Tensor::zero_() {
-  if (void* p = raw()) std::memset(p, 0, static_cast<size_t>(nbytes()));
+  if (void* p = raw()) device().zero(p, nbytes());
 }
 
 void check_shape(const Tensor& t, const Shape& expected, const char* what) {

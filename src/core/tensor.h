@@ -1,8 +1,9 @@
 // Tensor: a contiguous, row-major n-d array with a dtype, on a Device, whose bytes come from that
 // device's MemoryPool under one Category. Copies share storage (like torch.Tensor); the storage is
-// returned to the pool when the last Tensor referring to it is dropped or reset(). On the meta
-// device data() is nullptr: callers pass it to the device's op table (kernels/op_table.h), whose
-// meta entries do nothing, so model code never asks which device runs.
+// returned to the pool when the last Tensor referring to it is dropped or reset(). data() is a
+// device pointer, for the device's op table (kernels/op_table.h) and its copies (core/device.h);
+// host code reads it only through core/host_staging.h or a download. On the meta device data() is
+// nullptr and the meta entries do nothing, so model code never asks which device runs.
 #pragma once
 
 #include <cstdint>
@@ -72,6 +73,7 @@ class Tensor {
   Tensor view(const Shape& shape) const;
   // Rows [begin, end) of the first dimension, sharing storage.
   Tensor slice_rows(int64_t begin, int64_t end) const;
+  // All bytes 0, through the device's backend (a memset on cpu; nothing on meta).
   void zero_();
   // Drops this reference (storage freed if last).
   void reset() { *this = Tensor(); }

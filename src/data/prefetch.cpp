@@ -12,11 +12,12 @@ Prefetcher::Prefetcher(BatchSource& loader, int num_workers, int prefetch_factor
   SNUG_CHECK(prefetch_factor >= 1, "prefetch factor must be >= 1, got ", prefetch_factor);
   const int64_t B = loader.batch_size(), T = loader.seq_len();
   const int n = num_workers * prefetch_factor;
+  Device& host = dev.host();
   for (int i = 0; i < n; ++i) {
-    slots_.push_back({Tensor::empty({B, T}, DType::i32, Category::input_data, dev),
-                      Tensor::empty({B, T}, DType::i32, Category::input_data, dev),
+    slots_.push_back({Tensor::empty({B, T}, DType::i32, Category::input_data, host),
+                      Tensor::empty({B, T}, DType::i32, Category::input_data, host),
                       loader.has_positions()
-                          ? Tensor::empty({B, T}, DType::i32, Category::input_data, dev)
+                          ? Tensor::empty({B, T}, DType::i32, Category::input_data, host)
                           : Tensor(),
                       0});
     free_.push_back(static_cast<size_t>(i));

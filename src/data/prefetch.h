@@ -5,10 +5,11 @@
 // (torch.utils.data's prefetch_factor defaults to 2), so reading never stalls a step. Batch order
 // is exactly that of the synchronous loader: one producer walks the same DataLoader, which is
 // why more workers deepen the queue instead of adding threads (reading windows of token ids is a
-// memcpy; one thread keeps ahead of any training step). The staging slots are tensors of the
-// device pool in `input_data`, so the report shows what prefetching costs. Pinned memory
-// (`--dataloader-pin-memory`) is a CUDA host-allocation mode; on the cpu device it changes
-// nothing and is accepted for compatibility.
+// memcpy; one thread keeps ahead of any training step). The staging slots are host memory: tensors
+// of the device's host pool (Device::host(), the device's own pool on cpu and meta) in
+// `input_data`, so the report shows what prefetching costs; the model uploads a batch to its device
+// when it runs it. Pinned memory (`--dataloader-pin-memory`) is a CUDA host-allocation mode; on
+// the cpu device it changes nothing and is accepted for compatibility.
 #pragma once
 
 #include <condition_variable>
@@ -27,9 +28,9 @@ namespace snug {
 
 class Prefetcher {
  public:
-  // `loader` must outlive the prefetcher. On the meta device nothing is read (the slots are still
-  // accounted). Slots hold a full batch (batch_size x seq_len), and position ids too when the
-  // loader has them.
+  // `loader` must outlive the prefetcher. The slots are allocated in dev.host(). On the meta
+  // device nothing is read (the slots are still accounted). Slots hold a full batch (batch_size x
+  // seq_len), and position ids too when the loader has them.
   Prefetcher(BatchSource& loader, int num_workers, int prefetch_factor, Device& dev);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;

@@ -14,10 +14,11 @@ namespace snug {
 
 namespace {
 
-// Row b of (B,V) logits on the host (never called on meta, which has no values).
+// Row b of (B,V) logits, downloaded to the host (never called on meta, which has no values).
 std::vector<float> row_of(const Tensor& logits, int64_t b, int64_t V) {
-  const float* p = logits.data<float>();
-  return std::vector<float>(p + b * V, p + (b + 1) * V);
+  std::vector<float> row(static_cast<size_t>(V));
+  logits.device().download(row.data(), logits.data<float>() + b * V, V);
+  return row;
 }
 
 bool is_eos(const GenerationConfig& cfg, int32_t t) {

@@ -14,6 +14,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/host_staging.h"
 #include "io/json_input.h"
 #include "io/output_file.h"
 
@@ -313,18 +314,20 @@ void SafetensorsFile::read_into(const std::string& name, Tensor& t) const {
   SNUG_CHECK((t_float && file_float) || (td == DType::i32 && file_int), what, ": cannot read ",
              inf.dtype, " into a ", dtype_name(td), " tensor");
   if (t.is_meta() || t.numel() == 0) return;
-  // Same element type: straight into the tensor's bytes.
+  // Into host memory: the tensor's own bytes where the host addresses its device's memory (cpu),
+  // else a host staging copy uploaded at the end (core/host_staging.h).
+  const HostStaging h(t, HostStaging::Use::write);
   if (std::string(st_dtype_name(td)) == inf.dtype) {
-    pread_all(fd_, t.raw(), inf.end - inf.begin, data_start_ + inf.begin, path_, name);
-    return;
-  }
-  if (td == DType::i32) {
+    // Same element type: straight into the bytes.
+    pread_all(fd_, h.raw(), inf.end - inf.begin, data_start_ + inf.begin, path_, name);
+  } else if (td == DType::i32) {
     const std::vector<int32_t> v = read_i32(name);
-    std::memcpy(t.raw(), v.data(), v.size() * sizeof(int32_t));
-    return;
+    std::memcpy(h.raw(), v.data(), v.size() * sizeof(int32_t));
+  } else {
+    const std::vector<float> v = read_f32(name);
+    convert(v.data(), DType::f32, h.raw(), td, v.size());
   }
-  const std::vector<float> v = read_f32(name);
-  convert(v.data(), DType::f32, t.raw(), td, v.size());
+  h.upload();
 }
 
 namespace {
@@ -381,7 +384,9 @@ void save_safetensors(const std::string& path,
   out.write(&n_le, 8);
   out.write(text);
   for (const auto& [name, t] : tensors) {
-    if (t->nbytes() > 0) out.write(t->raw(), static_cast<size_t>(t->nbytes()));
+    if (t->nbytes() == 0) continue;
+    const HostStaging h(*t, HostStaging::Use::read);
+    out.write(h.raw(), static_cast<size_t>(t->nbytes()));
   }
   out.commit();
 }
@@ -420,17 +425,18 @@ void check_finite(const Tensor& t, const std::string& path, const std::string& n
                                " at element ", i, "; initial weights must be finite"));
   };
   const auto n = t.numel();
+  if (t.dtype() != DType::f32 && t.dtype() != DType::bf16 && t.dtype() != DType::f16) return;
+  const HostStaging h(t, HostStaging::Use::read);
   if (t.dtype() == DType::f32) {
-    const float* p = t.data<float>();
+    const float* p = h.data<float>();
     for (int64_t i = 0; i < n; ++i)
       if (!std::isfinite(p[i])) fail(i, p[i]);
     return;
   }
-  if (t.dtype() != DType::bf16 && t.dtype() != DType::f16) return;
   // 16-bit floats: all exponent bits set is inf or nan.
   const uint16_t exp_mask = t.dtype() == DType::bf16 ? 0x7f80 : 0x7c00;
   const uint16_t mant_mask = t.dtype() == DType::bf16 ? 0x007f : 0x03ff;
-  const auto* p = static_cast<const uint16_t*>(t.raw());
+  const auto* p = static_cast<const uint16_t*>(h.raw());
   for (int64_t i = 0; i < n; ++i)
     if ((p[i] & exp_mask) == exp_mask)
       fail(i, (p[i] & mant_mask) != 0 ? std::numeric_limits<float>::quiet_NaN()

@@ -17,14 +17,6 @@ int64_t count_valid_targets(const int32_t* targets, int64_t n) {
   return count;
 }
 
-void copy_i32(int32_t* dst, const int32_t* src, int64_t n) {
-  std::copy_n(src, n, dst);
-}
-
-void copy_f32(float* dst, const float* src, int64_t n) {
-  std::copy_n(src, n, dst);
-}
-
 void add_uniform_noise(float* x, int64_t n, uint64_t seed, double m) {
   // Sequential: draw i belongs to element i whatever the thread count.
   SplitMix64 rng(seed);

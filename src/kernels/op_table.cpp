@@ -20,36 +20,21 @@ struct MetaOp<R(A...)> {
 const OpTable kFast = {
     "fast",
 #define SNUG_OP(ret, name, params) &kernels::name,
-#include "kernels/flash_ops.inc"
-#include "kernels/kv_cache_ops.inc"
-#include "kernels/lm_head_ops.inc"
-#include "kernels/ops.inc"
-#include "kernels/optim_ops.inc"
-#include "kernels/quant_ops.inc"
+#include "kernels/all_ops.inc"
 #undef SNUG_OP
 };
 
 const OpTable kRef = {
     "ref",
 #define SNUG_OP(ret, name, params) &ref::name,
-#include "kernels/flash_ops.inc"
-#include "kernels/kv_cache_ops.inc"
-#include "kernels/lm_head_ops.inc"
-#include "kernels/ops.inc"
-#include "kernels/optim_ops.inc"
-#include "kernels/quant_ops.inc"
+#include "kernels/all_ops.inc"
 #undef SNUG_OP
 };
 
 const OpTable kMeta = {
     "meta",
 #define SNUG_OP(ret, name, params) &MetaOp<ret params>::run,
-#include "kernels/flash_ops.inc"
-#include "kernels/kv_cache_ops.inc"
-#include "kernels/lm_head_ops.inc"
-#include "kernels/ops.inc"
-#include "kernels/optim_ops.inc"
-#include "kernels/quant_ops.inc"
+#include "kernels/all_ops.inc"
 #undef SNUG_OP
 };
 
@@ -63,6 +48,17 @@ const OpTable& ref_op_table() {
 }
 const OpTable& meta_op_table() {
   return kMeta;
+}
+
+const std::vector<std::string>& host_only_ops() {
+  static const std::vector<std::string> names = {
+#define SNUG_OP(ret, name, params)
+#define SNUG_HOST_OP(ret, name, params) #name,
+#include "kernels/all_ops.inc"
+#undef SNUG_HOST_OP
+#undef SNUG_OP
+  };
+  return names;
 }
 
 }  // namespace snug

@@ -13,14 +13,6 @@ int64_t count_valid_targets(const int32_t* targets, int64_t n) {
   return count;
 }
 
-void copy_i32(int32_t* dst, const int32_t* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
-}
-
-void copy_f32(float* dst, const float* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
-}
-
 void add_uniform_noise(float* x, int64_t n, uint64_t seed, double m) {
   SplitMix64 rng(seed);
   for (int64_t i = 0; i < n; ++i) {

@@ -152,7 +152,6 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
   }
   saved_.reset();  // a new forward replaces whatever an earlier one kept
   nn::RunContext& c = ctx();
-  const OpTable& ops = c.ops();
   c.training = for_backward;
   if (for_backward) ++c.forward_count;  // keys this forward's dropout masks and NEFTune noise
   MemoryPool& pool = dev_->pool();
@@ -169,14 +168,14 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
   Tensor tokens_t = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
   Tensor targets_t;
   if (targets) targets_t = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
-  ops.copy_i32(tokens_t.data<int32_t>(), tokens, N);
-  if (targets) ops.copy_i32(targets_t.data<int32_t>(), targets, N);
+  dev_->upload(tokens_t.data<int32_t>(), tokens, N);
+  if (targets) dev_->upload(targets_t.data<int32_t>(), targets, N);
   s->encoded = nn::activation(*dev_, {B, T, C});
   embed_->forward(tokens_t, s->encoded, s->emb);
   tokens_t.reset();  // the embedding's Saved keeps the ids
   if (!position_ids_.empty()) {
     s->position_ids = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
-    ops.copy_i32(s->position_ids.data<int32_t>(), position_ids_.data(), N);
+    dev_->upload(s->position_ids.data<int32_t>(), position_ids_.data(), N);
   }
   c.position_ids = s->position_ids;  // for the layers (undefined: positions 0..T-1)
   // NEFTune on the input embeddings (nn/neftune.h); adding it after the positions is the same sum.
@@ -253,7 +252,6 @@ Tensor DecoderLM::forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn
                " is outside the vocabulary [0, ", V, ")");
   saved_.reset();
   nn::RunContext& c = ctx();
-  const OpTable& ops = c.ops();
   c.training = false;
   MemoryPool& pool = dev_->pool();
   if (c.low_precision() && (past == 0 || !c.has_compute_weights())) {
@@ -266,7 +264,7 @@ Tensor DecoderLM::forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn
   Tensor x = nn::activation(*dev_, {B, T, C});
   {
     Tensor tokens_t = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
-    ops.copy_i32(tokens_t.data<int32_t>(), tokens, N);
+    dev_->upload(tokens_t.data<int32_t>(), tokens, N);
     nn::Embedding::Saved es;
     embed_->forward(tokens_t, x, es, past);
   }
@@ -280,8 +278,7 @@ Tensor DecoderLM::forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn
   // The last token of each row: the only logits generation reads.
   Tensor last = nn::activation(*dev_, {B, 1, C});
   for (int64_t b = 0; b < B; ++b)
-    ops.copy_f32(nn::offset(nn::f32(last), b * C), nn::offset(nn::f32(x), ((b + 1) * T - 1) * C),
-                 C);
+    dev_->copy(nn::offset(nn::f32(last), b * C), nn::offset(nn::f32(x), ((b + 1) * T - 1) * C), C);
   x.reset();
   const Tensor xf = nn::activation(*dev_, {B, 1, C});
   nn::NormSaved ns;
@@ -403,7 +400,6 @@ void DecoderLM::add_lora(const LoraConfig& cfg, uint64_t seed) {
   c.lora = cfg;
   c.lora_seed = seed;
   dev_->pool().set_phase("init lora");
-  const OpTable& ops = c.ops();
   SplitMix64 rng(splitmix64_mix(seed ^ 0x4c6f526131ull));
   for (size_t l = 0; l < linears_.size(); ++l)
     for (size_t slot = 0; slot < linears_[l].size(); ++slot) {
@@ -417,7 +413,7 @@ void DecoderLM::add_lora(const LoraConfig& cfg, uint64_t seed) {
       const double bound = 1.0 / std::sqrt(static_cast<double>(in));
       std::vector<float> a(static_cast<size_t>(ad.A->value.numel()));
       for (float& v : a) v = static_cast<float>((2.0 * rng.uniform() - 1.0) * bound);
-      ops.copy_f32(ad.A->value.data<float>(), a.data(), ad.A->value.numel());
+      dev_->upload(ad.A->value.data<float>(), a.data(), ad.A->value.numel());
       ad.B->value.zero_();
       lora_.push_back(ad);
     }
@@ -429,13 +425,7 @@ std::vector<float> DecoderLM::merged_weight(const LoraAdapter& a) const {
 }
 
 void DecoderLM::read_values(const Parameter& p, float* out) const {
-  const OpTable& ops = ctx().ops();
-  if (p.quantized())
-    dequantize_weight(*p.quant, out);
-  else if (p.value.dtype() == DType::f32)
-    ops.copy_f32(out, p.value.data<float>(), p.numel());
-  else
-    ops.unpack_half(out, p.value.data_u16(), p.numel(), p.value.dtype() == DType::f16);
+  nn::read_values(p, out);
 }
 
 }  // namespace snug

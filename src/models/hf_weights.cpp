@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/json_input.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "quant/weight_quant.h"
 
 namespace snug {
@@ -191,7 +192,7 @@ HfLoadReport load_hf_weights(CausalLM& model, const std::string& path, const HfW
       } else {
         // --load-in-8bit/4bit: read into host staging and quantize (the fp32 tensor never
         // occupies the device, as a bitsandbytes load; a meta weight keeps no codes).
-        Device staging(DeviceKind::cpu);
+        Device staging(cpu_backend());
         Tensor host = Tensor::empty(p->shape(), DType::f32, Category::weights, staging);
         f->read_into(s.name, host);
         check_finite(host, wf.files[fi], s.name);
@@ -231,7 +232,7 @@ void save_hf_weights(const CausalLM& model, const std::string& path,
   // (A meta model has no values: save_safetensors refuses its tensors, naming them.)
   std::vector<std::pair<std::string, const Tensor*>> tensors;
   // Quantized weights are written dequantized (fp32), staged outside the model's pool.
-  Device staging(DeviceKind::cpu);
+  Device staging(cpu_backend());
   std::vector<Tensor> dequantized;
   dequantized.reserve(model.parameters().size());
   for (const Parameter* p : model.parameters()) {

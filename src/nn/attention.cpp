@@ -167,7 +167,7 @@ void Attention::forward_cached(const Tensor& x, const Tensor& out, const KVSlot&
   std::vector<int32_t> host(static_cast<size_t>(B * T));
   for (int64_t i = 0; i < B * T; ++i) host[i] = static_cast<int32_t>(slot.past + i % T);
   const Tensor pos = Tensor::empty({B, T}, DType::i32, Category::temporary, c.device());
-  ops.copy_i32(pos.data<int32_t>(), host.data(), B * T);
+  c.device().upload(pos.data<int32_t>(), host.data(), B * T);
   // The rotary op reads absolute positions from pos (not document starts: no mask is built).
   AttentionDims d = dims(B, T, Tensor());
   d.pos = pos.data<int32_t>();

@@ -69,7 +69,7 @@ void EncoderLayer::backward(const Tensor& dres, Saved& s) const {
       ops.dropout_backward(f32(dres), f32(dh), s.mask2.data<uint8_t>(), n, cfg_.hidden_dropout);
       s.mask2.reset();
     } else {
-      ops.copy_f32(f32(dres), f32(dh), n);
+      c.device().copy(f32(dres), f32(dh), n);
     }
     const Tensor dn1 = mlp_->backward(dres, s.mlp);
     ops.add(f32(dh), f32(dh), f32(dn1), n);  // d/dn1 = dh2 + mlp'(...)
@@ -81,7 +81,7 @@ void EncoderLayer::backward(const Tensor& dres, Saved& s) const {
     ops.dropout_backward(f32(dh), f32(dres), s.mask1.data<uint8_t>(), n, cfg_.hidden_dropout);
     s.mask1.reset();
   } else {
-    ops.copy_f32(f32(dh), f32(dres), n);
+    c.device().copy(f32(dh), f32(dres), n);
   }
   const Tensor dx = attn_->backward(dh, s.attn);
   dh.reset();

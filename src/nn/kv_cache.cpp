@@ -34,7 +34,7 @@ void KVCache::reorder(const std::vector<int32_t>& from) {
     SNUG_CHECK(f >= 0 && f < batch_, "KV cache reorder: row ", f, " outside [0, ", batch_, ")");
   const OpTable& ops = dev_->ops();
   Tensor idx = Tensor::empty({batch_}, DType::i32, Category::temporary, *dev_);
-  ops.copy_i32(idx.data<int32_t>(), from.data(), batch_);
+  dev_->upload(idx.data<int32_t>(), from.data(), batch_);
   for (std::vector<Tensor>* kv : {&k_, &v_})
     for (Tensor& t : *kv) {
       Tensor fresh = Tensor::empty(t.shape(), t.dtype(), Category::kv_cache, *dev_);

@@ -139,18 +139,31 @@ void Linear::backward(const Tensor& dout, Saved& s, const Tensor& din, bool accu
 
 std::vector<float> Linear::merged_weight() const {
   SNUG_CHECK(lora_, name_, ": merged_weight needs a LoRA adapter");
+  Device& dev = ctx_->device();
   const OpTable& ops = ctx_->ops();
   const int64_t r = lora_->A->value.dim(0);
   std::vector<float> w(static_cast<size_t>(in_ * out_));
   Tensor scratch;
-  ops.copy_f32(w.data(), ctx_->gemm_weight(w_, scratch), in_ * out_);
+  const float* base = ctx_->gemm_weight(w_, scratch);
+  // The merge runs where the weights are: in w itself where the host addresses the device's
+  // memory (cpu), else in a device temporary downloaded into w.
+  Tensor merged;
+  float* m = w.data();
+  if (dev.host_addressable()) {
+    dev.download(m, base, in_ * out_);
+  } else {
+    merged = temporary(dev, {in_ * out_});
+    m = f32(merged);
+    dev.copy(m, base, in_ * out_);
+  }
   const float s = static_cast<float>(ctx_->lora.scaling());
   if (layout_ == LinearLayout::conv1d)  // w(in,out) += s A(r,in)^T B(out,r)^T
     ops.gemm_f32(true, true, in_, out_, r, s, value_of(lora_->A), in_, value_of(lora_->B), r, 1.0f,
-                 w.data(), out_);
+                 m, out_);
   else  // w(out,in) += s B(out,r) A(r,in)
     ops.gemm_f32(false, false, out_, in_, r, s, value_of(lora_->B), r, value_of(lora_->A), in_,
-                 1.0f, w.data(), in_);
+                 1.0f, m, in_);
+  if (merged.defined()) dev.download(w.data(), m, in_ * out_);
   return w;
 }
 

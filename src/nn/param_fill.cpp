@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
+#include "core/host_staging.h"
 #include "quant/weight_quant.h"
 
 namespace snug::nn {
@@ -12,7 +14,7 @@ namespace {
 constexpr int64_t kChunk = 4096;  // floats per host-buffer chunk (16 KiB)
 }  // namespace
 
-void fill_values(Parameter& p, const OpTable& ops,
+void fill_values(Parameter& p, const OpTable& /*ops: the device's, whose copies it uses*/,
                  const std::function<void(float*, int64_t)>& fill) {
   if (p.quantized()) {
     std::vector<float> host(static_cast<size_t>(p.numel()));
@@ -24,18 +26,47 @@ void fill_values(Parameter& p, const OpTable& ops,
   SNUG_CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f16, "fill_values: '", p.name,
              "' is ", dtype_name(d), ", expected f32, bf16 or f16");
   const int64_t n = p.value.numel();
+  const Device& dev = p.value.device();
   std::vector<float> buf(static_cast<size_t>(std::min(kChunk, n)));
+  std::vector<uint16_t> half(d == DType::f32 ? 0 : buf.size());
   for (int64_t c = 0; c < n; c += kChunk) {
     const int64_t len = std::min(kChunk, n - c);
     fill(buf.data(), len);
     // (No offset from a null pointer: on meta the destination stays null.)
     if (d == DType::f32) {
       float* dst = p.value.data<float>();
-      ops.copy_f32(dst ? dst + c : nullptr, buf.data(), len);
+      dev.upload(dst ? dst + c : nullptr, buf.data(), len);
     } else {
+      // Rounded on the host (as the pack_half op rounds: core/dtype.h's convert), then uploaded.
+      convert(buf.data(), DType::f32, half.data(), d, static_cast<size_t>(len));
       uint16_t* dst = p.value.data_u16();
-      ops.pack_half(dst ? dst + c : nullptr, buf.data(), len, d == DType::f16);
+      dev.upload(dst ? dst + c : nullptr, half.data(), len);
     }
+  }
+}
+
+void read_values(const Parameter& p, float* out) {
+  const int64_t n = p.numel();
+  if (p.quantized()) {
+    Device& dev = p.quant->codes.device();
+    if (dev.host_addressable()) {
+      dequantize_weight(*p.quant, out);
+      return;
+    }
+    const Tensor t = Tensor::empty(p.quant->shape, DType::f32, Category::temporary, dev);
+    dequantize_weight(*p.quant, t.data<float>());
+    dev.download(out, t.data<float>(), n);
+    return;
+  }
+  const Tensor& v = p.value;
+  Device& dev = v.device();
+  if (v.dtype() == DType::f32) {
+    dev.download(out, v.data<float>(), n);
+  } else if (dev.host_addressable()) {
+    dev.ops().unpack_half(out, v.data_u16(), n, v.dtype() == DType::f16);
+  } else {
+    const HostStaging h(v, HostStaging::Use::read);
+    convert(h.raw(), v.dtype(), out, DType::f32, static_cast<size_t>(n));
   }
 }
 

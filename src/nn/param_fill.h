@@ -15,9 +15,15 @@ namespace snug::nn {
 // the first element). fp32 and 16-bit parameters are filled a chunk at a time through a small host
 // buffer (16 KiB), copied or rounded to nearest even, so a 16-bit model initialized from a seed
 // holds exactly the fp32 model's values rounded, with no fp32 copy of the tensor. A quantized
-// parameter gets all its values in host memory, then quantized. Through the device's op table:
-// on meta the values are generated and dropped, so callers skip initialization there.
+// parameter gets all its values in host memory, then quantized. Through the device's copies
+// (Device::upload): on meta the values are generated and dropped, so callers skip initialization
+// there. (`ops` is the device's table, kept for the callers; the copies are the device's own.)
 void fill_values(Parameter& p, const OpTable& ops,
                  const std::function<void(float*, int64_t)>& fill);
+
+// out(p.numel(), host memory) = p's values in fp32: copied, widened from 16 bits or dequantized,
+// through the device's op table where the host addresses the device's memory (cpu), else into a
+// device temporary or host staging and downloaded. Nothing on meta. (CausalLM::read_values.)
+void read_values(const Parameter& p, float* out);
 
 }  // namespace snug::nn

@@ -7,7 +7,7 @@
 
 namespace snug::nn {
 
-VectorF32::VectorF32(const Parameter* p, const OpTable& ops) {
+VectorF32::VectorF32(const Parameter* p, Device& dev) {
   if (p == nullptr) return;
   if (p->value.dtype() == DType::f32) {
     ptr_ = p->value.data<float>();
@@ -15,10 +15,10 @@ VectorF32::VectorF32(const Parameter* p, const OpTable& ops) {
   }
   SNUG_CHECK(p->value.ndim() == 1, "VectorF32: '", p->name, "' is not a vector (",
              shape_str(p->value.shape()), ")");
-  buf_.resize(static_cast<size_t>(p->value.numel()));
-  ops.unpack_half(buf_.data(), p->value.data_u16(), p->value.numel(),
-                  p->value.dtype() == DType::f16);
-  ptr_ = buf_.data();
+  buf_ = Tensor::empty(p->value.shape(), DType::f32, Category::temporary, dev);
+  dev.ops().unpack_half(buf_.data<float>(), p->value.data_u16(), p->value.numel(),
+                        p->value.dtype() == DType::f16);
+  ptr_ = buf_.data<float>();
 }
 
 uint64_t RunContext::dropout_key(int64_t layer, int site) const {

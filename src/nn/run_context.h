@@ -39,16 +39,16 @@ namespace snug::nn {
 
 // fp32 view of a vector parameter (norm weight or bias, Linear bias) for a kernel argument: the
 // value itself when fp32; 16-bit values (--bf16-full, --torch-dtype, generation in 16 bits)
-// widened into a host buffer the view owns.
-// That buffer is not a tracked allocation: like the kernels' internal scratch it is small and
-// bounded (one vector, at most a few C floats). nullptr for a null parameter (and on meta).
+// widened by the device's op table into a `temporary` tensor the view owns (device memory, so a
+// kernel can read it wherever it runs; counted like every other byte, on meta too). nullptr for a
+// null parameter (and on meta).
 class VectorF32 {
  public:
-  VectorF32(const Parameter* p, const OpTable& ops);
+  VectorF32(const Parameter* p, Device& dev);
   const float* get() const { return ptr_; }
 
  private:
-  std::vector<float> buf_;
+  Tensor buf_;
   const float* ptr_ = nullptr;
 };
 
@@ -137,7 +137,7 @@ class RunContext {
   // fp32 values of any parameter: the value itself when fp32, else (bf16 or f16) widened into
   // `scratch`, an fp32 temporary. nullptr on meta.
   const float* param_f32(const Parameter* p, Tensor& scratch) const;
-  VectorF32 vector_f32(const Parameter* p) const { return VectorF32(p, ops()); }
+  VectorF32 vector_f32(const Parameter* p) const { return VectorF32(p, *dev_); }
 
   // --- gradients ---
   // Where backward accumulates p's gradient in fp32, nullptr when p is null or frozen (its dW

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/host_staging.h"
 #include "kernels/op_table.h"
 
 namespace snug {
@@ -125,7 +126,13 @@ void GaLoreAdamW::update_one(State& s, float lr) {
   Tensor low_t = Tensor::empty(s.exp_avg.shape(), DType::f32, Category::temporary, dev);
   Tensor back_t = Tensor::empty({m, n}, DType::f32, Category::temporary, dev);
   float* P = s.projector.data<float>();
-  if (refresh) ops.galore_projector(P, g, m, n, r, s.right);
+  if (refresh) {
+    // Host-only (kernels/op_table.h): G in and P out through host staging, free on cpu.
+    const HostStaging hg(p.grad, HostStaging::Use::read);
+    const HostStaging hp(s.projector, HostStaging::Use::write);
+    ops.galore_projector(hp.data<float>(), hg.data<float>(), m, n, r, s.right);
+    hp.upload();
+  }
   float* low = low_t.data<float>();
   if (s.right)  // low (m, r) = G (m, n) @ P^T
     ops.gemm_f32(false, true, m, r, n, 1.0f, g, n, P, n, 0.0f, low, r);

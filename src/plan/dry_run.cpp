@@ -5,6 +5,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "data/sft_data.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 #include "train/trainer.h"
 
@@ -27,7 +28,7 @@ DryRun replay(const TrainingArguments& args, const DryRunData& data,
   // Replayed: the run's own steps (--max-steps, or its epochs of the data).
   if (data.train == nullptr) a.max_steps = full_rows_steps(args);
   a.report_json.clear();
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   dev.pool().enable_timeline(timeline != nullptr);
   const auto model = create_model(a.model_config(), dev, a.param_dtype(), a.weight_quant());
   // Full rows: the evaluation, when the run has one, is one batch of full rows.

@@ -7,6 +7,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 #include "optim/optimizer.h"
 #include "optim/registry.h"
@@ -73,7 +74,7 @@ int64_t korthikanti_activation_bytes(const TrainingArguments& args) {
 MemoryEstimate estimate_memory(const TrainingArguments& args) {
   const ModelConfig cfg = args.model_config();
   // Shapes only, for the parameter list the optimizer formula and --freeze work on.
-  Device shapes(DeviceKind::meta);
+  Device shapes(meta_backend());
   const auto owned = create_model(cfg, shapes, args.param_dtype(), args.weight_quant());
   CausalLM& model = *owned;
   prepare_model(model, args);  // LoRA adapters, --freeze

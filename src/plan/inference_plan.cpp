@@ -5,6 +5,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "generate/generate.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 #include "train/model_setup.h"
 
@@ -44,7 +45,7 @@ InferenceShape inference_shape(const TrainingArguments& args, int64_t max_new_to
 InferencePlan inference_dry_run(const TrainingArguments& args, const InferenceShape& shape,
                                 std::vector<MemoryEvent>* timeline) {
   const ModelConfig cfg = args.model_config();
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   dev.pool().enable_timeline(timeline != nullptr);
   // As `snug generate` builds it (cli/generate_command.cpp).
   const auto model = create_model(cfg, dev, args.generation_param_dtype(), args.weight_quant());

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/host_staging.h"
 #include "kernels/op_table.h"
 
 namespace snug {
@@ -44,15 +45,23 @@ void named(const std::string& name, const std::function<void()>& f) {
 }
 
 // Writes w's codes into q's tensors through the device's op table (nothing on meta). Under double
-// quantization the fp32 block absmax goes to `staging` (num_blocks floats), or to host memory
-// inside the op when it is nullptr.
-void fill_codes(QuantizedWeight& q, const float* w, float* staging, const std::string& name) {
-  float* absmax = q.cfg.double_quant ? staging : q.absmax.data<float>();
+// quantization the fp32 block absmax goes to `scratch` (num_blocks floats), or to host memory
+// inside the op when it is undefined. The quantizer is host-only (kernels/op_table.h): its
+// outputs are staged on the host (core/host_staging.h: the tensors themselves on cpu) and uploaded.
+void fill_codes(QuantizedWeight& q, const float* w, const Tensor& scratch,
+                const std::string& name) {
+  using Use = HostStaging::Use;
+  // codes and dq_offset start zeroed (empty_quantized_weight); the op may rely on it.
+  const HostStaging codes(q.codes, Use::read_write), absmax(q.absmax, Use::write),
+      dq_codes(q.dq_codes, Use::write), dq_absmax(q.dq_absmax, Use::write),
+      dq_offset(q.dq_offset, Use::read_write), staged_scratch(scratch, Use::write);
+  float* am = q.cfg.double_quant ? staged_scratch.data<float>() : absmax.data<float>();
   named(name, [&] {
     q.codes.device().ops().quantize_weight_codes(
-        q.codes.data<uint8_t>(), absmax, data_of<uint8_t>(q.dq_codes), data_of<float>(q.dq_absmax),
-        data_of<float>(q.dq_offset), w, q.numel, q.cfg.format, q.cfg.block, q.cfg.double_quant);
+        codes.data<uint8_t>(), am, dq_codes.data<uint8_t>(), dq_absmax.data<float>(),
+        dq_offset.data<float>(), w, q.numel, q.cfg.format, q.cfg.block, q.cfg.double_quant);
   });
+  for (const HostStaging* h : {&codes, &absmax, &dq_codes, &dq_absmax, &dq_offset}) h->upload();
 }
 
 QuantizedWeight quantize_into_tracked(const float* w, const Shape& shape,
@@ -73,7 +82,7 @@ QuantizedWeight quantize_into_tracked(const float* w, const Shape& shape,
   Tensor scratch;
   if (q.cfg.double_quant)
     scratch = Tensor::empty({q.num_blocks()}, DType::f32, Category::temporary, dev);
-  fill_codes(q, w, data_of<float>(scratch), name);
+  fill_codes(q, w, scratch, name);
   return q;
 }
 
@@ -118,7 +127,8 @@ QuantizedWeight quantize_weight(const Tensor& w, const WeightQuantConfig& cfg,
     SNUG_CHECK(w.dtype() == DType::f32, "expected an f32 tensor, got ", dtype_name(w.dtype()),
                " of shape ", shape_str(w.shape()));
   });
-  return quantize_into_tracked(w.data<float>(), w.shape(), cfg, w.device(), name);
+  const HostStaging hw(w, HostStaging::Use::read);  // the host-only quantizer's input
+  return quantize_into_tracked(hw.data<float>(), w.shape(), cfg, w.device(), name);
 }
 
 QuantizedWeight quantize_weight(const float* w, const Shape& shape, const WeightQuantConfig& cfg,
@@ -148,7 +158,7 @@ QuantizedWeight empty_quantized_weight(const Shape& shape, const WeightQuantConf
 }
 
 void quantize_weight_into(QuantizedWeight& q, const float* w, const std::string& name) {
-  fill_codes(q, w, nullptr, name);  // double quantization's fp32 absmax staged in host memory
+  fill_codes(q, w, Tensor(), name);  // double quantization's fp32 absmax staged in host memory
 }
 
 void dequantize_weight(const QuantizedWeight& q, float* out) {
@@ -167,11 +177,13 @@ quant::Quantized to_quantized(const QuantizedWeight& q) {
   r.block = q.cfg.block;
   r.bits = quant::bits_per_code(q.cfg.format);
   const auto copy_u8 = [](const Tensor& t) {
-    const uint8_t* p = t.data<uint8_t>();
+    const HostStaging h(t, HostStaging::Use::read);
+    const uint8_t* p = h.data<uint8_t>();
     return std::vector<uint8_t>(p, p + t.numel());
   };
   const auto copy_f32 = [](const Tensor& t) {
-    const float* p = t.data<float>();
+    const HostStaging h(t, HostStaging::Use::read);
+    const float* p = h.data<float>();
     return std::vector<float>(p, p + t.numel());
   };
   r.codes = copy_u8(q.codes);
@@ -179,7 +191,7 @@ quant::Quantized to_quantized(const QuantizedWeight& q) {
     r.double_quant = true;
     r.dq_codes = copy_u8(q.dq_codes);
     r.dq_absmax = copy_f32(q.dq_absmax);
-    r.dq_offset = q.dq_offset.data<float>()[0];
+    r.dq_offset = copy_f32(q.dq_offset)[0];
   } else {
     r.scales = copy_f32(q.absmax);
   }

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
-#include "kernels/kernels.h"
+#include "kernels/op_table.h"
 
 namespace snug {
 
@@ -27,7 +27,7 @@ class HookScope {
 
 double grad_sum_squares(const Parameter& p) {
   if (p.grad.is_meta()) return 0.0;
-  return kernels::sum_squares(p.grad.data<float>(), p.grad.numel());
+  return p.grad.device().ops().sum_squares(p.grad.data<float>(), p.grad.numel());
 }
 
 // forward + backward of the batch with `hook`; returns the loss (backward skipped if non-finite).

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "kernels/kernels.h"
+#include "kernels/op_table.h"
 
 namespace snug {
 
@@ -18,11 +18,12 @@ bool GradScaler::unscale_and_check(const ParameterList& params) {
   bool found_inf = false;
   for (Parameter* p : params) {
     if (!p->grad.defined() || p->grad.is_meta()) continue;
+    const OpTable& ops = p->grad.device().ops();
     float* g = p->grad.data<float>();
-    kernels::scale(g, inv, p->grad.numel());
+    ops.scale(g, inv, p->grad.numel());
     // sum of squares is inf/NaN exactly when some element is (or the sum overflows double,
     // which needs values beyond 1e150: not finite in fp16 terms either).
-    if (!std::isfinite(kernels::sum_squares(g, p->grad.numel()))) found_inf = true;
+    if (!std::isfinite(ops.sum_squares(g, p->grad.numel()))) found_inf = true;
   }
   return found_inf;
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/host_staging.h"
 #include "quant/weight_quant.h"
 
 namespace snug {
@@ -91,8 +92,10 @@ void read_raw_tensor(const SafetensorsFile& f, const std::string& name, Tensor& 
   uint64_t header = 0;
   for (int i = 7; i >= 0; --i) header = (header << 8) | len[i];
   in.seekg(static_cast<std::streamoff>(8 + header + static_cast<uint64_t>(inf.begin)));
-  in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
+  const HostStaging h(t, HostStaging::Use::write);  // t's own bytes on cpu
+  in.read(static_cast<char*>(h.raw()), static_cast<std::streamsize>(t.nbytes()));
   SNUG_CHECK(in.good(), f.path(), ": short read of tensor '", name, "'");
+  h.upload();
 }
 
 }  // namespace snug

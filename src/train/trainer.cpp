@@ -10,7 +10,8 @@
 #include "core/error.h"
 #include "data/collator.h"
 #include "data/prefetch.h"
-#include "kernels/kernels.h"
+#include "kernels/gemm_path.h"
+#include "kernels/op_table.h"
 #include "train/checkpoint.h"
 #include "train/fused_step.h"
 #include "train/model_setup.h"
@@ -222,7 +223,10 @@ EvalLog evaluate(CausalLM& model, const TrainData& data, int64_t B, int64_t T, u
       SNUG_ASSERT(out.shape().size() == 2 && out.shape()[0] == rows && out.dtype() == DType::f32,
                   "accuracy needs (rows, labels) fp32 outputs, got ", shape_str(out.shape()));
       const int64_t labels = out.shape()[1];
-      const float* p = out.data<float>();
+      // (rows, labels) floats, read on the host.
+      std::vector<float> logits(static_cast<size_t>(rows * labels));
+      model.device().download(logits.data(), out.data<float>(), rows * labels);
+      const float* p = logits.data();
       for (int64_t b = 0; b < rows; ++b) {
         const int32_t label = tg[static_cast<size_t>(b * cols)];
         if (label < 0) continue;
@@ -296,12 +300,12 @@ void Trainer::run_eval(TrainResult& r, TrainCallback* callback) {
 double Trainer::clip_gradients() {
   if (model_.device().is_meta()) return 0.0;
   // Gradients are fp32, or bf16 under --bf16-full (reduced in double, scaled and rounded back).
+  const OpTable& ops = model_.device().ops();
   double sq = 0.0;
   for (Parameter* p : model_.parameters()) {
     if (!p->grad.defined()) continue;
-    sq += p->grad.dtype() == DType::bf16
-              ? kernels::sum_squares_bf16(p->grad.data_u16(), p->grad.numel())
-              : kernels::sum_squares(p->grad.data<float>(), p->grad.numel());
+    sq += p->grad.dtype() == DType::bf16 ? ops.sum_squares_bf16(p->grad.data_u16(), p->grad.numel())
+                                         : ops.sum_squares(p->grad.data<float>(), p->grad.numel());
   }
   const double norm = std::sqrt(sq);
   if (args_.max_grad_norm > 0) {
@@ -311,9 +315,9 @@ double Trainer::clip_gradients() {
       for (Parameter* p : model_.parameters()) {
         if (!p->grad.defined()) continue;
         if (p->grad.dtype() == DType::bf16)
-          kernels::scale_bf16(p->grad.data_u16(), static_cast<float>(coef), p->grad.numel());
+          ops.scale_bf16(p->grad.data_u16(), static_cast<float>(coef), p->grad.numel());
         else
-          kernels::scale(p->grad.data<float>(), static_cast<float>(coef), p->grad.numel());
+          ops.scale(p->grad.data<float>(), static_cast<float>(coef), p->grad.numel());
       }
   }
   return norm;

@@ -2,6 +2,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "kernels/backends.h"
 #include "kernels/gemm_path.h"
 #include "models/registry.h"
 #include "nn/run_options.h"
@@ -127,7 +128,7 @@ void TrainingArguments::validate() const {
   parse_logits_mode(logits);
   parse_compute_dtype(fp16, bf16);
   kernels::resolve_gemm_path(gemm_path);  // known, and available on this CPU
-  parse_device_kind(device);
+  backend_named(device);
   optimizer_entry(optim);  // throws the message listing the known names
   SNUG_CHECK(!(bf16_full && fp16),
              "--fp16 and --bf16-full are exclusive: --bf16-full stores and computes in bf16");

@@ -11,6 +11,7 @@
 
 #include "core/device.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "models/gpt2_weights.h"
 #include "quant/weight_quant.h"
@@ -117,7 +118,7 @@ TEST_F(ExportCli, MergedWeightsLoadIntoAPlainModelAndGiveTheAdaptedLogits) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("12 LoRA modules merged"));
 
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const GPT2Config cfg = resolve_gpt2("gpt2-tiny");
   // The adapted model with the checkpoint's values, and a plain model from the merged file
   // through --init-from's loader (strict: it rejects any LoRA key or missing parameter).
@@ -167,7 +168,7 @@ TEST_F(ExportCli, MergedFromA4BitBaseGivesTheQuantizedModelsLogits) {
       run_snug("export --merge -o " + out + " --checkpoint " + checkpoint + " " + flags);
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const GPT2Config cfg = resolve_gpt2("gpt2-tiny");
   WeightQuantConfig nf4;
   nf4.format = quant::Format::nf4;

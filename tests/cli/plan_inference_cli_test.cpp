@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "core/device.h"
 #include "generate/generate.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 #include "plan/inference_plan.h"
 #include "support/run_cli.h"
@@ -34,7 +35,7 @@ TrainingArguments parse(const std::string& line) {
 // A real generation on cpu: the model as `snug generate` builds it, prompts of varied tokens,
 // no eos (so it runs to max_new_tokens, as the plan does).
 MemoryStats real_generation(const TrainingArguments& args, const InferenceShape& s) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   const ModelConfig cfg = args.model_config();
   auto model = create_model(cfg, dev, args.generation_param_dtype(), args.weight_quant());
   load_initial_weights(*model, args, cfg);

@@ -11,6 +11,7 @@
 #include "core/quant_format.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "report/quant_compare.h"
 #include "support/run_cli.h"
 
@@ -113,7 +114,7 @@ TEST(QuantizeCli, OneMethodWithABlockSize) {
 
 TEST(QuantizeCli, TensorsOfASafetensorsFile) {
   TempDir tmp;
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   Tensor w = Tensor::empty({64, 48}, DType::f32, Category::weights, dev);
   Tensor b = Tensor::empty({48}, DType::f32, Category::weights, dev);
   Tensor ids = Tensor::empty({5}, DType::i32, Category::weights, dev);

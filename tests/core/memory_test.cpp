@@ -4,12 +4,13 @@
 
 #include "core/device.h"
 #include "core/tensor.h"
+#include "kernels/backends.h"
 
 namespace snug {
 namespace {
 
 TEST(MemoryPool, TracksLivePeakAndBreakdownAtPeak) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   {
     Tensor w = Tensor::empty({10, 10}, DType::f32, Category::weights, dev);  // 400 B
     Tensor a = Tensor::empty({50}, DType::f32, Category::activations, dev);  // 200 B
@@ -30,7 +31,7 @@ TEST(MemoryPool, TracksLivePeakAndBreakdownAtPeak) {
 }
 
 TEST(MemoryPool, MetaAccountsIdenticallyWithoutBytes) {
-  Device cpu(DeviceKind::cpu), meta(DeviceKind::meta);
+  Device cpu(cpu_backend()), meta(meta_backend());
   for (Device* d : {&cpu, &meta}) {
     Tensor t = Tensor::empty({1000, 3}, DType::bf16, Category::temporary, *d);
     EXPECT_EQ(d->pool().live(Category::temporary), 6000);
@@ -39,7 +40,7 @@ TEST(MemoryPool, MetaAccountsIdenticallyWithoutBytes) {
 }
 
 TEST(MemoryPool, CapacityThrowsWithBreakdown) {
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   dev.pool().set_capacity(1000);
   dev.pool().set_phase("forward h.0");
   Tensor w = Tensor::empty({200}, DType::f32, Category::weights, dev);  // 800 B
@@ -68,7 +69,7 @@ TEST(MemoryPool, ParsesSizesAndPresets) {
 }
 
 TEST(MemoryPool, TimelineRecordsEveryEventWithPhase) {
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   dev.pool().enable_timeline(true);
   dev.pool().set_phase("step 0");
   { Tensor t = Tensor::empty({4}, DType::f32, Category::kv_cache, dev); }

@@ -7,6 +7,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "kernels/backends.h"
 #include "support/expect_error.h"
 
 namespace snug {
@@ -126,7 +127,7 @@ TEST(DataLoader, SeekReproducesTheSequence) {
 
 TEST(DataLoader, TensorOverloadChecksShapeAndDtype) {
   const InMemoryTokenSource src = iota_source(500);
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   DataLoader dl(src, 2, 8, 3), ref(src, 2, 8, 3);
   Tensor x = Tensor::empty({2, 8}, DType::i32, Category::input_data, dev);
   Tensor y = Tensor::empty({2, 8}, DType::i32, Category::input_data, dev);

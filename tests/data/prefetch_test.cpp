@@ -6,6 +6,7 @@
 
 #include "core/device.h"
 #include "data/dataset.h"
+#include "kernels/backends.h"
 
 namespace snug {
 namespace {
@@ -14,7 +15,7 @@ TEST(Prefetcher, SameBatchesAsSynchronousLoading) {
   auto data = open_dataset("builtin", 256, 1);
   const int64_t B = 3, T = 17;
   DataLoader sync_loader(*data, B, T, 5), async_loader(*data, B, T, 5);
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   Prefetcher p(async_loader, 2, 2, dev);
   EXPECT_EQ(p.slots(), 4);
   EXPECT_EQ(dev.pool().live(Category::input_data), 4 * 2 * B * T * 4);
@@ -30,7 +31,7 @@ TEST(Prefetcher, SameBatchesAsSynchronousLoading) {
 TEST(Prefetcher, ZeroWorkersReadsInline) {
   auto data = open_dataset("dummy", 100, 1);
   DataLoader loader(*data, 2, 8, 5);
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   Prefetcher p(loader, 0, 2, dev);
   EXPECT_EQ(p.slots(), 0);
   std::vector<int32_t> in(16), tg(16);
@@ -41,7 +42,7 @@ TEST(Prefetcher, ZeroWorkersReadsInline) {
 TEST(Prefetcher, MetaDeviceAccountsSlotsButReadsNothing) {
   auto data = open_dataset("dummy", 100, 1);
   DataLoader loader(*data, 2, 8, 5);
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   Prefetcher p(loader, 1, 2, dev);
   EXPECT_EQ(dev.pool().live(Category::input_data), 2 * 2 * 2 * 8 * 4);
   EXPECT_EQ(loader.position(), 0);

@@ -18,6 +18,7 @@
 #include "support/expect_error.h"
 #include "support/temp_dir.h"
 #include "io/json_input.h"
+#include "kernels/backends.h"
 
 namespace snug {
 namespace {
@@ -272,7 +273,7 @@ TEST(ExampleLoader, PrefetchedBatchesAreTheSynchronousOnes) {
     ExampleBatching how;
     how.packing = packing;
     ExampleLoader sync(ex, 3, 16, 5, how), async_loader(ex, 3, 16, 5, how);
-    Device dev(DeviceKind::cpu);
+    Device dev(cpu_backend());
     Prefetcher p(async_loader, 2, 2, dev);
     for (int b = 0; b < 12; ++b) {  // more than an epoch
       std::vector<int32_t> in1(48, -7), tg1(48, -7), pos1(48, -7);

@@ -15,6 +15,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "generate/generate.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 #include "plan/inference_plan.h"
 
@@ -61,7 +62,7 @@ class BatchGenerate : public ::testing::Test {
   BatchGenerate() : m_(create_model(resolve_model(kDir + "/config.json"), dev_)) {
     load_model_weights(*m_, kDir + "/model.safetensors");
   }
-  Device dev_{DeviceKind::cpu};
+  Device dev_{cpu_backend()};
   std::unique_ptr<CausalLM> m_;
 };
 

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "generate/generate.h"
 #include "generate/logits_process.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 
 namespace snug {
@@ -43,7 +44,7 @@ GenerationConfig config_of(const nlohmann::json& c) {
 }
 
 TEST(GenerateGolden, TokensEqualTransformersGenerate) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   auto m = create_model(resolve_model(kDir + "/config.json"), dev);
   load_model_weights(*m, kDir + "/model.safetensors");
   const nlohmann::json e = expected();
@@ -63,7 +64,7 @@ TEST(GenerateGolden, TokensEqualTransformersGenerate) {
 TEST(GenerateGolden, MetaRunAllocatesWhatTheCpuRunDoes) {
   // No eos, so the cpu run goes to max_new_tokens as the dry run does.
   for (const int64_t beams : {1, 3}) {
-    Device cpu(DeviceKind::cpu), meta(DeviceKind::meta);
+    Device cpu(cpu_backend()), meta(meta_backend());
     const ModelConfig cfg = resolve_model(kDir + "/config.json");
     auto a = create_model(cfg, cpu);
     auto b = create_model(cfg, meta);
@@ -116,7 +117,7 @@ TEST(LogitsProcess, EachProcessorAsTransformersComputesIt) {
 }
 
 TEST(GenerateGolden, SamplingIsDeterministicPerSeedAndRespectsTopK) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   auto m = create_model(resolve_model(kDir + "/config.json"), dev);
   load_model_weights(*m, kDir + "/model.safetensors");
   GenerationConfig g;
@@ -137,7 +138,7 @@ TEST(GenerateGolden, SamplingIsDeterministicPerSeedAndRespectsTopK) {
 }
 
 TEST(GenerateGolden, BadRequestsAreClearErrors) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   auto m = create_model(resolve_model(kDir + "/config.json"), dev);
   m->init_weights(1);
   auto message = [&](const GenerationConfig& g, std::vector<int32_t> prompt) {

@@ -20,6 +20,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "generate/generate.h"
+#include "kernels/backends.h"
 #include "kernels/gemm_path.h"
 #include "kernels/op_table.h"
 #include "models/registry.h"
@@ -141,7 +142,7 @@ TEST(KVCache, SixteenBitModelCachesInItsDtypeAndEqualsAnFp32Cache) {
   for (const auto& [dtype, compute] :
        {std::pair{DType::bf16, ComputeDType::bf16}, std::pair{DType::f16, ComputeDType::f16}}) {
     SCOPED_TRACE(dtype_name(dtype));
-    Device dev(DeviceKind::cpu);
+    Device dev(cpu_backend());
     auto m = fixture_model("llama_gqa_sharded", dev, dtype, compute, kernels::GemmPath::widen);
     const nn::KVCacheShape shape = m->kv_cache_shape();
     ASSERT_EQ(shape.dtype, dtype);
@@ -184,7 +185,7 @@ TEST(Generation, SixteenBitWeightsGenerateWhatMixedPrecisionDoesOnTheSameValues)
       for (const kernels::GemmPath path : paths) {
         if (compute == ComputeDType::f16 && path != kernels::GemmPath::widen) continue;
         SCOPED_TRACE(name + " " + dtype_name(dtype) + " " + kernels::gemm_path_name(path));
-        Device dev(DeviceKind::cpu);
+        Device dev(cpu_backend());
         auto half = fixture_model(name, dev, dtype, compute, path);
         // fp32 masters holding the 16-bit values, 16-bit compute copies cast at the prefill.
         auto mixed = fixture_model(name, dev, DType::f32, compute, path);
@@ -211,7 +212,7 @@ TEST(Generation, SixteenBitWeightsGenerateWhatMixedPrecisionDoesOnTheSameValues)
 }
 
 TEST(Generation, Fp16ParametersHoldTheSeededDrawsRounded) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   const ModelConfig cfg = resolve_model("llama-tiny");
   auto f32 = create_model(cfg, dev);
   auto f16 = create_model(cfg, dev, DType::f16);

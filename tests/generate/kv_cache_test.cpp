@@ -17,6 +17,7 @@
 
 #include "core/device.h"
 #include "kernels/attention_dims.h"
+#include "kernels/backends.h"
 #include "kernels/op_table.h"
 #include "models/decoder_lm.h"
 #include "models/registry.h"
@@ -139,7 +140,7 @@ void expect_cached_equals_full(CausalLM& m, int64_t T = 11, float tol = 1e-5f) {
 }
 
 TEST(KVCache, CachedForwardEqualsFullForwardGpt2) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   auto m = create_model(resolve_model("gpt2-tiny"), dev);
   m->init_weights(3);
   expect_cached_equals_full(*m);
@@ -148,7 +149,7 @@ TEST(KVCache, CachedForwardEqualsFullForwardGpt2) {
 TEST(KVCache, CachedForwardEqualsFullForwardLlamaAndNeoxShapes) {
   test::BlockLMConfig c = kv_test_sizes();
   c.rope_theta = 500.0f;
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   test::BlockDecoderLM llama(spec_of(test::llama_style(c), "tiny-llama"), dev,
                              summary_of(test::llama_style(c), "tiny-llama"));
   llama.init_weights(5);
@@ -174,7 +175,7 @@ TEST(KVCache, CachedForwardEqualsFullForwardOnEveryCausalFixture) {
     const ModelConfig cfg = resolve_model(e.path().string());
     if (cfg.shape.model_type == "bert") continue;
     SCOPED_TRACE(e.path().filename().string());
-    Device dev(DeviceKind::cpu);
+    Device dev(cpu_backend());
     auto m = create_model(cfg, dev);
     load_model_weights(*m, e.path().string());
     expect_cached_equals_full(*m, 20);
@@ -189,7 +190,7 @@ TEST(KVCache, MixedPrecisionCachedForwardRoundsAsTheFullForward) {
   // attention kernels' fp32 summation order carried through the 16-bit roundings.
   test::BlockLMConfig c = kv_test_sizes();
   for (const ComputeDType d : {ComputeDType::bf16, ComputeDType::f16}) {
-    Device dev(DeviceKind::cpu);
+    Device dev(cpu_backend());
     auto gpt2 = create_model(resolve_model("gpt2-tiny"), dev);
     gpt2->init_weights(3);
     gpt2->set_compute_dtype(d);
@@ -233,7 +234,7 @@ TEST(KVCacheOps, SlidingWindowDecodeEqualsWindowedAttention) {
 }
 
 TEST(KVCache, BytesAreTheSeedFormulaAndCountAsKvCache) {
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   const ModelConfig cfg = resolve_model("gpt2-124m");
   auto m = create_model(cfg, dev);
   const int64_t before = dev.pool().stats().live[static_cast<size_t>(Category::kv_cache)];
@@ -246,7 +247,7 @@ TEST(KVCache, BytesAreTheSeedFormulaAndCountAsKvCache) {
 }
 
 TEST(KVCache, ReorderMovesRowsAndRefusesBadIndices) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   auto m = create_model(resolve_model("gpt2-tiny"), dev);
   m->init_weights(1);
   nn::KVCache cache(dev, m->kv_cache_shape(), 3, 8);

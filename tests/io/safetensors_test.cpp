@@ -14,6 +14,7 @@
 
 #include "core/device.h"
 #include "core/tensor.h"
+#include "kernels/backends.h"
 
 namespace snug {
 namespace {
@@ -65,7 +66,7 @@ class SafetensorsIo : public ::testing::Test {
   }
 
   fs::path dir_;
-  Device cpu_{DeviceKind::cpu};
+  Device cpu_{cpu_backend()};
 };
 
 TEST_F(SafetensorsIo, RoundTripF32Bf16I32Metadata) {
@@ -216,7 +217,7 @@ TEST_F(SafetensorsIo, ReadsPythonWrittenFile) {
 }
 
 TEST_F(SafetensorsIo, MetaTensorsAreShapeCheckedButNotReadNorSaved) {
-  Device meta(DeviceKind::meta);
+  Device meta(meta_backend());
   Tensor a = Tensor::zeros({2, 3}, DType::f32, Category::weights, cpu_);
   const std::string p = file("m.safetensors");
   save_safetensors(p, {{"a", &a}});

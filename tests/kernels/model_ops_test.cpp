@@ -1,6 +1,6 @@
 // The ops that model code uses to touch values without asking which device runs (kernels/ops.inc,
-// "Model-level helpers"): copy_f32, add_uniform_noise (NEFTune) and lora_dropout, fast against
-// reference, and their defining properties.
+// "Model-level helpers"): add_uniform_noise (NEFTune) and lora_dropout, fast against reference,
+// and their defining properties. (Copies are the device's: tests/core/backend_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,15 +14,6 @@ namespace snug {
 namespace {
 
 using Vec = std::vector<float>;
-
-TEST(ModelOps, CopyF32FastEqualsRef) {
-  const Vec src = test::random_floats(1000, 1);
-  Vec a(src.size(), -1.0f), b(src.size(), -2.0f);
-  kernels::copy_f32(a.data(), src.data(), 1000);
-  ref::copy_f32(b.data(), src.data(), 1000);
-  EXPECT_EQ(a, src);
-  EXPECT_EQ(b, src);
-}
 
 TEST(ModelOps, UniformNoiseIsBoundedSeededAndFastEqualsRef) {
   const Vec x = test::random_floats(5000, 2);

@@ -1,15 +1,18 @@
 // The per-device op table (kernels/op_table.h): every entry of the fast and ref tables is the
-// namespace's own function, the meta table touches no memory and returns 0, and a Device
-// carries the table of its kind.
+// namespace's own function, the meta table touches no memory and returns 0, every op has an
+// entry in every table unless it is marked host-only, and a Device carries its backend's table.
+// The ops are walked through kernels/all_ops.inc, so a new op list is checked here unasked.
 #include "kernels/op_table.h"
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "core/device.h"
 #include "core/error.h"
+#include "kernels/backends.h"
 
 namespace snug {
 namespace {
@@ -24,13 +27,9 @@ TEST(OpTable, FastAndRefEntriesAreTheNamespacesFunctions) {
   EXPECT_NE(meta_op_table().name, nullptr) << #name;        \
   EXPECT_NE(meta_op_table().name, &kernels::name) << #name; \
   ++n;
-#include "kernels/flash_ops.inc"
-#include "kernels/lm_head_ops.inc"
-#include "kernels/ops.inc"
-#include "kernels/optim_ops.inc"
-#include "kernels/quant_ops.inc"
+#include "kernels/all_ops.inc"
 #undef SNUG_OP
-  EXPECT_GT(n, 30);
+  EXPECT_GT(n, 70);
   EXPECT_STREQ(fast.impl, "fast");
   EXPECT_STREQ(ref.impl, "ref");
   EXPECT_STREQ(meta_op_table().impl, "meta");
@@ -51,11 +50,7 @@ double call_with_nulls(R (*op)(A...)) {
 TEST(OpTable, MetaOpsTouchNothingAndReturnZero) {
   const OpTable& meta = meta_op_table();
 #define SNUG_OP(ret, name, params) EXPECT_EQ(call_with_nulls(meta.name), 0.0) << #name;
-#include "kernels/flash_ops.inc"
-#include "kernels/lm_head_ops.inc"
-#include "kernels/ops.inc"
-#include "kernels/optim_ops.inc"
-#include "kernels/quant_ops.inc"
+#include "kernels/all_ops.inc"
 #undef SNUG_OP
   // With real buffers and sizes the outputs keep their sentinel values.
   std::vector<float> a(16, 1.0f), b(16, 2.0f), c(16, -7.0f);
@@ -70,14 +65,36 @@ TEST(OpTable, MetaOpsTouchNothingAndReturnZero) {
   EXPECT_EQ(meta.sum_squares(a.data(), 16), 0.0);
 }
 
-TEST(OpTable, DeviceCarriesTheTableOfItsKind) {
-  Device cpu(DeviceKind::cpu);
-  Device meta(DeviceKind::meta);
-  Device cpu_ref(DeviceKind::cpu, &ref_op_table());
+// Every table a backend can carry: a device runs an op through its table's entry, unless the op
+// is host-only (its callers stage host copies and run the host function). An op with neither an
+// entry nor the mark would be a null call on that device.
+TEST(OpTable, EveryOpHasAnEntryOrIsMarkedHostOnly) {
+  for (const OpTable* t : {&fast_op_table(), &ref_op_table(), &meta_op_table(),
+                           &cpu_backend().ops(), &meta_backend().ops()}) {
+    int entries = 0, host_only = 0;
+#define SNUG_OP(ret, name, params)                                      \
+  EXPECT_NE(t->name, nullptr) << t->impl << " has no entry for " #name; \
+  ++entries;
+#define SNUG_HOST_OP(ret, name, params) ++host_only;
+#include "kernels/all_ops.inc"
+#undef SNUG_HOST_OP
+#undef SNUG_OP
+    EXPECT_GT(entries, 70) << t->impl;
+    EXPECT_EQ(host_only, 2) << t->impl;
+  }
+  // The marks themselves: the ops whose work needs host memory, and nothing else.
+  EXPECT_EQ(host_only_ops(),
+            (std::vector<std::string>{"galore_projector", "quantize_weight_codes"}));
+}
+
+TEST(OpTable, DeviceCarriesTheTableOfItsBackend) {
+  Device cpu(cpu_backend());
+  Device meta(meta_backend());
+  Device cpu_ref(cpu_backend(), &ref_op_table());
   EXPECT_EQ(&cpu.ops(), &fast_op_table());
   EXPECT_EQ(&meta.ops(), &meta_op_table());
   EXPECT_EQ(&cpu_ref.ops(), &ref_op_table());
-  EXPECT_THROW(Device(DeviceKind::meta, &fast_op_table()), Error);
+  EXPECT_THROW(Device(meta_backend(), &fast_op_table()), Error);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 #include "support/run_cli.h"
 
@@ -44,7 +45,7 @@ Tensors read_all(const std::string& file) {
 // Writes `t` (shapes from `shapes`) as one safetensors file.
 void write_all(const std::string& file, const Tensors& t,
                const std::map<std::string, std::vector<int64_t>>& shapes) {
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   std::vector<Tensor> keep;
   keep.reserve(t.size());
   std::vector<std::pair<std::string, const Tensor*>> out;
@@ -79,7 +80,7 @@ ModelConfig config(ModelTask task) {
 
 // A model of the fixtures' shape for `task`, loaded from `file` with --seed 7.
 struct Loaded {
-  Device dev{DeviceKind::cpu};
+  Device dev{cpu_backend()};
   std::unique_ptr<CausalLM> model;
   HfLoadReport report;
   Loaded(ModelTask task, const std::string& file) {
@@ -90,7 +91,7 @@ struct Loaded {
 
 // The values init_weights(7) gives the same model (what a fresh head must hold).
 std::map<std::string, std::vector<float>> initialized(ModelTask task) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   const auto m = create_model(config(task), dev);
   m->init_weights(7);
   std::map<std::string, std::vector<float>> v;

@@ -14,6 +14,7 @@
 
 #include "core/device.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "models/bert/bert.h"
 #include "models/registry.h"
 
@@ -39,7 +40,7 @@ ModelConfig no_dropout(const std::string& c);
 void check_case(const std::string& c, AttentionImpl impl) {
   SCOPED_TRACE(c);
   const ModelConfig cfg = no_dropout(c);
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   auto model = create_model(cfg, dev);
   auto& bert = dynamic_cast<Bert&>(*model);
   load_model_weights(*model, folder(c) + "/model.safetensors");

@@ -15,6 +15,7 @@
 #include "core/device.h"
 #include "data/collator.h"
 #include "data/dataset.h"
+#include "kernels/backends.h"
 #include "kernels/gemm_path.h"
 #include "kernels/op_table.h"
 #include "models/config_override.h"
@@ -60,11 +61,11 @@ struct StepMemory {
   float loss = 0;
 };
 
-StepMemory step(const ModelConfig& cfg, DeviceKind kind, AttentionImpl impl, CheckpointPolicy pol,
-                ComputeDType dt) {
+StepMemory step(const ModelConfig& cfg, const Backend& kind, AttentionImpl impl,
+                CheckpointPolicy pol, ComputeDType dt) {
   Device dev(kind);
   auto m = create_model(cfg, dev);
-  if (kind != DeviceKind::meta) m->init_weights(5);
+  if (kind.backed()) m->init_weights(5);
   m->set_attention(impl);
   CheckpointConfig ck;
   ck.policy = pol;
@@ -97,8 +98,8 @@ TEST(Bert, MetaEqualsCpuToTheByte) {
                         : dt == ComputeDType::f16 ? " fp16"
                                                   : " bf16"));
           const ModelConfig cfg = tiny(task);
-          const StepMemory cpu = step(cfg, DeviceKind::cpu, impl, pol, dt);
-          const StepMemory meta = step(cfg, DeviceKind::meta, impl, pol, dt);
+          const StepMemory cpu = step(cfg, cpu_backend(), impl, pol, dt);
+          const StepMemory meta = step(cfg, meta_backend(), impl, pol, dt);
           EXPECT_TRUE(std::isfinite(cpu.loss));
           EXPECT_EQ(cpu.stats.peak_total, meta.stats.peak_total);
           EXPECT_EQ(cpu.stats.alloc_count, meta.stats.alloc_count);
@@ -121,16 +122,16 @@ TEST(Bert, NaiveDropoutKeepsEagerAttentionsTensors) {
        "max_position_embeddings=11", "hidden_dropout_prob=0.2", "attention_probs_dropout_prob=0"});
   off = with_task(off, ModelTask::masked_lm, 0);
   const auto with =
-      step(cfg, DeviceKind::meta, AttentionImpl::naive, CheckpointPolicy::none, ComputeDType::f32);
+      step(cfg, meta_backend(), AttentionImpl::naive, CheckpointPolicy::none, ComputeDType::f32);
   const auto without =
-      step(off, DeviceKind::meta, AttentionImpl::naive, CheckpointPolicy::none, ComputeDType::f32);
+      step(off, meta_backend(), AttentionImpl::naive, CheckpointPolicy::none, ComputeDType::f32);
   const size_t act = static_cast<size_t>(Category::activations);
   EXPECT_EQ(with.stats.max_by_category[act] - without.stats.max_by_category[act],
             2 * (per_layer - scores * 4));  // 2 layers: the mask and the dropped copy
   const auto fw =
-      step(cfg, DeviceKind::meta, AttentionImpl::flash, CheckpointPolicy::none, ComputeDType::f32);
+      step(cfg, meta_backend(), AttentionImpl::flash, CheckpointPolicy::none, ComputeDType::f32);
   const auto fo =
-      step(off, DeviceKind::meta, AttentionImpl::flash, CheckpointPolicy::none, ComputeDType::f32);
+      step(off, meta_backend(), AttentionImpl::flash, CheckpointPolicy::none, ComputeDType::f32);
   EXPECT_EQ(fw.stats.max_by_category[act], fo.stats.max_by_category[act]);
 }
 
@@ -148,7 +149,7 @@ void finite_differences(ModelTask task, AttentionImpl impl) {
   ModelConfig cfg = tiny(task);
   cfg = with_task(apply_config_overrides(architecture("bert"), cfg, {}, {"initializer_range=1.0"}),
                   task, task == ModelTask::sequence_classification ? 3 : 0);
-  Device dev(DeviceKind::cpu, &ref_op_table());
+  Device dev(cpu_backend(), &ref_op_table());
   auto m = create_model(cfg, dev);
   m->init_weights(11);
   m->set_attention(impl);
@@ -195,7 +196,7 @@ TEST(Bert, FiniteDifferencesClassificationWithDropout) {
 
 std::vector<std::vector<float>> grads(const ModelConfig& cfg, AttentionImpl impl,
                                       CheckpointPolicy pol) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   auto m = create_model(cfg, dev);
   m->init_weights(3);
   m->set_attention(impl);
@@ -232,7 +233,7 @@ TEST(Bert, SelectiveCheckpointingDropsTheCheapTensors) {
   const Batch b = batch(cfg);
   const int64_t N = b.B * b.T, C = 12, I = 19, scores = 2 * 3 * 7 * 7, L = 2;
   auto forward_activations = [&](AttentionImpl impl, CheckpointPolicy pol) {
-    Device dev(DeviceKind::meta);
+    Device dev(meta_backend());
     auto m = create_model(cfg, dev);
     m->set_attention(impl);
     CheckpointConfig ck;
@@ -257,7 +258,7 @@ TEST(Bert, NeftuneNoiseChangesTrainingForwardsOnly) {
     SCOPED_TRACE(task_name(task));
     const ModelConfig cfg = tiny(task);
     const Batch b = batch(cfg);
-    Device dev(DeviceKind::cpu);
+    Device dev(cpu_backend());
     auto m = create_model(cfg, dev);
     m->init_weights(3);
     const double clean = loss_at(*m, b);
@@ -327,7 +328,7 @@ TEST(Bert, TrainerRunsBothTasks) {
     a.learning_rate = 1e-3;
     a.gradient_accumulation_steps = 2;
     const ModelConfig cfg = a.model_config();
-    Device dev(DeviceKind::cpu);
+    Device dev(cpu_backend());
     auto m = create_model(cfg, dev);
     m->init_weights(a.seed);
     const auto data = open_dataset("dummy", cfg.shape.vocab_size, a.seed);
@@ -376,7 +377,7 @@ TEST(Bert, ClassificationMemorizesItsRowsWithLoraAndQlora) {
       a.lora_alpha = 16;
     }
     const ModelConfig cfg = a.model_config();
-    Device dev(DeviceKind::cpu);
+    Device dev(cpu_backend());
     auto m = create_model(cfg, dev, a.param_dtype(), a.weight_quant());
     load_initial_weights(*m, a, cfg);
     std::vector<int32_t> tokens(kRows * kT + 1);  // kRows windows of T + 1 tokens, stride T
@@ -421,7 +422,7 @@ TEST(Bert, PlanEqualsTheMeasuredPeakToTheByte) {
       }
       const MemoryStats plan = dry_run(a);
       const ModelConfig cfg = a.model_config();
-      Device dev(DeviceKind::cpu);
+      Device dev(cpu_backend());
       auto m = create_model(cfg, dev);
       m->init_weights(a.seed);
       const auto data = open_dataset("dummy", cfg.shape.vocab_size, a.seed);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/device.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "support/random.h"
 
@@ -17,7 +18,7 @@ struct Result {
   int64_t max_activations = 0;
 };
 
-Result run(const std::string& policy, DeviceKind kind = DeviceKind::cpu,
+Result run(const std::string& policy, const Backend& kind = cpu_backend(),
            AttentionImpl attention = AttentionImpl::flash,
            ComputeDType precision = ComputeDType::f32) {
   GPT2Config cfg = resolve_gpt2("gpt2-tiny");
@@ -51,10 +52,10 @@ TEST(GradientCheckpointing, EveryPolicyIsBitwiseIdenticalToNone) {
   for (ComputeDType precision : {ComputeDType::f32, ComputeDType::bf16, ComputeDType::f16})
     for (AttentionImpl attention : {AttentionImpl::flash, AttentionImpl::naive}) {
       SCOPED_TRACE(static_cast<int>(precision));
-      const Result none = run("none", DeviceKind::cpu, attention, precision);
+      const Result none = run("none", cpu_backend(), attention, precision);
       for (const char* policy : {"every-layer", "every-k:2", "every-k:5", "sqrt", "selective"}) {
         SCOPED_TRACE(policy);
-        const Result r = run(policy, DeviceKind::cpu, attention, precision);
+        const Result r = run(policy, cpu_backend(), attention, precision);
         EXPECT_EQ(std::memcmp(&r.loss, &none.loss, sizeof(float)), 0)
             << r.loss << " vs " << none.loss;
         ASSERT_EQ(r.grads.size(), none.grads.size());
@@ -72,8 +73,8 @@ TEST(GradientCheckpointing, MetaAccountsTheSameBytes) {
   for (ComputeDType precision : {ComputeDType::f32, ComputeDType::bf16})
     for (const char* policy : {"none", "every-layer", "every-k:2", "selective"}) {
       const auto flash = AttentionImpl::flash;
-      EXPECT_EQ(run(policy, DeviceKind::meta, flash, precision).max_activations,
-                run(policy, DeviceKind::cpu, flash, precision).max_activations)
+      EXPECT_EQ(run(policy, meta_backend(), flash, precision).max_activations,
+                run(policy, cpu_backend(), flash, precision).max_activations)
           << policy;
     }
 }

@@ -17,6 +17,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "kernels/backends.h"
 #include "models/llama/llama_config.h"
 #include "models/registry.h"
 
@@ -40,7 +41,7 @@ std::string config_text(const nlohmann::json& entry) {
 }
 
 TEST(DecoderFamilies, ParameterCountsAndNamesEqualTransformers) {
-  Device meta(DeviceKind::meta);
+  Device meta(meta_backend());
   int with_names = 0;
   for (const auto& [name, entry] : golden()["models"].items()) {
     SCOPED_TRACE(name);
@@ -310,7 +311,7 @@ std::vector<float> values(const CausalLM& m, const Parameter& p) {
 }
 
 TEST(DecoderFamilies, InitIsTransformersInitWeights) {
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   for (const char* preset : {"llama-tiny", "qwen2-tiny", "gpt-neox-tiny"}) {
     SCOPED_TRACE(preset);
     // initializer_range 0.05, to see that it is read.
@@ -356,7 +357,7 @@ LoraConfig lora(const std::vector<std::string>& targets) {
 }
 
 TEST(DecoderFamilies, LoraTakesHuggingFaceModuleNames) {
-  Device meta(DeviceKind::meta);
+  Device meta(meta_backend());
   struct Case {
     const char* preset;
     std::vector<std::string> targets;

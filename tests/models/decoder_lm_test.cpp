@@ -20,6 +20,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "kernels/backends.h"
 #include "nn/init.h"
 #include "nn/param_fill.h"
 #include "support/block_decoder.h"
@@ -78,7 +79,7 @@ struct Outcome {
   MemoryStats mem;
 };
 
-Outcome run(DeviceKind kind, const Options& o) {
+Outcome run(const Backend& kind, const Options& o) {
   Device dev(kind);
   test::BlockDecoderLM m(tiny_spec(o.kernel, o.neox), dev);
   if (!dev.is_meta()) m.init_weights(3);
@@ -137,14 +138,14 @@ TEST(DecoderLM, EveryCheckpointPolicyGivesBitwiseTheGradientsOfNone) {
           o.lora = true;
           o.neox = neox;
           o.packed = packed;
-          const Outcome none = run(DeviceKind::cpu, o);
+          const Outcome none = run(cpu_backend(), o);
           // A and B on 7 Linears (NeoX: 4) in 3 layers
           ASSERT_EQ(none.grads.size(), 2u * 3u * (neox ? 4u : 7u));
           for (const CheckpointConfig& c :
                {policy(CheckpointPolicy::every_layer), policy(CheckpointPolicy::every_k, 2),
                 policy(CheckpointPolicy::selective)}) {
             o.ckpt = c;
-            const Outcome got = run(DeviceKind::cpu, o);
+            const Outcome got = run(cpu_backend(), o);
             EXPECT_EQ(got.loss, none.loss);
             EXPECT_EQ(got.grads, none.grads) << static_cast<int>(c.policy);
           }
@@ -171,7 +172,7 @@ TEST(DecoderLM, MetaEqualsCpuToTheByteUnderEachRunOption) {
     all.back().packed = true;
   }
   for (size_t i = 0; i < all.size(); ++i) {
-    const Outcome cpu = run(DeviceKind::cpu, all[i]), meta = run(DeviceKind::meta, all[i]);
+    const Outcome cpu = run(cpu_backend(), all[i]), meta = run(meta_backend(), all[i]);
     EXPECT_EQ(meta.mem.peak_total, cpu.mem.peak_total) << i;
     EXPECT_EQ(meta.mem.peak_by_category, cpu.mem.peak_by_category) << i;
     EXPECT_EQ(meta.mem.max_by_category, cpu.mem.max_by_category) << i;
@@ -183,10 +184,10 @@ TEST(DecoderLM, MetaEqualsCpuToTheByteUnderEachRunOption) {
 
 TEST(DecoderLM, GradReadyHookHandsOverEachParameterOnceWithItsFinalGradient) {
   Options plain;
-  const Outcome want = run(DeviceKind::cpu, plain);
+  const Outcome want = run(cpu_backend(), plain);
   Options hooked;
   hooked.hook = true;
-  const Outcome got = run(DeviceKind::cpu, hooked);
+  const Outcome got = run(cpu_backend(), hooked);
   EXPECT_EQ(got.loss, want.loss);
   ASSERT_EQ(got.ready_order.size(), want.grads.size());  // each once
   for (const auto& [name, g] : want.grads) {
@@ -205,7 +206,7 @@ TEST(DecoderLM, GradReadyHookHandsOverEachParameterOnceWithItsFinalGradient) {
 // position ids that do not fit the batch are refused.
 TEST(DecoderLM, PackedDocumentsGiveTheirLossesAlone) {
   for (bool neox : {false, true}) {
-    Device dev(DeviceKind::cpu);
+    Device dev(cpu_backend());
     test::BlockDecoderLM m(tiny_spec(AttentionImpl::flash, neox), dev);
     m.init_weights(3);
     const Batch b = batch();
@@ -240,13 +241,13 @@ TEST(DecoderLM, PackedDocumentsGiveTheirLossesAlone) {
 
 TEST(DecoderLM, NeftuneNoiseChangesTrainingForwardsOnly) {
   Options o;
-  const Outcome plain = run(DeviceKind::cpu, o);
+  const Outcome plain = run(cpu_backend(), o);
   o.neftune = 5.0;
-  const Outcome noisy = run(DeviceKind::cpu, o);
+  const Outcome noisy = run(cpu_backend(), o);
   EXPECT_NE(noisy.loss, plain.loss);
-  EXPECT_EQ(run(DeviceKind::cpu, o).loss, noisy.loss);  // the same draws for the same count
+  EXPECT_EQ(run(cpu_backend(), o).loss, noisy.loss);  // the same draws for the same count
 
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   test::BlockDecoderLM m(tiny_spec(AttentionImpl::flash), dev);
   m.init_weights(3);
   const Batch b = batch();

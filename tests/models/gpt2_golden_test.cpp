@@ -13,6 +13,7 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 
 namespace snug {
@@ -83,7 +84,7 @@ Batch golden_batch(const SafetensorsFile& f) {
 TEST(GoldenGpt2, LossAndGradientsMatchPyTorchFloat64) {
   const SafetensorsFile f(golden_path());
   const GPT2Config cfg = golden_config(f);
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   GPT2 model(cfg, cpu);
   load_golden_params(f, model);
   if (HasFatalFailure()) return;
@@ -123,7 +124,7 @@ TEST(GoldenGpt2, LossAndGradientsMatchPyTorchFloat64) {
 
 TEST(GoldenGpt2, DeterministicAndFreesActivations) {
   const SafetensorsFile f(golden_path());
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   GPT2 model(golden_config(f), cpu);
   load_golden_params(f, model);
   if (HasFatalFailure()) return;

@@ -18,6 +18,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "support/run_cli.h"
 
 namespace snug {
@@ -63,7 +64,7 @@ std::string load_error(GPT2& m, const std::string& path) {
 
 TEST(Gpt2Weights, SaveThenLoadRestoresEveryParameterExactly) {
   TempDir tmp;
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   GPT2 a(tiny(), dev), b(tiny(), dev);
   a.init_weights(42);
   b.init_weights(7);
@@ -91,7 +92,7 @@ TEST(Gpt2Weights, HubSpellingsLoad) {
   // The original gpt2 checkpoints: no "transformer." prefix, causal-mask buffers, a tied
   // lm_head.weight equal to wte.
   TempDir tmp;
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   GPT2 a(tiny(), dev), b(tiny(), dev);
   a.init_weights(1);
   b.init_weights(2);
@@ -107,7 +108,7 @@ TEST(Gpt2Weights, HubSpellingsLoad) {
 
 TEST(Gpt2Weights, MismatchesAreClearErrors) {
   TempDir tmp;
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   GPT2 a(tiny(), dev), b(tiny(), dev);
   a.init_weights(1);
 

@@ -23,6 +23,7 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 
 namespace snug {
@@ -102,7 +103,7 @@ TEST_P(HfFamilyParity, LogitsLossAndGradientsMatchTransformers) {
   // The folder, as --model DIR reads it.
   const ModelConfig cfg = resolve_model(dir());
   EXPECT_EQ(cfg.shape.model_type, ex.metadata().at("model_type"));
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const std::unique_ptr<CausalLM> model = create_model(cfg, cpu);
   load_model_weights(*model, dir());
 

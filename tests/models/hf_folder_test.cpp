@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "io/json_input.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 #include "support/run_cli.h"
 
@@ -98,7 +99,7 @@ TEST(HfFolder, ShardsSplitAsHuggingfaceHubSplitsThem) {
 
 TEST(HfFolder, AFolderLoadsBackBitForBitWholeOrSharded) {
   TempDir tmp;
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const ModelConfig cfg = odd_model();
   const auto src = create_model(cfg, cpu);
   src->init_weights(7);
@@ -160,7 +161,7 @@ TEST(HfFolder, AFolderLoadsBackBitForBitWholeOrSharded) {
 
 TEST(HfFolder, Bf16FolderHoldsTheRoundedValuesAndSaysSoInConfig) {
   TempDir tmp;
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const ModelConfig cfg = odd_model();
   const auto src = create_model(cfg, cpu);
   src->init_weights(3);
@@ -221,7 +222,7 @@ TEST(HfFolder, ConfigJsonKeepsTheSourceKeysUnderTheResolvedOnes) {
 
 TEST(HfFolder, TokenizerAndGenerationFilesComeAlong) {
   TempDir tmp;
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const std::string src = tmp.path("src");
   fs::create_directories(src);
   const ModelConfig cfg = resolve_model("gpt2-tiny");
@@ -272,7 +273,7 @@ TEST(HfFolder, BadFoldersAreNamed) {
             0u);
   // Writing a folder where a file is.
   write_text(tmp.path("file"), "x");
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const auto m = create_model(resolve_model("gpt2-tiny"), cpu);
   EXPECT_EQ(error_of([&] {
               save_hf_folder(tmp.path("file"), nlohmann::json::object(), hf_model_tensors(*m), "",

@@ -17,6 +17,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 #include "support/run_cli.h"
 
@@ -67,7 +68,7 @@ std::string load_error(CausalLM& m, const std::string& path) {
 }
 
 struct Models {
-  Device dev{DeviceKind::cpu};
+  Device dev{cpu_backend()};
   ModelConfig cfg = resolve_model("gpt2-tiny");
   std::unique_ptr<CausalLM> a = create_model(cfg, dev), b = create_model(cfg, dev);
   Models() {
@@ -100,7 +101,7 @@ TEST(HfWeights, Bf16TensorsConvertAsTheyLoad) {
   // A bf16 checkpoint into an fp32 model: each value is the bf16 rounding of the original.
   TempDir tmp;
   Models m;
-  Device host(DeviceKind::cpu);
+  Device host(cpu_backend());
   std::vector<Tensor> halves;
   std::vector<std::pair<std::string, const Tensor*>> t;
   halves.reserve(m.a->parameters().size());

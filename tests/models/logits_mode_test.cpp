@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/device.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "support/random.h"
 
@@ -17,7 +18,7 @@ struct Result {
   MemoryStats mem;
 };
 
-Result run(LogitsMode mode, DeviceKind kind = DeviceKind::cpu, int64_t B = 3, int64_t T = 24,
+Result run(LogitsMode mode, const Backend& kind = cpu_backend(), int64_t B = 3, int64_t T = 24,
            const std::string& model = "gpt2-tiny", int64_t n_layer = 0) {
   GPT2Config cfg = resolve_gpt2(model);
   if (n_layer > 0) cfg.n_layer = n_layer;
@@ -55,7 +56,7 @@ TEST(LogitsMode, ChunkedEqualsFull) {
 
 TEST(LogitsMode, BackwardWithAnotherScaleIsRefused) {
   GPT2Config cfg = resolve_gpt2("gpt2-tiny");
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   GPT2 gpt(cfg, dev);
   gpt.init_weights(5);
   std::vector<int32_t> in(16, 1), tg(16, 2);
@@ -68,12 +69,12 @@ TEST(LogitsMode, BackwardWithAnotherScaleIsRefused) {
 // One transformer layer, so that what is measured is the head: the 12 layers' own activations
 // (1.2 GB at this shape) exceed one logits tensor whatever the head does.
 TEST(LogitsMode, ChunkedNeverHoldsTheLogits) {
-  const Result r = run(LogitsMode::chunked, DeviceKind::meta, 4, 512, "gpt2-124m", 1);
+  const Result r = run(LogitsMode::chunked, meta_backend(), 4, 512, "gpt2-124m", 1);
   const int64_t logits_bytes = int64_t{4} * 512 * 50257 * 4;
   const int64_t act = r.mem.max_by_category[static_cast<int>(Category::activations)];
   const int64_t tmp = r.mem.max_by_category[static_cast<int>(Category::temporary)];
   EXPECT_LT(act + tmp, logits_bytes) << act << " + " << tmp;
-  const Result full = run(LogitsMode::full, DeviceKind::meta, 4, 512, "gpt2-124m", 1);
+  const Result full = run(LogitsMode::full, meta_backend(), 4, 512, "gpt2-124m", 1);
   EXPECT_GT(full.mem.max_by_category[static_cast<int>(Category::activations)], logits_bytes);
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/device.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "plan/what_if.h"
 #include "support/configs.h"
@@ -34,7 +35,7 @@ void randomize_b(GPT2& model, uint64_t seed) {
 }
 
 TEST(Lora, TrainableParametersAreTheAdaptersWithPeftsCount) {
-  Device meta(DeviceKind::meta);
+  Device meta(meta_backend());
   GPT2 model(resolve_gpt2("gpt2-124m"), meta);
   model.add_lora(lora(8, {"c_attn"}), 1);
   // Per layer A (8, 768) + B (2304, 8): PEFT prints "trainable params: 294,912".
@@ -58,7 +59,7 @@ TEST(Lora, TrainableParametersAreTheAdaptersWithPeftsCount) {
 }
 
 TEST(Lora, UnknownTargetModuleIsAnErrorNamingIt) {
-  Device meta(DeviceKind::meta);
+  Device meta(meta_backend());
   GPT2 model(resolve_gpt2("gpt2-tiny"), meta);
   try {
     model.add_lora(lora(8, {"c_attn", "q_proj"}), 1);
@@ -75,7 +76,7 @@ TEST(Lora, UnknownTargetModuleIsAnErrorNamingIt) {
 // gradient the bypass adds reaches wpe exactly as the merged model's does. (The bypass kernels
 // themselves are checked against finite differences in tests/kernels/lora_kernel_test.cpp.)
 TEST(Lora, GradientsAreTheMergedModelsByTheChainRule) {
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const GPT2Config cfg = test::odd_config();
   GPT2 adapted(cfg, cpu);
   adapted.init_weights(5);
@@ -127,7 +128,7 @@ TEST(Lora, GradientsAreTheMergedModelsByTheChainRule) {
 }
 
 TEST(Lora, MergedWeightsGiveTheAdaptedModelsLogits) {
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const GPT2Config cfg = test::odd_config();
   GPT2 adapted(cfg, cpu);
   adapted.init_weights(5);
@@ -165,7 +166,7 @@ struct Grads {
 };
 
 Grads lora_step(const std::string& policy, double dropout, bool train = true) {
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   GPT2 model(test::odd_config(), cpu);
   model.init_weights(5);
   model.add_lora(lora(4, {"all-linear"}, dropout), 7);
@@ -206,7 +207,7 @@ TEST(Lora, DropoutActsInTrainingOnly) {
 }
 
 TEST(Lora, NeftuneNoiseInTrainingOnly) {
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   GPT2 model(test::odd_config(), cpu);
   model.init_weights(5);
   const int64_t B = 2, T = 11;
@@ -250,7 +251,7 @@ TEST(Lora, LossFallsOnTheBuiltInData) {
   a.per_device_train_batch_size = 4;
   a.seq_len = 64;
   a.logging_steps = 1000;
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   GPT2 model(a.model_config(), cpu);
   model.init_weights(a.seed);
   const auto data = open_dataset(a.data, model.config().vocab_size, a.seed);

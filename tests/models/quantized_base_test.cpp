@@ -8,6 +8,7 @@
 
 #include "core/device.h"
 #include "data/dataset.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "models/gpt2_weights.h"
 #include "plan/what_if.h"
@@ -33,7 +34,7 @@ TEST(QuantizedBase, Gpt2LinearWeightsCostFourAndAHalfBitsOrLessWithDoubleQuant) 
   const GPT2Config cfg = resolve_gpt2("gpt2-124m");
   const int64_t P = 124439808, P_lin = 84934656;  // 12 x (768x2304 + 768x768 + 2 x 768x3072)
   for (bool dq : {false, true}) {
-    Device meta(DeviceKind::meta);
+    Device meta(meta_backend());
     GPT2 model(cfg, meta, DType::f32, nf4(dq));
     EXPECT_EQ(count_params(model.parameters()), P);
     EXPECT_EQ(count_params(model.parameters(), true), P - P_lin);  // Linear weights are frozen
@@ -49,7 +50,7 @@ TEST(QuantizedBase, Gpt2LinearWeightsCostFourAndAHalfBitsOrLessWithDoubleQuant) 
     }
     EXPECT_EQ(cat(m, Category::temporary), 0);  // no fp32 copy ever existed on the device
   }
-  Device meta(DeviceKind::meta);
+  Device meta(meta_backend());
   WeightQuantConfig i8;
   i8.format = quant::Format::int8_blockwise;
   GPT2 model(cfg, meta, DType::f32, i8);
@@ -63,7 +64,7 @@ TEST(QuantizedBase, Gpt2LinearWeightsCostFourAndAHalfBitsOrLessWithDoubleQuant) 
 TEST(QuantizedBase, ForwardIsTheFp32ModelsWithDequantizedWeights) {
   for (quant::Format f : {quant::Format::nf4, quant::Format::fp4, quant::Format::int8_blockwise}) {
     SCOPED_TRACE(quant::format_name(f));
-    Device cpu(DeviceKind::cpu);
+    Device cpu(cpu_backend());
     const GPT2Config cfg = test::odd_config();
     WeightQuantConfig qc;
     qc.format = f;
@@ -99,7 +100,7 @@ TEST(QuantizedBase, ForwardIsTheFp32ModelsWithDequantizedWeights) {
 }
 
 TEST(QuantizedBase, LoadsAndQuantizesAWeightsFile) {
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const GPT2Config cfg = test::odd_config();
   GPT2 src(cfg, cpu);
   src.init_weights(21);
@@ -144,7 +145,7 @@ TrainingArguments qlora_args() {
 
 TEST(QuantizedBase, QloraTrainsAndItsPlanIsExact) {
   const TrainingArguments a = qlora_args();
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   GPT2 model(a.model_config(), cpu, DType::f32, a.weight_quant());
   model.init_weights(a.seed);
   const auto data = open_dataset(a.data, model.config().vocab_size, a.seed);
@@ -164,7 +165,7 @@ TEST(QuantizedBase, TrainingAQuantizedBaseWithoutAdaptersIsRefused) {
   TrainingArguments a = qlora_args();
   a.lora_r = 0;
   a.qlora = false;
-  Device meta(DeviceKind::meta);
+  Device meta(meta_backend());
   GPT2 model(a.model_config(), meta, DType::f32, a.weight_quant());
   try {
     Trainer t(a, model, nullptr);
@@ -188,7 +189,7 @@ TEST(QuantizedBase, QloraResumeIsBitExact) {
     a.save_steps = steps;
     a.output_dir = out;
     a.resume_from = resume;
-    Device cpu(DeviceKind::cpu);
+    Device cpu(cpu_backend());
     GPT2 model(a.model_config(), cpu, DType::f32, a.weight_quant());
     model.init_weights(a.seed);
     const auto data = open_dataset(a.data, model.config().vocab_size, a.seed);

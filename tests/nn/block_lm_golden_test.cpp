@@ -15,6 +15,7 @@
 
 #include "core/device.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "kernels/op_table.h"
 #include "support/block_lm.h"
 
@@ -51,7 +52,7 @@ TEST(GoldenBlockLM, LossAndGradientsMatchLlamaForCausalLM) {
   const double golden_loss = meta_double(f, "loss_f64");  // the float64 value (loss is F32)
 
   for (const OpTable* ops : {&fast_op_table(), &ref_op_table()}) {
-    Device dev(DeviceKind::cpu, ops);
+    Device dev(cpu_backend(), ops);
     test::BlockLM m(test::llama_style(c), dev);
     // The file holds exactly the model's parameters (plus gradients and the batch).
     std::set<std::string> in_file;

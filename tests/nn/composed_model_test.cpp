@@ -15,6 +15,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "kernels/backends.h"
 #include "kernels/op_table.h"
 #include "nn/init.h"
 #include "support/block_lm.h"
@@ -60,7 +61,7 @@ BlockLMConfig gpt_neox_like() {
 }
 
 TEST(ComposedModel, ParametersHaveHuggingFaceLlamaNames) {
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   BlockLM m(test::llama_style(llama_like()), dev);
   std::vector<std::string> want = {"model.embed_tokens.weight"};
   for (int l = 0; l < 2; ++l) {
@@ -91,7 +92,7 @@ TEST(ComposedModel, OtherBlocksGradientsMatchFiniteDifferences) {
 }
 
 TEST(ComposedModel, ParametersHaveHuggingFaceGptNeoXNames) {
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   BlockLM m(test::neox_style(gpt_neox_like()), dev);
   std::vector<std::string> want = {"gpt_neox.embed_in.weight"};
   for (int l = 0; l < 2; ++l) {
@@ -124,7 +125,7 @@ TEST(ComposedModel, GptNeoXGradientsMatchFiniteDifferences) {
 TEST(ComposedModel, InterleavedProjectionNeedsOneKvHeadPerHead) {
   BlockLMConfig c = gpt_neox_like();
   c.kv_heads = 1;
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   try {
     BlockLM m(test::neox_style(c), dev);
     FAIL() << "expected an error";
@@ -147,7 +148,7 @@ TEST(ComposedModel, InterleavedProjectionEqualsSeparateProjectionsPermuted) {
   sep.layer.attn.fused_qkv_name.clear();
   sep.layer.attn.fused_qkv_layout = nn::FusedQKVLayout::blocks;
   for (const OpTable* table : {&fast_op_table(), &ref_op_table()}) {
-    Device d1(DeviceKind::cpu, table), d2(DeviceKind::cpu, table);
+    Device d1(cpu_backend(), table), d2(cpu_backend(), table);
     BlockLM ms(sep, d1), mi(test::neox_style(cfg), d2);
     init_weights(ms, 6);
     // fused (3*NH*hs, cols) = the q, k, v parts (NH*hs, cols each) interleaved per head.
@@ -220,7 +221,7 @@ TEST(ComposedModel, FastTableMatchesRefTable) {
   for (const test::BlockLMSpec& spec :
        {test::llama_style(llama_like()), test::llama_style(neox_like()),
         test::neox_style(gpt_neox_like())}) {
-    Device fast(DeviceKind::cpu), ref(DeviceKind::cpu, &ref_op_table());
+    Device fast(cpu_backend()), ref(cpu_backend(), &ref_op_table());
     BlockLM mf(spec, fast), mr(spec, ref);
     init_weights(mf, 3);
     init_weights(mr, 3);

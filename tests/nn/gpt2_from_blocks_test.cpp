@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "support/block_lm.h"
 #include "support/configs.h"
@@ -61,7 +62,7 @@ TEST(Gpt2FromBlocks, SameLossAndGradientsBitForBit) {
     targets.push_back(i % 11 == 3 ? -100 : static_cast<int32_t>((53 * i + 2) % cfg.vocab_size));
   }
   for (AttentionImpl kernel : {AttentionImpl::flash, AttentionImpl::naive}) {
-    Device dev(DeviceKind::cpu);
+    Device dev(cpu_backend());
     GPT2 gpt2(cfg, dev);
     gpt2.init_weights(7);
     gpt2.set_attention(kernel);

@@ -14,6 +14,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "kernels/backends.h"
 #include "kernels/op_table.h"
 #include "support/block_lm.h"
 #include "support/block_lm_checks.h"
@@ -81,7 +82,7 @@ TEST(PackedDocuments, PackedBatchGivesTheDocumentsRunAlone) {
         const std::string what = spec.embed_name +
                                  (kernel == AttentionImpl::flash ? " flash " : " naive ") +
                                  table->impl;
-        Device dev(DeviceKind::cpu, table);
+        Device dev(cpu_backend(), table);
         BlockLM m(spec, dev);
         test::init_weights(m, 7);
         const Packed p = packed(spec.vocab);
@@ -145,8 +146,8 @@ TEST(PackedDocuments, BadPositionIdsAreRefusedOnBothDevices) {
   const BlockLMSpec spec = test::llama_style(llama_like(AttentionImpl::flash));
   Packed p = packed(spec.vocab);
   p.batch.positions[5] = 7;  // row 0, t = 5: neither 0 nor 2
-  for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::meta}) {
-    Device dev(kind);
+  for (const Backend* kind : {&cpu_backend(), &meta_backend()}) {
+    Device dev(*kind);
     BlockLM m(spec, dev);
     try {
       m.forward(p.batch.tokens.data(), p.batch.targets.data(), p.batch.B, p.batch.T, false,

@@ -9,6 +9,7 @@
 
 #include "core/device.h"
 #include "data/dataset.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "train/trainer.h"
 
@@ -36,7 +37,7 @@ TEST_P(OptimConvergence, LossDropsByAQuarterIn300Steps) {
   a.per_device_train_batch_size = 8;
   a.seq_len = 64;
   a.logging_steps = 1000;
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   const GPT2Config cfg = resolve_gpt2(a.model);
   GPT2 model(cfg, dev);
   model.init_weights(a.seed);

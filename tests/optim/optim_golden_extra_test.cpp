@@ -13,6 +13,7 @@
 
 #include "core/device.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "optim/galore.h"
 #include "optim/lion8bit.h"
 #include "optim/lomo.h"
@@ -61,7 +62,7 @@ Tensor* state_named(Optimizer& opt, const std::string& name) {
 
 TEST(OptimGoldenExtra, Lion8bitStepsMatchBitsandbytesWithinOneCode) {
   SafetensorsFile f = golden();
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   // bitsandbytes' state1 map is the signed dynamic map we build.
   const quant8::Code& code = quant8::signed_code();
   const std::vector<float> qmap = f.read_f32("lion8.qmap1");
@@ -161,7 +162,7 @@ class OptimGoldenLomo : public ::testing::TestWithParam<LomoCase> {};
 TEST_P(OptimGoldenLomo, ThreeStepsMatchLomoOptim) {
   const LomoCase c = GetParam();
   SafetensorsFile f = golden();
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   Parameter w{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}};
   Parameter b{"h.0.mlp.c_fc.bias", {}, {}, true, false, {}};
   w.value = Tensor::empty({37, 53}, DType::f32, Category::weights, dev);
@@ -204,7 +205,7 @@ INSTANTIATE_TEST_SUITE_P(Fused, OptimGoldenLomo,
 TEST(OptimGoldenExtra, LomoStepWithoutHookEqualsPerParameterUpdates) {
   // step(lr) is begin_step(lr, 1) + update() of each parameter; it frees the gradients.
   SafetensorsFile f = golden();
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   Parameter w{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}};
   w.value = Tensor::empty({37, 53}, DType::f32, Category::weights, dev);
   fill(w.value, f.read_f32("lomo.w0"));
@@ -220,7 +221,7 @@ TEST(OptimGoldenExtra, LomoStepWithoutHookEqualsPerParameterUpdates) {
 
 TEST(OptimGoldenExtra, GaloreAdamWThreeStepsMatchGaloreTorch) {
   SafetensorsFile f = golden();
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   // Names decide the targets: 2-D attention/MLP weights are projected, the bias is not.
   Parameter left{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}};
   Parameter right{"h.0.attn.c_proj.weight", {}, {}, true, true, {}};

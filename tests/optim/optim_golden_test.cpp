@@ -11,6 +11,7 @@
 
 #include "core/device.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "optim/optimizer.h"
 
 namespace snug {
@@ -71,7 +72,7 @@ class OptimGolden : public ::testing::TestWithParam<GoldenCase> {};
 TEST_P(OptimGolden, ThreeStepsMatchReference) {
   const GoldenCase c = GetParam();
   SafetensorsFile f(golden_path());
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   Parameter w{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}};
   Parameter b{"h.0.mlp.c_fc.bias", {}, {}, true, false, {}};
   w.value = Tensor::empty({37, 53}, DType::f32, Category::weights, dev);
@@ -106,7 +107,7 @@ INSTANTIATE_TEST_SUITE_P(Optimizers, OptimGolden, ::testing::ValuesIn(cases()),
                          });
 
 TEST(OptimGoldenSkips, ParameterWithoutGradIsUntouched) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   for (const std::string& name : optimizer_names()) {
     Parameter p{"h.0.attn.c_proj.weight", {}, {}, true, true, {}};
     p.value = Tensor::zeros({64, 80}, DType::f32, Category::weights, dev);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/device.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "optim/optimizer.h"
 
@@ -14,7 +15,7 @@ namespace {
 
 int64_t measure(const std::string& optim, const OptimizerOptions& o, int64_t* formula,
                 int64_t* params) {
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   GPT2 model(resolve_gpt2("gpt2-124m"), dev);
   auto opt = make_optimizer(optim, model.parameters(), o);
   for (Parameter* p : model.parameters()) p->grad_for_accumulation();
@@ -69,7 +70,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Case>& pi) { return pi.param.label; });
 
 TEST(OptimMemoryFormula, ClosedFormsOnGpt2) {
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   const GPT2Config cfg = resolve_gpt2("gpt2-124m");
   GPT2 model(cfg, dev);
   OptimizerOptions o;
@@ -99,7 +100,7 @@ TEST(OptimMemoryFormula, ClosedFormsOnGpt2) {
 }
 
 TEST(OptimMemoryFormula, NewOptimizersClosedFormsOnGpt2) {
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   const GPT2Config cfg = resolve_gpt2("gpt2-124m");
   GPT2 model(cfg, dev);
   OptimizerOptions o;
@@ -142,7 +143,7 @@ TEST(OptimMemoryFormula, NewOptimizersClosedFormsOnGpt2) {
 }
 
 TEST(OptimMemoryFormula, FrozenParametersCostNothing) {
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   GPT2 model(resolve_gpt2("gpt2-tiny"), dev);
   for (Parameter* p : model.parameters()) p->requires_grad = false;
   for (const std::string& name : optimizer_names())

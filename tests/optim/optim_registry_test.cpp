@@ -15,6 +15,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "data/dataset.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "optim/lomo.h"
 #include "optim/registry.h"
@@ -59,7 +60,7 @@ TEST(OptimRegistry, StateBytesEqualWhatARealRunAllocates) {
       a.weight_decay = 0.01;                  // every optimizer's decay path
       a.galore_rank = 8;                      // below the matrices' sides: projected states
       a.freeze = {"transformer.wpe.weight"};  // frozen: no state
-      Device dev(DeviceKind::cpu);
+      Device dev(cpu_backend());
       GPT2 model(cfg, dev, a.param_dtype());
       model.init_weights(a.seed);
       auto data = open_dataset(a.data, cfg.vocab_size, a.seed);
@@ -82,7 +83,7 @@ TEST(OptimRegistry, StateBytesEqualWhatARealRunAllocates) {
 }
 
 TEST(OptimRegistry, UpdatesInBackwardIsTheFusedOptimizer) {
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   GPT2 model(test::odd_config(), dev);
   for (const OptimizerEntry& e : optimizer_registry()) {
     const auto opt = make_optimizer(e.name, model.parameters(), OptimizerOptions{});

@@ -15,6 +15,7 @@
 
 #include "core/device.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "optim/adamw8bit.h"
 
 namespace snug {
@@ -144,7 +145,7 @@ struct RefAdam {
 };
 
 TEST(OptimQuant8, AdamW8bitStepsMatchFp32ReferenceWithinOneCode) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   const int64_t n = 2 * 4096 + 300;  // 8-bit, with a short last block
   Parameter p{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}};
   p.value = Tensor::empty({n}, DType::f32, Category::weights, dev);
@@ -200,7 +201,7 @@ TEST(OptimQuant8, AdamW8bitStepsMatchFp32ReferenceWithinOneCode) {
 }
 
 TEST(OptimQuant8, SmallTensorsAndEmbeddingsKeepFp32States) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   Parameter small{"h.0.ln_1.weight", {}, {}, true, false, {}};
   Parameter big{"h.0.attn.c_attn.weight", {}, {}, true, true, {}};
   Parameter wte{"wte.weight", {}, {}, true, true, {}};

@@ -13,6 +13,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "models/registry.h"
 #include "support/configs.h"
@@ -47,7 +48,7 @@ std::string error_of(GPT2& model, const std::string& path) {
 }
 
 TEST(PeftExport, LoadByNameNamesTheFileAndTensorOfEachMismatch) {
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const GPT2Config cfg = test::odd_config();  // C = 48, 3 layers
   test::TempDir tmp;
   const std::string path = tmp.path("model.safetensors");
@@ -91,7 +92,7 @@ TEST(PeftExport, LoadByNameNamesTheFileAndTensorOfEachMismatch) {
 }
 
 TEST(PeftExport, AdaptersOnlyFileKeepsTheBase) {
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const GPT2Config cfg = test::odd_config();
   test::TempDir tmp;
   GPT2 model(cfg, cpu);
@@ -112,7 +113,7 @@ TEST(PeftExport, AdaptersOnlyFileKeepsTheBase) {
 }
 
 TEST(PeftExport, AdapterConfigResolvesAllLinearAndKeepsFloatAlpha) {
-  Device meta(DeviceKind::meta);
+  Device meta(meta_backend());
   GPT2 model(test::odd_config(), meta);
   LoraConfig c = lora(4, {"all-linear"});
   c.alpha = 3.5;
@@ -135,7 +136,7 @@ TEST(PeftExport, AdapterConfigResolvesAllLinearAndKeepsFloatAlpha) {
 
 // The merged file against W[i][o] + s sum_k A[k][i] B[o][k], in double, with rsLoRA scaling.
 TEST(PeftExport, MergedWeightsAreBasePlusScaledLowRankProduct) {
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const GPT2Config cfg = test::odd_config();
   test::TempDir tmp;
   GPT2 model(cfg, cpu);
@@ -182,7 +183,7 @@ TEST(PeftExport, MergedWeightsAreBasePlusScaledLowRankProduct) {
 // adapters and written whole (modules_to_save), a masked LM's has no task type, a decoder's is
 // CAUSAL_LM with nothing but the adapters.
 TEST(PeftExport, TaskTypeAndModulesToSaveArePeftsPerTask) {
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   LoraConfig lc;
   lc.r = 2;
   lc.alpha = 4;

@@ -8,6 +8,7 @@
 
 #include "core/device.h"
 #include "data/batches.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 #include "support/configs.h"
 #include "support/random.h"
@@ -45,7 +46,7 @@ TrainingArguments run_args() {
 }
 
 MemoryStats cpu_run(const TrainingArguments& args, const DryRunData& data) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   const auto model = create_model(args.model_config(), dev, args.param_dtype());
   model->init_weights(args.seed);
   Trainer trainer(args, *model, data.train, data.eval);

@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/quant_format.h"
 #include "core/tensor.h"
+#include "kernels/backends.h"
 #include "quant/quant_data.h"
 #include "support/errors.h"
 
@@ -80,7 +81,7 @@ std::vector<Case> cases() {
 }
 
 TEST(WeightQuant, ValuesBitIdenticalToQuantize) {
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   for (const Case& c : cases()) {
     for (const WeightQuantConfig& cfg : all_configs()) {
       SCOPED_TRACE(c.what + ", " + cfg.describe());
@@ -114,7 +115,7 @@ TEST(WeightQuant, ValuesBitIdenticalToQuantize) {
 }
 
 TEST(WeightQuant, FromTensorEqualsFromHostArray) {
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const std::vector<float> x = quant::testdata::with_outliers(96 * 40, 13);
   Tensor w = Tensor::empty({96, 40}, DType::f32, Category::weights, cpu);
   std::memcpy(w.data<float>(), x.data(), x.size() * sizeof(float));
@@ -163,7 +164,7 @@ TEST(WeightQuant, TrackedBytesEqualStorageBreakdownOnMetaAndCpu) {
       EXPECT_EQ(want.codes, sb.codes);
       EXPECT_EQ(want.state, sb.state);
       const int64_t workspace = quant::quantize_workspace_bytes(cfg.format, n, options_of(cfg));
-      Device meta(DeviceKind::meta), cpu(DeviceKind::cpu);
+      Device meta(meta_backend()), cpu(cpu_backend());
       const Tracked m = track(meta, shape, cfg, nullptr);
       const Tracked c = track(cpu, shape, cfg, x.data());
       for (const Tracked& t : {m, c}) {
@@ -178,7 +179,7 @@ TEST(WeightQuant, TrackedBytesEqualStorageBreakdownOnMetaAndCpu) {
 }
 
 TEST(WeightQuant, MetaAllocatesShapesOnly) {
-  Device meta(DeviceKind::meta);
+  Device meta(meta_backend());
   const QuantizedWeight q = quantize_weight(nullptr, {768, 2304}, config(Format::nf4, true), meta);
   EXPECT_TRUE(q.codes.is_meta());
   EXPECT_EQ(q.codes.raw(), nullptr);
@@ -199,7 +200,7 @@ TEST(WeightQuant, MetaAllocatesShapesOnly) {
 // Bits per parameter of gpt2-124m's Linear weights (per layer c_attn 768x2304, attn c_proj
 // 768x768, c_fc 768x3072, mlp c_proj 3072x768; 12 layers), measured on a meta pool.
 double gpt2_124m_linear_bits(const WeightQuantConfig& cfg) {
-  Device meta(DeviceKind::meta);
+  Device meta(meta_backend());
   std::vector<QuantizedWeight> held;
   int64_t params = 0;
   for (int layer = 0; layer < 12; ++layer)
@@ -245,7 +246,7 @@ TEST(WeightQuant, DescribeAndParse) {
 }
 
 TEST(WeightQuant, ClearErrors) {
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const std::vector<float> x = quant::testdata::normal(128, 15);
   const auto quant_err = [&](const WeightQuantConfig& cfg) {
     return error_of([&] { quantize_weight(x.data(), {128}, cfg, cpu, "h.0.mlp.c_fc.weight"); });

@@ -68,7 +68,6 @@ BlockLM::BlockLM(const BlockLMSpec& spec, Device& dev)
 
 double BlockLM::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
                         bool for_backward, const int32_t* position_ids) {
-  const OpTable& ops = dev_->ops();
   const int64_t N = B * T, V = spec_.vocab;
   for (int64_t i = 0; i < N; ++i) {
     SNUG_CHECK(tokens[i] >= 0 && tokens[i] < V, "token id ", tokens[i], " at ", i,
@@ -78,14 +77,14 @@ double BlockLM::forward(const int32_t* tokens, const int32_t* targets, int64_t B
   s_ = {};
   Tensor tk = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
   s_.targets = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
-  ops.copy_i32(tk.data<int32_t>(), tokens, N);
-  ops.copy_i32(s_.targets.data<int32_t>(), targets, N);
+  dev_->upload(tk.data<int32_t>(), tokens, N);
+  dev_->upload(s_.targets.data<int32_t>(), targets, N);
   nn::RunContext& ctx = ps_.context();
   ctx.position_ids = Tensor();
   if (position_ids) {
     check_position_ids(position_ids, B, T, "position_ids");
     ctx.position_ids = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
-    ops.copy_i32(ctx.position_ids.data<int32_t>(), position_ids, N);
+    dev_->upload(ctx.position_ids.data<int32_t>(), position_ids, N);
   }
 
   Tensor x = nn::activation(*dev_, {B, T, spec_.hidden});

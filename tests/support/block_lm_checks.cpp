@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "kernels/backends.h"
 #include "kernels/op_table.h"
 #include "nn/init.h"
 
@@ -71,7 +72,7 @@ double worst_ratio(const std::vector<float>& a, const std::vector<double>& n, do
 // element reaches 0.72 of the bound below (layer 1's k_proj, Llama-style), 0.17 on the packed
 // batch.
 void check_gradients(const BlockLMSpec& spec, uint64_t seed, const BlockBatch& b) {
-  Device dev(DeviceKind::cpu, &ref_op_table());
+  Device dev(cpu_backend(), &ref_op_table());
   BlockLM m(spec, dev);
   init_weights(m, seed);
   m.forward(b.tokens.data(), b.targets.data(), b.B, b.T, true, b.pos());
@@ -120,7 +121,7 @@ void check_gradients(const BlockLMSpec& spec, uint64_t seed, const BlockBatch& b
 }
 
 MemoryStats expect_meta_equals_cpu(const BlockLMSpec& spec, const BlockBatch& b, uint64_t seed) {
-  Device cpu(DeviceKind::cpu), meta(DeviceKind::meta);
+  Device cpu(cpu_backend()), meta(meta_backend());
   BlockLM mc(spec, cpu), mm(spec, meta);
   init_weights(mc, seed);
   for (BlockLM* m : {&mc, &mm}) {

@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "kernels/backends.h"
 #include "core/device.h"
 #include "data/batches.h"
 #include "models/causal_lm.h"
@@ -22,7 +23,7 @@ struct TrainRun {
   TrainResult train();
 
   TrainingArguments args;
-  Device dev{DeviceKind::cpu};
+  Device dev{cpu_backend()};
   ModelConfig cfg;
   std::unique_ptr<CausalLM> model;
   OpenedData data;

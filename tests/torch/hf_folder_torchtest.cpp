@@ -33,6 +33,7 @@
 #include "core/error.h"
 #include "data/tokenizer_json.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "models/hf_folder.h"
 #include "models/registry.h"
 #include "nn/lora.h"
@@ -53,7 +54,7 @@ constexpr double kTol = 1e-5;  // max|diff| / max|reference|, acceptance 2
 // The folder loaded back by snug through the registry (what --model DIR does).
 std::vector<float> snug_logits_of_folder(const std::string& dir, const std::vector<int32_t>& tokens,
                                          int64_t B, int64_t T) {
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const auto m = create_model(resolve_model(dir), cpu);
   load_model_weights(*m, dir);
   return logits_of(*m, tokens, B, T);
@@ -108,7 +109,7 @@ TEST(HfFolderTorch, EveryFixtureFamilyMergedLoadsInTransformers) {
   std::sort(dirs.begin(), dirs.end());
   if (dirs.empty()) GTEST_SKIP() << "no fixture folders in " << root.string();
   TempDir tmp;
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   int compared = 0;
   for (const fs::path& d : dirs) {
     const std::string name = d.filename().string();
@@ -179,7 +180,7 @@ TEST(HfFolderTorch, PeftAdapterOfEveryFixtureFamilyLoadsInPeft) {
   std::sort(dirs.begin(), dirs.end());
   ASSERT_FALSE(dirs.empty()) << "no fixture folders in " << root.string();
   TempDir tmp;
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   int compared = 0;
   for (const fs::path& d : dirs) {
     const std::string name = d.filename().string();
@@ -283,7 +284,7 @@ TEST(HfFolderTorch, RealMiniLMWeightsAndTokenizerAgreeWithTransformers) {
   ModelConfig cfg =
       resolve_model(dir, {}, {"hidden_dropout_prob=0", "attention_probs_dropout_prob=0"});
   cfg = with_task(cfg, ModelTask::sequence_classification, 16);
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   const auto m = create_model(cfg, cpu);
   const HfLoadReport rep = load_model_weights(*m, dir, 7);
   EXPECT_EQ(rep.initialized, (std::vector<std::string>{"classifier.weight", "classifier.bias"}));

@@ -16,6 +16,7 @@
 
 #include "core/device.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "support/run_cli.h"
 #include "torch/torch_python.h"
 
@@ -36,7 +37,7 @@ inline Compared compare_with_transformers(const std::string& dir,
                                           const std::string& tag, const std::string& adapter = "",
                                           bool by_architectures = false,
                                           const std::string& dtype = "float32") {
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   Tensor tok = Tensor::empty({B, T}, DType::i32, Category::input_data, cpu);
   std::copy(tokens.begin(), tokens.end(), tok.data<int32_t>());
   std::string file = tag;  // the tag as a file name

@@ -26,6 +26,7 @@
 
 #include "core/device.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 #include "support/logits.h"
 #include "support/random.h"
@@ -64,7 +65,7 @@ TEST(LoraBf16BaseTorch, AdapterOfABf16BaseRunLoadsInPeftWithSnugsLogits) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
 
     // snug's model: the exported base folder in bf16, the run's adapters from its checkpoint.
-    Device cpu(DeviceKind::cpu);
+    Device cpu(cpu_backend());
     const ModelConfig cfg = resolve_model(base);
     const auto m = create_model(cfg, cpu, DType::bf16);
     load_model_weights(*m, base);

@@ -12,6 +12,7 @@
 
 #include "core/device.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "support/lora_run.h"
 #include "support/random.h"
@@ -50,7 +51,7 @@ TEST(PeftRoundTrip, AdapterLoadsWithPeftAndReproducesSnugsLogits) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
   // snug's logits: the base the run started from plus the checkpoint's adapters.
-  Device cpu(DeviceKind::cpu);
+  Device cpu(cpu_backend());
   GPT2 model(resolve_gpt2("gpt2-tiny"), cpu);
   model.init_weights(3);
   LoraConfig c;

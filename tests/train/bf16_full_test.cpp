@@ -20,6 +20,7 @@
 #include "core/device.h"
 #include "data/dataset.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "kernels/kernels.h"
 #include "models/gpt2.h"
 #include "models/gpt2_weights.h"
@@ -91,7 +92,7 @@ struct RunOutcome {
   std::vector<std::vector<float>> weights;
 };
 
-RunOutcome train_on(DeviceKind kind, const GPT2Config& cfg, const TrainingArguments& a,
+RunOutcome train_on(const Backend& kind, const GPT2Config& cfg, const TrainingArguments& a,
                     uint64_t init_seed = 42) {
   Device dev(kind);
   GPT2 model(cfg, dev, a.param_dtype());
@@ -140,8 +141,8 @@ TEST(Bf16Full, MetaReportsWhatCpuMeasures) {
     cases.push_back(a);
   }
   for (const TrainingArguments& a : cases) {
-    const RunOutcome cpu = train_on(DeviceKind::cpu, odd_config(), a);
-    const RunOutcome meta = train_on(DeviceKind::meta, odd_config(), a);
+    const RunOutcome cpu = train_on(cpu_backend(), odd_config(), a);
+    const RunOutcome meta = train_on(meta_backend(), odd_config(), a);
     ASSERT_TRUE(cpu.result.error.empty()) << cpu.result.error;
     ASSERT_TRUE(meta.result.error.empty()) << meta.result.error;
     test::expect_meta_equals_cpu(meta.mem, cpu.mem);
@@ -152,7 +153,7 @@ TEST(Bf16Full, MetaReportsWhatCpuMeasures) {
 }
 
 TEST(Bf16Full, InitAndInitFromHoldTheFp32ValuesRounded) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   GPT2 f32(odd_config(), dev);
   GPT2 bf(odd_config(), dev, DType::bf16);
   f32.init_weights(7);
@@ -183,7 +184,7 @@ TEST(Bf16Full, InitAndInitFromHoldTheFp32ValuesRounded) {
 // One forward + backward of the odd config; gradients per parameter as floats.
 std::vector<std::vector<float>> gradients(DType params, ComputeDType compute, bool masters_bf16,
                                           float* loss) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   GPT2 model(odd_config(), dev, params);
   model.init_weights(5);
   if (masters_bf16)  // fp32 masters holding exactly the bf16 model's values
@@ -248,7 +249,7 @@ TEST(Bf16Full, LossFallsAsInFp32) {
     a.per_device_train_batch_size = 4;
     a.seq_len = 64;
     a.bf16_full = full;
-    return train_on(DeviceKind::cpu, resolve_gpt2("gpt2-tiny"), a).result;
+    return train_on(cpu_backend(), resolve_gpt2("gpt2-tiny"), a).result;
   };
   const TrainResult f32 = run(false), full = run(true);
   ASSERT_TRUE(full.error.empty()) << full.error;
@@ -279,7 +280,7 @@ void expect_exact_resume(const std::string& optim, double momentum) {
   };
   TrainingArguments whole = args(20);
   whole.save_steps = 10;
-  const RunOutcome a = train_on(DeviceKind::cpu, resolve_gpt2("gpt2-tiny"), whole);
+  const RunOutcome a = train_on(cpu_backend(), resolve_gpt2("gpt2-tiny"), whole);
   ASSERT_TRUE(a.result.error.empty()) << a.result.error;
   ASSERT_EQ(a.result.checkpoints.size(), 2u);
   const std::string ckpt = (fs::path(out) / "checkpoint-10").string();
@@ -291,7 +292,7 @@ void expect_exact_resume(const std::string& optim, double momentum) {
   }
   TrainingArguments resumed = args(20);
   resumed.resume_from = ckpt;
-  const RunOutcome b = train_on(DeviceKind::cpu, resolve_gpt2("gpt2-tiny"), resumed, 1234);
+  const RunOutcome b = train_on(cpu_backend(), resolve_gpt2("gpt2-tiny"), resumed, 1234);
   ASSERT_TRUE(b.result.error.empty()) << b.result.error;
   ASSERT_EQ(b.result.loss.size(), 10u);
   for (size_t i = 0; i < 10; ++i)
@@ -302,7 +303,7 @@ void expect_exact_resume(const std::string& optim, double momentum) {
   TrainingArguments plain = resumed;
   plain.bf16_full = false;
   try {
-    train_on(DeviceKind::cpu, resolve_gpt2("gpt2-tiny"), plain);
+    train_on(cpu_backend(), resolve_gpt2("gpt2-tiny"), plain);
     ADD_FAILURE() << "resuming a bf16 checkpoint into fp32 parameters did not throw";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--bf16-full"), std::string::npos) << e.what();
@@ -329,7 +330,7 @@ TEST(Bf16Full, OtherOptimizersAndFp16AreRefusedNamingTheFlags) {
       EXPECT_NE(m.find(std::string("--optim ") + optim), std::string::npos) << m;
     }
     // The optimizer itself refuses bf16 parameters too.
-    Device dev(DeviceKind::meta);
+    Device dev(meta_backend());
     GPT2 model(odd_config(), dev, DType::bf16);
     EXPECT_THROW(make_optimizer(optim, model.parameters(), {}), Error) << optim;
   }

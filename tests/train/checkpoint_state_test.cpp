@@ -16,6 +16,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "data/dataset.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "support/configs.h"
 #include "support/fnv1a_oracle.h"
@@ -32,7 +33,7 @@ TrainingArguments args_for(int64_t max_steps, const std::string& out) {
 }
 
 TrainResult train(const TrainingArguments& a) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   GPT2 model(resolve_gpt2(a.model), dev);
   model.init_weights(a.seed);
   const auto data = open_dataset(a.data, model.config().vocab_size, a.seed);

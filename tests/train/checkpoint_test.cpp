@@ -20,6 +20,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "data/dataset.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "support/configs.h"
 #include "support/run_cli.h"
@@ -44,7 +45,7 @@ struct RunOutcome {
 
 // Fresh device, model, data and trainer, as a new process would build them.
 RunOutcome train_fresh(const TrainingArguments& args, uint64_t init_seed = 42) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   const GPT2Config cfg = resolve_gpt2(args.model);
   GPT2 model(cfg, dev);
   model.init_weights(init_seed);

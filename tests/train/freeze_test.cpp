@@ -11,6 +11,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "data/dataset.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "optim/optimizer.h"
 #include "plan/what_if.h"
@@ -42,7 +43,7 @@ TEST(Freeze, GlobMatchesTheWholeNameSubstringAnyPart) {
 }
 
 TEST(Freeze, CountsTensorsOnceAndRejectsPatternsMatchingNothing) {
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   GPT2 model(resolve_gpt2("gpt2-tiny"), dev);
   const int64_t n_layer = model.config().n_layer;
   EXPECT_EQ(apply_freeze(model.parameters(), {"transformer.h.0.*", "transformer.h.0.ln_1.weight"}),
@@ -84,7 +85,7 @@ TEST(Freeze, MetaGpt2SmallBlocksFrozenHoldOnlyTheRestsGradientsAndState) {
   EXPECT_EQ(at(frozen.max_by_category, Category::weights), 4 * cfg.num_params());
 
   // The same on a model the test builds: the Trainer froze exactly those.
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   GPT2 model(cfg, dev);
   a.device = "meta";
   a.max_steps = 1;
@@ -102,7 +103,7 @@ TEST(Freeze, MetaGpt2SmallBlocksFrozenHoldOnlyTheRestsGradientsAndState) {
 
 TEST(Freeze, RealRunKeepsFrozenWeightsBitwiseAndStillLearns) {
   const GPT2Config cfg = resolve_gpt2("gpt2-tiny");
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   GPT2 model(cfg, dev);
   model.init_weights(5);
   TrainingArguments a;

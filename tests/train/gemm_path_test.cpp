@@ -16,6 +16,7 @@
 
 #include "core/device.h"
 #include "data/dataset.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "support/compare.h"
 #include "support/configs.h"
@@ -52,7 +53,7 @@ struct Outcome {
   TrainResult result;
 };
 
-Outcome run(DeviceKind kind, const TrainingArguments& a) {
+Outcome run(const Backend& kind, const TrainingArguments& a) {
   Device dev(kind);
   GPT2 model(odd_config(), dev, a.param_dtype(), a.weight_quant());
   model.init_weights(a.seed);
@@ -115,8 +116,8 @@ TEST(GemmPathRun, MetaReportsWhatCpuMeasuresOnBothPaths) {
     if (path == "onednn-bf16" && !kernels::bf16_matmul_support().available) continue;
     for (const TrainingArguments& a : cases(path)) {
       SCOPED_TRACE(describe(a));
-      const Outcome cpu = run(DeviceKind::cpu, a);
-      const Outcome meta = run(DeviceKind::meta, a);
+      const Outcome cpu = run(cpu_backend(), a);
+      const Outcome meta = run(meta_backend(), a);
       ASSERT_TRUE(cpu.result.error.empty()) << cpu.result.error;
       test::expect_meta_equals_cpu(meta.mem, cpu.mem);
     }
@@ -132,7 +133,7 @@ TEST(GemmPathRun, BothPathsTrainAlike) {
     SCOPED_TRACE(describe(onednn[i]));
     TrainingArguments a = widen[i], b = onednn[i];
     a.max_steps = b.max_steps = 4;
-    const Outcome w = run(DeviceKind::cpu, a), o = run(DeviceKind::cpu, b);
+    const Outcome w = run(cpu_backend(), a), o = run(cpu_backend(), b);
     ASSERT_EQ(w.result.loss.size(), o.result.loss.size());
     // Step 1 sees the same weights: the losses differ by the sum order of the GEMMs only.
     EXPECT_NEAR(o.result.loss[0], w.result.loss[0], 1e-3 * w.result.loss[0]);
@@ -143,7 +144,7 @@ TEST(GemmPathRun, BothPathsTrainAlike) {
 
 // One forward + backward of the odd config under --bf16; gradients flattened.
 std::vector<double> gradients(kernels::GemmPath path, const CheckpointConfig* ckpt, float* loss) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   GPT2 model(odd_config(), dev);
   model.init_weights(5);
   model.set_compute_dtype(ComputeDType::bf16);
@@ -192,8 +193,8 @@ TEST(GemmPathRun, Bf16PathMakesNoFp32CopyOfAWeight) {
   // bf16 compute copy itself, so its temporaries stay below that.
   const GPT2Config c = odd_config();
   const int64_t wte_f32 = 4 * c.vocab_size * c.n_embd;
-  const Outcome w = run(DeviceKind::meta, bf16_args("widen"));
-  const Outcome o = run(DeviceKind::meta, bf16_args("onednn-bf16"));
+  const Outcome w = run(meta_backend(), bf16_args("widen"));
+  const Outcome o = run(meta_backend(), bf16_args("onednn-bf16"));
   const int tmp = static_cast<int>(Category::temporary);
   EXPECT_GE(w.mem.max_by_category[tmp], wte_f32);
   EXPECT_LT(o.mem.max_by_category[tmp], w.mem.max_by_category[tmp]);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/device.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "optim/optimizer.h"
 #include "support/random.h"
@@ -24,7 +25,7 @@ Outcome run(int64_t B, int64_t accum, const std::vector<int32_t>& inputs,
             const std::vector<int32_t>& targets, int64_t T, int steps) {
   GPT2Config cfg = resolve_gpt2("gpt2-tiny");
   cfg.n_layer = 2;
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   GPT2 model(cfg, dev);
   model.init_weights(7);
   auto opt = make_optimizer("adamw_torch", model.parameters(), {});

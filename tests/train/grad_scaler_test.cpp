@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/device.h"
+#include "kernels/backends.h"
 #include "nn/parameter.h"
 
 namespace snug {
@@ -31,7 +32,7 @@ TEST(GradScaler, DefaultsAndScheduleAsPyTorch) {
 }
 
 TEST(GradScaler, UnscalesAndDetectsInjectedInf) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   Parameter p;
   p.name = "w";
   p.value = Tensor::zeros({4}, DType::f32, Category::weights, dev);

@@ -16,6 +16,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "data/dataset.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "support/configs.h"
 #include "train/fused_step.h"
@@ -29,7 +30,7 @@ int64_t at(const ByCategory& b, Category c) {
 }
 
 MemoryStats meta_run(const std::string& optim, double max_grad_norm) {
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   GPT2 model(resolve_gpt2("gpt2-124m"), dev);
   TrainingArguments a;
   a.model = "gpt2-124m";
@@ -68,7 +69,7 @@ TEST(Lomo, Gpt2_124mGradientsPeakAtTheEmbeddingsNotFourP) {
   // AdaLOMO: 4 (rows + cols) per matrix, 4 n per vector, as adafactor.
   int64_t factored = 0;
   {
-    Device dev(DeviceKind::meta);
+    Device dev(meta_backend());
     GPT2 model(cfg, dev);
     factored = state_bytes_formula("adafactor", model.parameters(), OptimizerOptions{});
   }
@@ -79,7 +80,7 @@ TEST(Lomo, Gpt2_124mGradientsPeakAtTheEmbeddingsNotFourP) {
 
 // One model, initialized and fed the same batch every time.
 struct Tiny {
-  Device dev{DeviceKind::cpu};
+  Device dev{cpu_backend()};
   GPT2 model{resolve_gpt2("gpt2-tiny"), dev};
   std::vector<int32_t> x, y;
   static constexpr int64_t B = 2, T = 32;
@@ -138,7 +139,7 @@ TEST(Lomo, FusedUpdateEqualsBackwardThenStepBitForBit) {
 TEST(Lomo, TinyRealRunGradientsPeakAtOneLayerAndLossFalls) {
   const GPT2Config cfg = resolve_gpt2("gpt2-tiny");
   const int64_t C = cfg.n_embd;
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   GPT2 model(cfg, dev);
   model.init_weights(42);
   const auto data = open_dataset("builtin", cfg.vocab_size, 42);
@@ -165,7 +166,7 @@ TEST(Lomo, WithClippingFollowsSgdWithClipGradNorm) {
   // LOMO is SGD applied inside backward; its two-pass clipping gives clip_grad_norm_'s update.
   auto run = [](const std::string& optim) {
     const GPT2Config cfg = resolve_gpt2("gpt2-tiny");
-    Device dev(DeviceKind::cpu);
+    Device dev(cpu_backend());
     GPT2 model(cfg, dev);
     model.init_weights(42);
     const auto data = open_dataset("builtin", cfg.vocab_size, 42);
@@ -190,7 +191,7 @@ TEST(Lomo, WithClippingFollowsSgdWithClipGradNorm) {
 }
 
 TEST(Lomo, GradientAccumulationAndFp16AreRefused) {
-  Device dev(DeviceKind::meta);
+  Device dev(meta_backend());
   GPT2 model(resolve_gpt2("gpt2-tiny"), dev);
   TrainingArguments a;
   a.device = "meta";

@@ -22,6 +22,7 @@
 
 #include "core/device.h"
 #include "data/dataset.h"
+#include "kernels/backends.h"
 #include "kernels/op_table.h"
 #include "models/registry.h"
 #include "plan/what_if.h"
@@ -102,20 +103,20 @@ std::vector<std::vector<float>> base_values(const CausalLM& m) {
 }
 
 // A run as `snug train` makes it: the model in the run's storage, initialized from the seed.
-RunOutcome train_on(DeviceKind kind, const TrainingArguments& a) {
+RunOutcome train_on(const Backend& kind, const TrainingArguments& a) {
   Device dev(kind);
   const ModelConfig cfg = a.model_config();
   auto model = create_model(cfg, dev, a.param_dtype(), a.weight_quant());
-  if (kind != DeviceKind::meta) model->init_weights(a.seed);
+  if (kind.backed()) model->init_weights(a.seed);
   auto data = open_dataset(a.data, cfg.shape.vocab_size, a.seed);
   RunOutcome r;
   Trainer trainer(a, *model, data.get());
-  if (kind != DeviceKind::meta) r.base_before = base_values(*model);
+  if (kind.backed()) r.base_before = base_values(*model);
   r.result = trainer.train();
   r.mem = dev.pool().stats();
   r.adapters = adapter_params(*model);
   r.base_params = count_params(model->parameters()) - r.adapters;
-  if (kind != DeviceKind::meta) r.base_after = base_values(*model);
+  if (kind.backed()) r.base_after = base_values(*model);
   return r;
 }
 
@@ -164,8 +165,8 @@ TEST(LoraBf16Base, MetaReportsWhatCpuMeasures) {
   for (const TrainingArguments& a : cases) {
     SCOPED_TRACE(a.model + " " + a.target_modules + (a.torch_dtype.empty() ? "" : " f16") +
                  (a.load_in_4bit ? " 4-bit" : ""));
-    const RunOutcome cpu = train_on(DeviceKind::cpu, a);
-    const RunOutcome meta = train_on(DeviceKind::meta, a);
+    const RunOutcome cpu = train_on(cpu_backend(), a);
+    const RunOutcome meta = train_on(meta_backend(), a);
     ASSERT_TRUE(cpu.result.error.empty()) << cpu.result.error;
     ASSERT_TRUE(meta.result.error.empty()) << meta.result.error;
     test::expect_meta_equals_cpu(meta.mem, cpu.mem);
@@ -221,7 +222,7 @@ TEST(LoraBf16Base, ForwardAndGradientsAreTheFp32BasesOnTheRoundedValues) {
   for (const std::string name : {"gpt2-tiny", "llama-tiny"})
     for (const ComputeDType compute : {ComputeDType::f32, ComputeDType::bf16}) {
       SCOPED_TRACE(name + (compute == ComputeDType::f32 ? " fp32 compute" : " bf16 compute"));
-      Device dev(DeviceKind::cpu);
+      Device dev(cpu_backend());
       auto half = adapted(name, dev, DType::bf16, compute);
       auto full = adapted(name, dev, DType::f32, compute);
       copy_values(*half, *full);
@@ -264,7 +265,7 @@ TEST(LoraBf16Base, AdapterGradientsMatchFiniteDifferences) {
   const int64_t B = 2, T = 6;
   for (const std::string name : {"gpt2-tiny", "llama-tiny"}) {
     SCOPED_TRACE(name);
-    Device dev(DeviceKind::cpu, &ref_op_table());
+    Device dev(cpu_backend(), &ref_op_table());
     auto m = adapted(name, dev, DType::bf16, ComputeDType::f32);
     const int64_t V = m->summary().vocab_size;
     const auto in = test::random_ints(B * T, 8, 0, static_cast<int32_t>(V - 1));
@@ -324,11 +325,11 @@ TEST(LoraBf16Base, LossFallsAsOnAnFp32BaseAndTheBaseStaysAsLoaded) {
   a.max_steps = 30;
   a.learning_rate = 3e-3;
   a.logging_steps = 1000;
-  const RunOutcome r = train_on(DeviceKind::cpu, a);
+  const RunOutcome r = train_on(cpu_backend(), a);
   ASSERT_TRUE(r.result.error.empty()) << r.result.error;
   TrainingArguments f = a;
   f.bf16_full = false;
-  const RunOutcome r32 = train_on(DeviceKind::cpu, f);
+  const RunOutcome r32 = train_on(cpu_backend(), f);
   ASSERT_TRUE(r32.result.error.empty()) << r32.result.error;
   std::printf("gpt2-tiny LoRA, 30 steps: bf16 base %.4f -> %.4f, fp32 base %.4f -> %.4f\n",
               r.result.loss.front(), r.result.loss.back(), r32.result.loss.front(),

@@ -9,6 +9,7 @@
 
 #include "core/device.h"
 #include "data/dataset.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "support/configs.h"
 #include "support/memory_checks.h"
@@ -23,7 +24,7 @@ struct RunOutcome {
   int64_t params = 0;
 };
 
-RunOutcome train_on(DeviceKind kind, const GPT2Config& cfg, TrainingArguments args,
+RunOutcome train_on(const Backend& kind, const GPT2Config& cfg, TrainingArguments args,
                     std::optional<int64_t> capacity = std::nullopt) {
   Device dev(kind);
   dev.pool().set_capacity(capacity);
@@ -69,7 +70,7 @@ int64_t at(const ByCategory& b, Category c) {
 }
 
 TEST(MemoryContract, AdamWFp32IsFourFourEightBytesPerParameter) {
-  const RunOutcome r = train_on(DeviceKind::cpu, tiny(), args(2, 32, 3));
+  const RunOutcome r = train_on(cpu_backend(), tiny(), args(2, 32, 3));
   ASSERT_TRUE(r.result.error.empty()) << r.result.error;
   const int64_t P = tiny().num_params();
   EXPECT_EQ(r.params, P);
@@ -87,7 +88,7 @@ TEST(MemoryContract, ActivationsMatchClosedForm) {
   for (auto [B, T] : {std::pair<int64_t, int64_t>{2, 32}, {3, 17}})
     for (const char* attention : {"flash", "naive"})
       for (const char* logits : {"chunked", "full"}) {
-        const RunOutcome r = train_on(DeviceKind::cpu, odd_config(), [&] {
+        const RunOutcome r = train_on(cpu_backend(), odd_config(), [&] {
           auto a = args(B, T, 1);
           a.data = "dummy";
           a.attention = attention;
@@ -122,8 +123,8 @@ TEST(MemoryContract, MetaDeviceReportsTheSameBytesAsCpu) {
     cases.push_back({odd_config(), a});
   }
   for (const Case& c : cases) {
-    const RunOutcome cpu = train_on(DeviceKind::cpu, c.cfg, c.a);
-    const RunOutcome meta = train_on(DeviceKind::meta, c.cfg, c.a);
+    const RunOutcome cpu = train_on(cpu_backend(), c.cfg, c.a);
+    const RunOutcome meta = train_on(meta_backend(), c.cfg, c.a);
     ASSERT_TRUE(cpu.result.error.empty()) << cpu.result.error;
     ASSERT_TRUE(meta.result.error.empty()) << meta.result.error;
     SCOPED_TRACE(c.cfg.name + " B=" + std::to_string(c.a.per_device_train_batch_size));
@@ -135,17 +136,17 @@ TEST(MemoryContract, MetaDeviceReportsTheSameBytesAsCpu) {
 
 TEST(MemoryContract, CapacityBelowTheNeedEndsTheRunWithOutOfMemory) {
   const auto a = args(2, 32, 2);
-  const RunOutcome meta = train_on(DeviceKind::meta, tiny(), a);
+  const RunOutcome meta = train_on(meta_backend(), tiny(), a);
   // One byte short of the peak: the run must fail, on cpu as on meta, at the same allocation.
-  for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::meta}) {
-    const RunOutcome r = train_on(kind, tiny(), a, meta.mem.peak_total - 1);
+  for (const Backend* kind : {&cpu_backend(), &meta_backend()}) {
+    const RunOutcome r = train_on(*kind, tiny(), a, meta.mem.peak_total - 1);
     EXPECT_TRUE(r.result.out_of_memory);
     EXPECT_NE(r.result.error.find("out of memory"), std::string::npos) << r.result.error;
     EXPECT_NE(r.result.error.find(meta.mem.peak_phase), std::string::npos) << r.result.error;
     EXPECT_LE(r.mem.peak_total, meta.mem.peak_total - 1);
   }
   // Exactly the peak fits.
-  const RunOutcome ok = train_on(DeviceKind::cpu, tiny(), a, meta.mem.peak_total);
+  const RunOutcome ok = train_on(cpu_backend(), tiny(), a, meta.mem.peak_total);
   EXPECT_TRUE(ok.result.error.empty()) << ok.result.error;
   EXPECT_EQ(ok.mem.peak_total, meta.mem.peak_total);
 }

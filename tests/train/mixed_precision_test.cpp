@@ -14,6 +14,7 @@
 
 #include "core/device.h"
 #include "data/dataset.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "support/compare.h"
 #include "support/configs.h"
@@ -49,7 +50,7 @@ struct RunOutcome {
   int64_t copies = 0;
 };
 
-RunOutcome train_on(DeviceKind kind, const GPT2Config& cfg, const TrainingArguments& a,
+RunOutcome train_on(const Backend& kind, const GPT2Config& cfg, const TrainingArguments& a,
                     std::optional<GradScalerOptions> scaler = std::nullopt) {
   Device dev(kind);
   GPT2 model(cfg, dev);
@@ -81,7 +82,7 @@ int64_t expected_half_activations(const GPT2Config& c, int64_t B, int64_t T, boo
 
 TEST(MixedPrecision, WeightsAreFp32MastersPlusHalfCopies) {
   for (bool fp16 : {false, true}) {
-    const RunOutcome r = train_on(DeviceKind::cpu, odd_config(), args(2, 16, 2, fp16));
+    const RunOutcome r = train_on(cpu_backend(), odd_config(), args(2, 16, 2, fp16));
     ASSERT_TRUE(r.result.error.empty()) << r.result.error;
     const int64_t P = odd_config().num_params();
     const int64_t C = odd_config().n_embd;
@@ -101,7 +102,7 @@ TEST(MixedPrecision, ActivationsMatchClosedForm) {
         auto a = args(3, 17, 1, fp16);
         a.attention = attention;
         a.logits = logits;
-        const RunOutcome r = train_on(DeviceKind::cpu, odd_config(), a);
+        const RunOutcome r = train_on(cpu_backend(), odd_config(), a);
         ASSERT_TRUE(r.result.error.empty()) << r.result.error;
         EXPECT_EQ(at(r.mem.max_by_category, Category::activations),
                   expected_half_activations(odd_config(), 3, 17, std::string(attention) == "naive",
@@ -128,8 +129,8 @@ TEST(MixedPrecision, MetaReportsWhatCpuMeasures) {
     cases.push_back(a);
   }
   for (const TrainingArguments& a : cases) {
-    const RunOutcome cpu = train_on(DeviceKind::cpu, odd_config(), a);
-    const RunOutcome meta = train_on(DeviceKind::meta, odd_config(), a);
+    const RunOutcome cpu = train_on(cpu_backend(), odd_config(), a);
+    const RunOutcome meta = train_on(meta_backend(), odd_config(), a);
     ASSERT_TRUE(cpu.result.error.empty()) << cpu.result.error;
     test::expect_meta_equals_cpu(meta.mem, cpu.mem);
   }
@@ -137,7 +138,7 @@ TEST(MixedPrecision, MetaReportsWhatCpuMeasures) {
 
 // One forward + backward of the odd config; gradients flattened.
 std::vector<double> gradients(ComputeDType precision, float loss_scale, float* loss) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   GPT2 model(odd_config(), dev);
   model.init_weights(5);
   model.set_compute_dtype(precision);
@@ -196,7 +197,7 @@ TEST(MixedPrecision, Fp16ScalerSkipsAnOverflowedStepAndHalvesTheScale) {
   auto a = args(2, 16, 1, true);
   GradScalerOptions huge;
   huge.init_scale = std::ldexp(1.0, 40);  // dLoss * 2^40 overflows fp16's 65504
-  const RunOutcome skipped = train_on(DeviceKind::cpu, odd_config(), a, huge);
+  const RunOutcome skipped = train_on(cpu_backend(), odd_config(), a, huge);
   ASSERT_TRUE(skipped.result.error.empty()) << skipped.result.error;
   EXPECT_EQ(skipped.result.skipped_steps, 1);
   EXPECT_EQ(skipped.result.loss_scale, std::ldexp(1.0, 39));
@@ -204,7 +205,7 @@ TEST(MixedPrecision, Fp16ScalerSkipsAnOverflowedStepAndHalvesTheScale) {
   // The skipped step left every weight as initialized.
   auto b = a;
   b.learning_rate = 0.0;
-  const RunOutcome untouched = train_on(DeviceKind::cpu, odd_config(), b);
+  const RunOutcome untouched = train_on(cpu_backend(), odd_config(), b);
   ASSERT_EQ(skipped.weights.size(), untouched.weights.size());
   for (size_t i = 0; i < skipped.weights.size(); ++i)
     EXPECT_EQ(skipped.weights[i], untouched.weights[i]) << "parameter " << i;
@@ -212,12 +213,12 @@ TEST(MixedPrecision, Fp16ScalerSkipsAnOverflowedStepAndHalvesTheScale) {
   // Default scale 2^16 fits: no skip, and after growth_interval good steps the scale doubles.
   GradScalerOptions grow;
   grow.growth_interval = 2;
-  const RunOutcome good = train_on(DeviceKind::cpu, odd_config(), args(2, 16, 3, true), grow);
+  const RunOutcome good = train_on(cpu_backend(), odd_config(), args(2, 16, 3, true), grow);
   ASSERT_TRUE(good.result.error.empty()) << good.result.error;
   EXPECT_EQ(good.result.skipped_steps, 0);
   EXPECT_EQ(good.result.loss_scale, 131072.0);
   // bf16 needs no scaler.
-  EXPECT_EQ(train_on(DeviceKind::cpu, odd_config(), args(2, 16, 1, false)).result.loss_scale, 0.0);
+  EXPECT_EQ(train_on(cpu_backend(), odd_config(), args(2, 16, 1, false)).result.loss_scale, 0.0);
 }
 
 TEST(MixedPrecision, Fp16AndBf16TogetherIsAnError) {

@@ -12,6 +12,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "data/batches.h"
+#include "kernels/backends.h"
 #include "models/gpt2.h"
 #include "nn/init.h"
 #include "nn/param_fill.h"
@@ -68,7 +69,7 @@ std::vector<float> grads(const CausalLM& m) {
 
 // Loss and gradients of one window of `data` (rows of at most T = 8).
 std::pair<double, std::vector<float>> one_window(const TrainData& data, int64_t B) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   test::BlockDecoderLM model(rotary_spec(), dev, kRotarySummary);
   model.init_weights(3);
   const int64_t T = 8;
@@ -94,7 +95,7 @@ TEST(Packing, PackedRowTrainsAsTheDocumentsPaddedApart) {
   ASSERT_EQ(g1.size(), g2.size());
   for (size_t i = 0; i < g1.size(); ++i) EXPECT_NEAR(g1[i], g2[i], 1e-6) << i;
   // Without the position ids the second document would attend to the first: another loss.
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   test::BlockDecoderLM model(rotary_spec(), dev, kRotarySummary);
   model.init_weights(3);
   auto src = together.batches(1, 8, 0, false);
@@ -105,7 +106,7 @@ TEST(Packing, PackedRowTrainsAsTheDocumentsPaddedApart) {
 }
 
 TEST(Packing, ModelWithLearnedPositionsRefusesItByName) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   GPT2 model(one_layer_tiny(), dev);
   ExampleBatching packed;
   packed.packing = true;
@@ -125,7 +126,7 @@ TEST(Packing, ModelWithLearnedPositionsRefusesItByName) {
 }
 
 TEST(Evaluate, RowWeightedMeanOfBatchLossesAsTheTrainer) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   GPT2 model(one_layer_tiny(), dev);
   model.init_weights(5);
   // 3 windows of T = 8 (25 tokens): batches of 2 and 1 rows.
@@ -152,7 +153,7 @@ TEST(Evaluate, RowWeightedMeanOfBatchLossesAsTheTrainer) {
 }
 
 TEST(Evaluate, EveryEvalStepsAndAtTheEndIntoTheReport) {
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   GPT2 model(one_layer_tiny(), dev);
   model.init_weights(5);
   const auto train = std::make_shared<InMemoryTokenSource>(test::random_ints(400, 1, 0, 255));
@@ -181,7 +182,7 @@ TEST(Evaluate, LoadBestModelAtEndLoadsTheLowestEvalLossCheckpoint) {
       (std::filesystem::temp_directory_path() / ("snug_best_" + std::to_string(::getpid())))
           .string();
   std::filesystem::remove_all(out);
-  Device dev(DeviceKind::cpu);
+  Device dev(cpu_backend());
   GPT2 model(one_layer_tiny(), dev);
   model.init_weights(5);
   const TokenStreamData data(

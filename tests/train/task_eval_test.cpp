@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "data/batches.h"
 #include "data/collator.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 #include "report/report.h"
 #include "support/train_run.h"
@@ -201,7 +202,7 @@ TEST(EvalAccuracy, CausalLmRefusesAccuracyAsTheBestMetricByName) {
     a.seq_len = 16;
     a.max_steps = 2;
     a.metric_for_best_model = metric;
-    Device dev(DeviceKind::cpu);
+    Device dev(cpu_backend());
     const auto model = create_model(a.model_config(), dev);
     const OpenedData data = open_data(a.data_options(256));
     try {

@@ -280,16 +280,16 @@ float Bert::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
   if (targets) {
     if (classifies()) {
       targets_t = Tensor::empty({B}, DType::i32, Category::input_data, *dev_);
-      ops.copy_i32(targets_t.data<int32_t>(), labels.data(), B);
+      dev_->upload(targets_t.data<int32_t>(), labels.data(), B);
     } else {
       targets_t = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
-      ops.copy_i32(targets_t.data<int32_t>(), targets, N);
+      dev_->upload(targets_t.data<int32_t>(), targets, N);
     }
   }
-  ops.copy_i32(tokens_t.data<int32_t>(), tokens, N);
+  dev_->upload(tokens_t.data<int32_t>(), tokens, N);
   {
     const std::vector<int32_t> zeros(token_types_.empty() ? static_cast<size_t>(N) : 0, 0);
-    ops.copy_i32(types_t.data<int32_t>(), token_types_.empty() ? zeros.data() : token_types_.data(),
+    dev_->upload(types_t.data<int32_t>(), token_types_.empty() ? zeros.data() : token_types_.data(),
                  N);
   }
   {
@@ -370,7 +370,7 @@ double Bert::head_forward(const Tensor& x, const Tensor& targets, bool for_backw
   const int64_t NL = cfg_.num_labels;
   const Tensor first = nn::activation(*dev_, {B, C});
   for (int64_t b = 0; b < B; ++b)
-    ops.copy_f32(nn::offset(nn::f32(first), b * C), nn::offset(nn::f32(x), b * T * C), C);
+    dev_->copy(nn::offset(nn::f32(first), b * C), nn::offset(nn::f32(x), b * T * C), C);
   s.pooled = nn::activation(*dev_, {B, C});
   pooler_->forward(first, s.pooled, s.pooler_lin);
   ops.tanh_forward(nn::f32(s.pooled), nn::f32(s.pooled), B * C);
@@ -381,7 +381,7 @@ double Bert::head_forward(const Tensor& x, const Tensor& targets, bool for_backw
     ops.dropout_forward(nn::f32(pd), s.cls_mask.data<uint8_t>(), nn::f32(s.pooled), B * C, p,
                         c.dropout_key(kPoolerDropoutLayer, 0));
   } else {
-    ops.copy_f32(nn::f32(pd), nn::f32(s.pooled), B * C);
+    dev_->copy(nn::f32(pd), nn::f32(s.pooled), B * C);
   }
   c.round_gemm_input(pd);
   s.probs = nn::activation(*dev_, {B, NL});  // logits, then probabilities, then their gradient
@@ -441,7 +441,7 @@ void Bert::head_backward(const Tensor& dres, Saved& s) {
   }
   Tensor(dres).zero_();  // a handle on the same storage
   for (int64_t b = 0; b < B; ++b)
-    ops.copy_f32(nn::offset(nn::f32(dres), b * T * C), nn::offset(nn::f32(dfirst), b * C), C);
+    dev_->copy(nn::offset(nn::f32(dres), b * T * C), nn::offset(nn::f32(dfirst), b * C), C);
 }
 
 void Bert::backward(float loss_scale) {
@@ -542,7 +542,6 @@ void Bert::add_lora(const LoraConfig& cfg, uint64_t seed) {
   c.lora = cfg;
   c.lora_seed = seed;
   dev_->pool().set_phase("init lora");
-  const OpTable& ops = c.ops();
   SplitMix64 rng(splitmix64_mix(seed ^ 0x4c6f526131ull));
   for (size_t l = 0; l < linears_.size(); ++l)
     for (size_t slot = 0; slot < linears_[l].size(); ++slot) {
@@ -553,7 +552,7 @@ void Bert::add_lora(const LoraConfig& cfg, uint64_t seed) {
       const double bound = 1.0 / std::sqrt(static_cast<double>(lin.in_features()));
       std::vector<float> av(static_cast<size_t>(ad.A->value.numel()));
       for (float& v : av) v = static_cast<float>((2.0 * rng.uniform() - 1.0) * bound);
-      ops.copy_f32(ad.A->value.data<float>(), av.data(), ad.A->value.numel());
+      dev_->upload(ad.A->value.data<float>(), av.data(), ad.A->value.numel());
       ad.B->value.zero_();
       lora_.push_back(ad);
     }
@@ -565,13 +564,7 @@ std::vector<float> Bert::merged_weight(const LoraAdapter& a) const {
 }
 
 void Bert::read_values(const Parameter& p, float* out) const {
-  const OpTable& ops = ctx().ops();
-  if (p.quantized())
-    dequantize_weight(*p.quant, out);
-  else if (p.value.dtype() == DType::f32)
-    ops.copy_f32(out, p.value.data<float>(), p.numel());
-  else
-    ops.unpack_half(out, p.value.data_u16(), p.numel(), p.value.dtype() == DType::f16);
+  nn::read_values(p, out);
 }
 
 }  // namespace snug

@@ -1,0 +1,54 @@
+// A Backend is what a Device is made of besides its accounting: where its bytes come from, how
+// bytes move between it and the host and within it, how it zeroes memory, and its kernel table.
+//
+// Why an interface here: core/ owns tensors and their accounting (MemoryPool) but must not know
+// the kernels or any accelerator library (docs/design.md, layers). A backend is defined above
+// (kernels/backends.h: cpu and meta; a CUDA backend beside them later) and handed to each Device
+// it makes, so adding a device adds a Backend, never a branch in core/.
+//
+// Memory contract: allocate returns memory of at least `bytes` (aligned as the backend's kernels
+// need), or nullptr when the system refuses; the pool counts the bytes requested, not what the
+// backend rounds them to. An unbacked backend (meta) allocates nothing and every copy and zero is
+// a no-op on its null pointers. Host pointers passed to upload/download are ordinary host memory;
+// device pointers are what allocate returned (plus offsets). Copies of 0 bytes are allowed with
+// null pointers.
+#pragma once
+
+#include <cstdint>
+
+namespace snug {
+
+struct OpTable;  // kernels/op_table.h: core/ holds a device's table without knowing its entries
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // "cpu", "meta" (the report's `device`).
+  virtual const char* name() const = 0;
+  // False for meta: an accounting-only device whose tensors have no bytes.
+  virtual bool backed() const = 0;
+  // True when host code may read and write this backend's memory directly (cpu). Elsewhere
+  // host-side work goes through upload/download and host staging (core/host_staging.h).
+  virtual bool host_addressable() const = 0;
+
+  virtual void* allocate(int64_t bytes) const = 0;
+  virtual void release(void* p, int64_t bytes) const = 0;
+
+  // dst[0, bytes) = 0.
+  virtual void zero(void* dst, int64_t bytes) const = 0;
+  // host -> device, device -> host, device -> device (dst and src may be equal, not overlap).
+  virtual void upload(void* dst, const void* host_src, int64_t bytes) const = 0;
+  virtual void download(void* host_dst, const void* src, int64_t bytes) const = 0;
+  virtual void copy(void* dst, const void* src, int64_t bytes) const = 0;
+
+  // The kernel table of this backend (a Device may be given another one: cpu with the plain
+  // reference kernels, for tests).
+  virtual const OpTable& ops() const = 0;
+};
+
+// The host heap as snug uses it: 64-byte aligned blocks that stay in the heap (see
+// core/memory.cpp). The cpu backend allocates from it, and so does any host staging pool.
+void* host_allocate(int64_t bytes);
+void host_release(void* p);
+
+}  // namespace snug
