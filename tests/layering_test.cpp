@@ -67,7 +67,7 @@ struct Include {
 std::vector<Include> src_includes() {
   std::vector<Include> out;
   const std::regex inc(R"re(^\s*#\s*include\s+"([^"]+)")re");
-      for (const auto& e : fs::recursive_directory_iterator(kRoot / "src")) {
+  for (const auto& e : fs::recursive_directory_iterator(kRoot / "src")) {
     const std::string ext = e.path().extension().string();
     if (!e.is_regular_file() || (ext != ".h" && ext != ".cpp" && ext != ".inc")) continue;
     std::istringstream text(read_file(e.path()));

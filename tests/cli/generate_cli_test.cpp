@@ -1,8 +1,8 @@
 // `snug generate` as a user runs it: after `snug train`, from the run's checkpoint (bytes, the
 // built-in corpus' tokenizer), and from a model folder with a tokenizer.json (the golden GPT-2 of
-// tests/fixtures/generate with a tokenizer written here), where its greedy tokens equal the library's
-// (and so transformers'); the streamed text, tokens/s and the memory table with kv_cache; every
-// bad request one clear error.
+// tests/fixtures/generate with a tokenizer written here), where its greedy tokens equal the
+// library's (and so transformers'); the streamed text, tokens/s and the memory table with kv_cache;
+// every bad request one clear error.
 #include <gtest/gtest.h>
 
 #include <filesystem>

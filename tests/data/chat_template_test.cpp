@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "data/sft_data.h"
-#include "support/expect_error.h"
-#include "support/temp_dir.h"
 #include "io/fnv1a.h"
 #include "io/json_input.h"
+#include "support/expect_error.h"
+#include "support/temp_dir.h"
 
 namespace snug {
 namespace {

@@ -15,10 +15,10 @@
 #include "core/device.h"
 #include "data/batches.h"
 #include "data/prefetch.h"
-#include "support/expect_error.h"
-#include "support/temp_dir.h"
 #include "io/json_input.h"
 #include "kernels/backends.h"
+#include "support/expect_error.h"
+#include "support/temp_dir.h"
 
 namespace snug {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "core/error.h"
 #include "data/tokenizers/regex_split.h"
-#include "support/expect_error.h"
 #include "io/json_input.h"
+#include "support/expect_error.h"
 
 namespace snug {
 namespace {

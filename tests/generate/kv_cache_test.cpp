@@ -167,8 +167,8 @@ TEST(KVCache, CachedForwardEqualsFullForwardLlamaAndNeoxShapes) {
 }
 
 TEST(KVCache, CachedForwardEqualsFullForwardOnEveryCausalFixture) {
-  // The transformers-made folders of tests/fixtures/hf (golden parity): llama's scaled rope, qwen2's
-  // biases, neox's partial rotary, and mistral's sliding window of 11 at 20 positions.
+  // The transformers-made folders of tests/fixtures/hf (golden parity): llama's scaled rope,
+  // qwen2's biases, neox's partial rotary, and mistral's sliding window of 11 at 20 positions.
   int cases = 0;
   for (const auto& e :
        std::filesystem::directory_iterator(std::string(SNUG_TEST_DATA_DIR) + "/hf")) {

@@ -4,7 +4,8 @@
 // folder is a bare BertModel (no "bert." prefix, no head). As BertFor*.from_pretrained does, the
 // task's head may be absent (initialized from the seed, named in the report), the other heads
 // are dropped (named too), and the encoder must still be complete: the files here are built from
-// the transformers fixtures (tests/fixtures/hf/bert_mlm, bert_cls) by renaming and dropping tensors.
+// the transformers fixtures (tests/fixtures/hf/bert_mlm, bert_cls) by renaming and dropping
+// tensors.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -23,7 +23,8 @@ using testdata::normal;
 using testdata::with_outliers;
 
 const std::string kDoc = std::string(SNUG_TEST_DATA_DIR) + "/../../docs/quantization.md";
-const std::string kHeader = "| format | block | MSE | max abs error | SNR dB | codes used | bits/param |";
+const std::string kHeader =
+    "| format | block | MSE | max abs error | SNR dB | codes used | bits/param |";
 
 // The body rows of each table of `path` whose header is kHeader, in order.
 std::vector<std::vector<std::string>> doc_tables(const std::string& path) {

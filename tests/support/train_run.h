@@ -7,9 +7,9 @@
 
 #include <memory>
 
-#include "kernels/backends.h"
 #include "core/device.h"
 #include "data/batches.h"
+#include "kernels/backends.h"
 #include "models/causal_lm.h"
 #include "models/model_config.h"
 #include "train/trainer.h"
