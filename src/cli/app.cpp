@@ -1,0 +1,31 @@
+#include "cli/app.h"
+
+#include <string>
+
+#include "cli/number_flag.h"
+#include "kernels/gemm_path.h"
+
+namespace snug::cli {
+
+SnugApp build_app() {
+  clear_number_flags();
+  SnugApp a;
+  a.app = std::make_unique<CLI::App>(
+      "snug: train and fine-tune transformer language models in the memory you have.\n"
+      "Run `snug <command> --help` for the flags of a command.");
+  CLI::App& app = *a.app;
+  app.require_subcommand(1);
+  // The version, and what runs the GEMMs of each dtype on this machine (--gemm-path auto).
+  app.set_version_flag("--version", [] {
+    return std::string("snug ") + SNUG_VERSION + "\n" +
+           kernels::gemm_summary(kernels::resolve_gemm_path("auto"));
+  });
+  a.commands = {
+      add_train_command(app),    add_plan_command(app),        add_bench_command(app),
+      add_export_command(app),   add_quantize_command(app),    add_plot_memory_command(app),
+      add_estimate_command(app), add_peft_export_command(app), add_info_command(app),
+      add_tokenize_command(app), add_generate_command(app)};
+  return a;
+}
+
+}  // namespace snug::cli
