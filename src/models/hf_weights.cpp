@@ -57,7 +57,12 @@ WeightFiles weight_files(const std::string& path) {
     return w;
   }
   const fs::path dir(path);
-  if (fs::exists(dir / kIndex)) {
+  // Present is any entry by the name (a dangling symlink too): opening it names the problem.
+  auto present = [](const fs::path& p) {
+    std::error_code ec;
+    return fs::symlink_status(p, ec).type() != fs::file_type::not_found && !ec;
+  };
+  if (present(dir / kIndex)) {
     std::set<std::string> seen;
     for (const auto& [name, file] : read_index(dir / kIndex)) {
       const std::string p = (dir / file).string();
@@ -66,7 +71,7 @@ WeightFiles weight_files(const std::string& path) {
     }
     return w;
   }
-  SNUG_CHECK(fs::exists(dir / kSingle), path, ": no ", kSingle, " or ", kIndex,
+  SNUG_CHECK(present(dir / kSingle), path, ": no ", kSingle, " or ", kIndex,
              " (the weights of a Hugging Face model folder)");
   w.files.push_back((dir / kSingle).string());
   return w;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/finite.h"
 #include "io/fnv1a.h"
 #include "io/safetensors.h"
 #include "models/hf_folder.h"
@@ -147,6 +148,14 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");
   const fs::path out(output_dir);
   const std::string base = "checkpoint-" + std::to_string(state.step);
+  // Weights that went non-finite without a non-finite loss (the update after the step's loss, a
+  // degenerate hyperparameter) would make a checkpoint that resumes into NaN: none is written.
+  for (const Parameter* p : model.parameters())
+    if (const std::optional<NonFinite> bad = first_non_finite(p->value))
+      throw Error(detail::concat(
+          (out / base).string(), ": not saved: parameter '", p->name, "' holds ",
+          bad->nan ? "nan" : "inf", " at element ", bad->index, " after step ", state.step,
+          "; training diverged (lower --learning-rate or check the optimizer's flags)"));
   const fs::path final_dir = out / base;
   const fs::path tmp_dir = out / (base + ".tmp");
   std::error_code ec;
