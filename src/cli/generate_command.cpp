@@ -16,9 +16,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +31,7 @@
 #include "data/tokenizer.h"
 #include "data/tokenizers/unicode.h"
 #include "generate/generate.h"
+#include "io/json_input.h"
 #include "models/registry.h"
 #include "peft/peft_adapter.h"
 #include "peft/peft_export.h"
@@ -86,9 +87,13 @@ std::vector<std::string> read_prompts(const GenerateFlags& f) {
   SNUG_CHECK(f.prompt.empty() != f.prompts.empty(),
              "snug generate: give exactly one of --prompt and --prompts");
   if (!f.prompt.empty()) return {f.prompt};
-  std::ifstream in(f.prompts);
-  SNUG_CHECK(in.good(), "snug generate: cannot read --prompts '", f.prompts, "'");
+  // A regular file of bounded size, as every other input: a FIFO blocked forever and /dev/zero
+  // was read until memory ran out (issue 29).
+  constexpr int64_t kMaxPromptsBytes = int64_t{1} << 30;
+  const std::string text =
+      read_input_file(f.prompts, "snug generate: --prompts '" + f.prompts + "'", kMaxPromptsBytes);
   std::vector<std::string> out;
+  std::istringstream in(text);
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) out.push_back(line);
   SNUG_CHECK(!out.empty(), "snug generate: --prompts '", f.prompts, "' has no prompt");
