@@ -7,6 +7,13 @@
 
 namespace snug::cli {
 
+std::string bounded_message(const std::string& m) {
+  constexpr size_t kHead = 3000, kTail = 1000;
+  if (m.size() <= kHead + kTail) return m;
+  return m.substr(0, kHead) + " ... (" + std::to_string(m.size() - kHead - kTail) +
+         " bytes left out) ... " + m.substr(m.size() - kTail);
+}
+
 SnugApp build_app() {
   clear_number_flags();
   SnugApp a;
@@ -15,6 +22,9 @@ SnugApp build_app() {
       "Run `snug <command> --help` for the flags of a command.");
   CLI::App& app = *a.app;
   app.require_subcommand(1);
+  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
+    return bounded_message(CLI::FailureMessage::simple(failed, e));
+  });
   // The version, and what runs the GEMMs of each dtype on this machine (--gemm-path auto).
   app.set_version_flag("--version", [] {
     return std::string("snug ") + SNUG_VERSION + "\n" +

@@ -17,5 +17,9 @@ struct SnugApp {
 };
 // Builds the app (and restarts number_flags(): they are this app's).
 SnugApp build_app();
+// `m`, or its first 3000 and last 1000 bytes where longer. Every message snug prints goes
+// through it (issue 29, item 6): the places that quote input quote an excerpt, and this is the
+// net under them, so that no input makes snug print megabytes (CLI11's own messages included).
+std::string bounded_message(const std::string& m);
 
 }  // namespace snug::cli

@@ -37,24 +37,24 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const snug::Error& e) {
     // A flag value that parses but is out of its declared range (cli/number_flag.h).
-    std::fprintf(stderr, "snug: error: %s\n", e.what());
+    std::fprintf(stderr, "snug: error: %s\n", snug::cli::bounded_message(e.what()).c_str());
     return 1;
   }
   try {
     for (const snug::cli::Command& c : commands)
       if (c.sub->parsed()) return c.run();
   } catch (const snug::OutOfMemoryError& e) {
-    std::fprintf(stderr, "snug: %s\n", e.what());
+    std::fprintf(stderr, "snug: %s\n", snug::cli::bounded_message(e.what()).c_str());
     return 3;
   } catch (const snug::Error& e) {
-    std::fprintf(stderr, "snug: error: %s\n", e.what());
+    std::fprintf(stderr, "snug: error: %s\n", snug::cli::bounded_message(e.what()).c_str());
     return 1;
   } catch (const std::bad_alloc& e) {
     std::fprintf(stderr, "snug: error: out of host memory (%s)\n", e.what());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "snug: internal error (a bug in snug): %s\n",
-                 e.what());
+                 snug::cli::bounded_message(e.what()).c_str());
     return 1;
   }
   return 0;
