@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -142,6 +143,23 @@ CheckpointModelFiles checkpoint_model_files(const CausalLM& model, const ModelCo
   return f;
 }
 
+namespace {
+
+// The save_index of a checkpoint saved into `dir` now (train/trainer_state.h): one more than the
+// highest of its complete checkpoints (an unreadable one counts as none).
+int64_t next_save_index(const std::string& dir) {
+  int64_t highest = 0;
+  for (const auto& [step, path] : list_checkpoints(dir)) {
+    try {
+      highest = std::max(highest, read_trainer_state(path).save_index);
+    } catch (const Error&) {
+    }
+  }
+  return highest + 1;
+}
+
+}  // namespace
+
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
                             const CausalLM& model, Optimizer& optimizer,
                             const CheckpointModelFiles& hf) {
@@ -189,6 +207,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   nlohmann::json j;
   j["format_version"] = kTrainerStateFormatVersion;
   j["global_step"] = state.step;
+  j["save_index"] = next_save_index(output_dir);
   j["data"] = {{"epoch", state.data_epoch}, {"position", state.data_position}};
   j["seed"] = state.seed;
   j["optimizer"] = {{"name", optimizer.name()},
@@ -262,7 +281,22 @@ std::string resolve_checkpoint(const std::string& dir) {
   SNUG_CHECK(!all.empty(), "--resume-from ", dir,
              ": neither a checkpoint (no trainer_state.json) nor an output directory holding a "
              "complete checkpoint-<step>");
-  return all.back().second;
+  // The one saved last: after a resume from an older step, a higher step may be left from the
+  // trajectory that resume abandoned. By save_index, then step (unreadable: the load names it).
+  std::string last = all.back().second;
+  int64_t last_index = -1;
+  for (const auto& [step, path] : all) {
+    int64_t index = 0;
+    try {
+      index = read_trainer_state(path).save_index;
+    } catch (const Error&) {
+    }
+    if (index >= last_index) {
+      last_index = index;
+      last = path;
+    }
+  }
+  return last;
 }
 
 CheckpointState load_checkpoint(const std::string& dir, CausalLM& model, Optimizer& optimizer) {
