@@ -95,5 +95,34 @@ TEST(HostileRoundTwoCli, PromptsMustBeARegularFile) {
   }
 }
 
+// Item 2: --assistant-only-loss re-encoded the text before each assistant turn: quadratic in the
+// turns (3000 turns took 83 s; 8000 here take minutes). Turns past the --max-length cut are not
+// mapped.
+TEST(HostileRoundTwoCli, ManyTurnsWithAssistantOnlyLossAreBoundedByTheCut) {
+  TempDir tmp;
+  const std::string chat = std::string(SNUG_TEST_DATA_DIR) + "/chat/";
+  write_file(tmp.path("config.json"),
+             R"({"model_type": "gpt2", "vocab_size": 1024, "n_positions": 128, "n_embd": 32,
+                 "n_layer": 1, "n_head": 2})");
+  write_file(tmp.path("tokenizer.json"), slurp(chat + "tokenizer.json"));
+  nlohmann::json config = {{"eos_token", "<|im_end|>"}};
+  const nlohmann::json expected = nlohmann::json::parse(slurp(chat + "expected.json"));
+  for (const auto& t : expected["templates"])
+    if (t["name"] == "chatml") config["chat_template"] = t["template"];
+  write_file(tmp.path("tokenizer_config.json"), config.dump());
+  nlohmann::json messages = nlohmann::json::array();
+  for (int i = 0; i < 8000; ++i) {
+    messages.push_back({{"role", "user"}, {"content", "Hi " + std::to_string(i)}});
+    messages.push_back({{"role", "assistant"}, {"content", "Hello there!"}});
+  }
+  write_file(tmp.path("data.jsonl"), nlohmann::json{{"messages", messages}}.dump() + "\n");
+  const CliResult r =
+      run_snug("train --model " + tmp.path("") + " --data " + tmp.path("data.jsonl") +
+                   " --max-length 64 --per-device-train-batch-size 1 --max-steps 1 "
+                   "--assistant-only-loss --threads 1",
+               60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 }  // namespace
 }  // namespace snug::test
