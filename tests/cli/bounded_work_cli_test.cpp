@@ -124,5 +124,13 @@ TEST(HostileRoundTwoCli, ManyTurnsWithAssistantOnlyLossAreBoundedByTheCut) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// Item 2: building a model checked each parameter name against every earlier one: plan --n-layer
+// 8000 took 198 s (quadratic in layers). The flag is bounded now (1024); a config.json key can
+// still ask for 8000 layers, which the parameter index builds in linear time.
+TEST(HostileRoundTwoCli, ManyLayersPlanWithoutQuadraticSetup) {
+  const CliResult r = run_snug("plan --config-override n_layer=8000", 60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 }  // namespace
 }  // namespace snug::test
