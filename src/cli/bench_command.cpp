@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/number_flag.h"
 #include "cli/seeds.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -141,11 +142,11 @@ Command add_bench_command(CLI::App& app) {
   sub->add_option("--model", f->opts.model,
                   "Model preset (" + preset_list() + ") or a Hugging Face config.json")
       ->capture_default_str();
-  sub->add_option("--seq-len", f->seq_len,
+  add_number_flag(sub, "--seq-len", f->seq_len, NumberRange::integer(1, 1 << 24),
                   "Tokens per sequence; default 512 (the seeds'), or the model's context if "
                   "shorter (gpt2-tiny: 256)");
-  sub->add_option("--max-steps", f->opts.max_steps, "Optimizer steps per row (4 samples each)")
-      ->capture_default_str();
+  add_number_flag(sub, "--max-steps", f->opts.max_steps, NumberRange::integer(1, kMaxFlagCount),
+                  "Optimizer steps per row (4 samples each)");
   sub->add_option("--data", f->opts.data,
                   "dummy (random tokens, as the seeds), builtin, or a PATH to a text or token "
                   "file")
@@ -155,10 +156,10 @@ Command add_bench_command(CLI::App& app) {
                       "Modelled device capacity for every run: bytes (16GiB, 24GB, 1e9) or a GPU "
                       "preset (" +
                           device_memory_presets_help() + "); default: unlimited");
-  sub->add_option("--threads", f->opts.threads, "CPU threads (0: OMP_NUM_THREADS or all cores)")
-      ->capture_default_str();
-  sub->add_option("--seed", f->opts.seed, "Seed for initialization and data")
-      ->capture_default_str();
+  add_number_flag(sub, "--threads", f->opts.threads, NumberRange::integer(0, kMaxFlagThreads),
+                  "CPU threads (0: OMP_NUM_THREADS or all cores)");
+  add_number_flag(sub, "--seed", f->opts.seed, NumberRange::unsigned_integer(UINT64_MAX),
+                  "Seed for initialization and data");
   sub->add_option("--json", f->json, "Write the rows as a JSON array to this path");
   sub->add_option("--plot", f->plot,
                   "Write an SVG stacked bar chart of peak memory per row by category (FILE.svg)");

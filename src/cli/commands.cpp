@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "cli/number_flag.h"
 #include "core/error.h"
 #include "report/report.h"
 
@@ -30,11 +31,13 @@ ModelConfig prepare_dry_run(TrainingArguments& args) {
 }
 
 void add_max_new_tokens_flag(CLI::App* sub, int64_t& max_new_tokens) {
-  sub->add_option("--max-new-tokens", max_new_tokens, "New tokens at most (default 64)");
+  add_number_flag(sub, "--max-new-tokens", max_new_tokens, NumberRange::integer(1, 1 << 24),
+                  "New tokens at most");
 }
 
 void add_num_beams_flag(CLI::App* sub, int64_t& num_beams) {
-  sub->add_option("--num-beams", num_beams, "Beam search with this many beams (default 1)");
+  add_number_flag(sub, "--num-beams", num_beams, NumberRange::integer(1, 256),
+                  "Beam search with this many beams");
 }
 
 namespace {

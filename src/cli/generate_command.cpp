@@ -16,13 +16,14 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/number_flag.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/parallel.h"
@@ -30,6 +31,7 @@
 #include "data/tokenizer.h"
 #include "data/tokenizers/unicode.h"
 #include "generate/generate.h"
+#include "io/json_input.h"
 #include "kernels/backends.h"
 #include "models/registry.h"
 #include "peft/peft_adapter.h"
@@ -86,9 +88,13 @@ std::vector<std::string> read_prompts(const GenerateFlags& f) {
   SNUG_CHECK(f.prompt.empty() != f.prompts.empty(),
              "snug generate: give exactly one of --prompt and --prompts");
   if (!f.prompt.empty()) return {f.prompt};
-  std::ifstream in(f.prompts);
-  SNUG_CHECK(in.good(), "snug generate: cannot read --prompts '", f.prompts, "'");
+  // A regular file of bounded size, as every other input: a FIFO blocked forever and /dev/zero
+  // was read until memory ran out (issue 29).
+  constexpr int64_t kMaxPromptsBytes = int64_t{1} << 30;
+  const std::string text =
+      read_input_file(f.prompts, "snug generate: --prompts '" + f.prompts + "'", kMaxPromptsBytes);
   std::vector<std::string> out;
+  std::istringstream in(text);
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) out.push_back(line);
   SNUG_CHECK(!out.empty(), "snug generate: --prompts '", f.prompts, "' has no prompt");
@@ -200,15 +206,19 @@ Command add_generate_command(CLI::App& app) {
   sub->add_option("--prompts", f->prompts, "A file of prompts, one per line");
   add_max_new_tokens_flag(sub, f->gen.max_new_tokens);
   sub->add_flag("--do-sample", f->gen.do_sample, "Sample instead of greedy decoding");
-  sub->add_option("--temperature", f->gen.temperature, "Sampling temperature (default 1)");
-  sub->add_option("--top-k", f->gen.top_k,
-                  "Sampling: keep the k most likely tokens (default 50, 0 off)");
-  sub->add_option("--top-p", f->gen.top_p, "Sampling: nucleus probability (default 1: off)");
-  sub->add_option("--repetition-penalty", f->gen.repetition_penalty,
-                  "CTRL's penalty on tokens already in the sequence (default 1: off)");
+  // A temperature or penalty near 0 divides the logits past float's range (inf, then NaN).
+  add_number_flag(sub, "--temperature", f->gen.temperature, NumberRange::real(1e-4, 1e4),
+                  "Sampling temperature");
+  add_number_flag(sub, "--top-k", f->gen.top_k, NumberRange::integer(0, kMaxFlagCount),
+                  "Sampling: keep the k most likely tokens (0 off)");
+  add_number_flag(sub, "--top-p", f->gen.top_p, NumberRange::real(0, 1, true, false),
+                  "Sampling: nucleus probability (1: off)");
+  add_number_flag(sub, "--repetition-penalty", f->gen.repetition_penalty,
+                  NumberRange::real(1e-4, 1e4),
+                  "CTRL's penalty on tokens already in the sequence (1: off)");
   add_num_beams_flag(sub, f->gen.num_beams);
-  sub->add_option("--length-penalty", f->gen.length_penalty,
-                  "Beam search: score / length^penalty (default 1)");
+  add_number_flag(sub, "--length-penalty", f->gen.length_penalty, NumberRange::real(-100, 100),
+                  "Beam search: score / length^penalty");
   sub->add_option("--early-stopping", f->early_stopping,
                   "Beam search: false (heuristic), true or never (default false)");
   sub->add_option("--stop", f->stop, "A token that ends generation (repeatable)");

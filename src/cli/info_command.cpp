@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/number_flag.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "kernels/gemm_path.h"
@@ -64,8 +65,8 @@ Command add_info_command(CLI::App& app) {
   sub->add_flag("--gemm-peak", a->gemm_peak,
                 "Measure the GEMM peak of each dtype's path (about 2 s per dtype)");
   sub->add_option("--json", a->json, "Also write everything as JSON to this file");
-  sub->add_option("--threads", a->threads, "CPU threads (0: OMP_NUM_THREADS or all cores)")
-      ->capture_default_str();
+  add_number_flag(sub, "--threads", a->threads, NumberRange::integer(0, kMaxFlagThreads),
+                  "CPU threads (0: OMP_NUM_THREADS or all cores)");
   return {sub, [a] { return run_info(*a); }};
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cli/number_flag.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/parallel.h"
@@ -146,11 +147,12 @@ void add_plan_extra_flags(CLI::App* plan, PlanExtras& x) {
                  "Fit advisor: try batch/accumulation splits of --target-batch, checkpoint "
                  "policies and optimizers; list those that fit --device-memory, fastest first")
       ->needs(dm);
-  plan->add_option("--target-batch", x.target_batch,
-                   "--advise: sequences per optimizer step (default: batch x accumulation)");
-  plan->add_option("--gemm-gflops", x.gemm_gflops,
-                   "--advise: GEMM rate for the step-time estimate (default: measured now)");
-  plan->add_option("--advise-top", x.advise_top, "--advise: rows to list")->capture_default_str();
+  add_number_flag(plan, "--target-batch", x.target_batch, NumberRange::integer(1, kMaxFlagCount),
+                  "--advise: sequences per optimizer step (default: batch x accumulation)");
+  add_number_flag(plan, "--gemm-gflops", x.gemm_gflops, NumberRange::real(0, 1e9, true),
+                  "--advise: GEMM rate for the step-time estimate (default: measured now)");
+  add_number_flag(plan, "--advise-top", x.advise_top, NumberRange::integer(1, 100000),
+                  "--advise: rows to list");
   plan->add_option("--memory-timeline", x.memory_timeline,
                    "Write every allocation and free of the dry run (category, size, step, "
                    "phase) as JSON to this path; draw it with `snug plot-memory`");

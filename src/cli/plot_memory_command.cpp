@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/number_flag.h"
 #include "core/error.h"
 #include "io/json_input.h"
 #include "io/output_file.h"
@@ -62,7 +63,8 @@ Command add_plot_memory_command(CLI::App& app) {
             return "the output must end in .svg";
           },
           "FILE.svg"));
-  sub->add_option("--step", a->step, "Optimizer step to draw (default: the last one)");
+  add_number_flag(sub, "--step", a->step, NumberRange::integer(0, kMaxFlagCount),
+                  "Optimizer step to draw (default: the last one)");
   sub->add_option("--title", a->title, "Plot title");
   return {sub, [a = a] { return run_plot(*a); }};
 }

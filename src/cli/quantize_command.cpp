@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/number_flag.h"
 #include "core/error.h"
 #include "io/output_file.h"
 #include "report/quant_compare.h"
@@ -16,6 +17,9 @@
 namespace snug::cli {
 
 namespace {
+
+// quant/compare.cpp's bound on synthetic values (4 GiB of floats).
+constexpr int64_t kMaxSyntheticCount = int64_t{1} << 30;
 
 struct QuantizeFlags {
   std::string method = "all";
@@ -97,7 +101,7 @@ Command add_quantize_command(CLI::App& app) {
   sub->add_option("--method", f->method, "One of " + names + "or all (the comparison table)")
       ->capture_default_str();
   CLI::Option* block =
-      sub->add_option("--block-size", f->block_size,
+      add_number_flag(sub, "--block-size", f->block_size, NumberRange::integer(1, 1 << 24),
                       "Elements per absmax block for blockwise, dynamic, nf4, fp4, int4 (defaults "
                       "256, 256, 64, 64, 64)");
   CLI::Option* input =
@@ -108,9 +112,11 @@ Command add_quantize_command(CLI::App& app) {
                   "normal (N(0,1)) or outliers (x40 every 997th value); default: both, unless "
                   "--input")
       ->excludes(input);
-  sub->add_option("--count", f->count, "Synthetic values")->capture_default_str()->excludes(input);
-  sub->add_option("--seed", f->seed, "Seed of the synthetic values")
-      ->capture_default_str()
+  add_number_flag(sub, "--count", f->count, NumberRange::integer(1, kMaxSyntheticCount),
+                  "Synthetic values")
+      ->excludes(input);
+  add_number_flag(sub, "--seed", f->seed, NumberRange::unsigned_integer(UINT64_MAX),
+                  "Seed of the synthetic values")
       ->excludes(input);
   sub->add_option("--plot", f->plot, "Write value histograms and code usage as FILE.svg");
   sub->add_option("--json", f->json, "Write every number of the table (and code counts) as JSON");

@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -71,6 +72,11 @@ void* MemoryPool::allocate(int64_t bytes, Category c) {
   SNUG_ASSERT(bytes >= 0);
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Sizes that add up past 64 bits (a dry run of an absurd shape has no capacity to stop it).
+    if (bytes > std::numeric_limits<int64_t>::max() - s_.live_total)
+      throw OutOfMemoryError(detail::concat("out of memory: ", format_bytes(s_.live_total),
+                                            " in use and ", format_bytes(bytes), " more for ",
+                                            category_name(c), " exceed 2^63 bytes"));
     if (capacity_ && s_.live_total + bytes > *capacity_) {
       std::string msg = detail::concat(
           "out of memory: tried to allocate ", format_bytes(bytes), " (", bytes, " bytes) for ",
@@ -185,6 +191,11 @@ std::string format_bytes(int64_t bytes) {
 }
 
 int64_t parse_bytes(const std::string& text) {
+  // A plain count of bytes is exact: through a double, 2^63-1 would round to 2^63 and be refused.
+  int64_t exact = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), exact);
+  if (ec == std::errc() && end == text.data() + text.size() && exact >= 0 && !text.empty())
+    return exact;
   size_t pos = 0;
   double v = 0;
   try {

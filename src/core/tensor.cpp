@@ -16,7 +16,9 @@ int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) {
     SNUG_CHECK(d >= 0, "negative dimension in shape ", shape_str(s));
-    n *= d;
+    // A product past 64 bits wrapped into a small or negative size (issue 29: --lora-r 2^57).
+    SNUG_CHECK(!__builtin_mul_overflow(n, d, &n), "a tensor of shape ", shape_str(s),
+               " has more than 2^63 elements");
   }
   return n;
 }
@@ -33,6 +35,9 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Category c, Device& dev) {
   t.shape_ = shape;
   t.numel_ = shape_numel(shape);
   t.dtype_ = dtype;
+  int64_t bytes = 0;
+  SNUG_CHECK(!__builtin_mul_overflow(t.numel_, static_cast<int64_t>(dtype_size(dtype)), &bytes),
+             "a tensor of shape ", shape_str(shape), " has more than 2^63 bytes");
   t.storage_ = std::make_shared<Storage>(dev, t.nbytes(), c);
   return t;
 }

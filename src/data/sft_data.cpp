@@ -67,20 +67,17 @@ std::vector<ChatMessage> parse_messages(const json& j, const std::string& where,
   return out;
 }
 
-// Token index range [first, last) of `ids` (the encoding of `text`) that overlaps the byte span
-// [b, e): a token overlaps when it is not wholly before b nor wholly after e. Token boundaries are
-// found by encoding the prefixes text[:b] and text[:e]: where that encoding is a prefix of `ids`
-// the span edge is a token boundary; where it differs only in its last token, that token of
-// `ids` straddles the edge (and counts as overlapping).
-std::pair<size_t, size_t> span_tokens(const JsonTokenizer& tok, const std::string& text,
-                                      const std::vector<int32_t>& ids, size_t b, size_t e) {
-  auto boundary = [&](size_t at, bool end) {
-    const std::vector<int32_t> pre = tok.encode(std::string_view(text).substr(0, at), false);
-    const size_t k = common_prefix(pre, ids);
-    if (k == pre.size()) return k;  // a token boundary
-    return end ? std::min(k + 1, ids.size()) : k;
-  };
-  return {boundary(b, false), boundary(e, true)};
+// The token index of `ids` (the encoding of `text`) at byte `at`, the edge of a byte span: the
+// prefix text[:at] is encoded; where that encoding is a prefix of `ids` the edge is a token
+// boundary; where it differs only in its last token, that token of `ids` straddles the edge and
+// counts as overlapping the span (inside it: before the start edge, after the end edge). So the
+// tokens of a span [b, e) are [token_at(b, false), token_at(e, true)).
+size_t token_at(const JsonTokenizer& tok, const std::string& text, const std::vector<int32_t>& ids,
+                size_t at, bool end) {
+  const std::vector<int32_t> pre = tok.encode(std::string_view(text).substr(0, at), false);
+  const size_t k = common_prefix(pre, ids);
+  if (k == pre.size()) return k;  // a token boundary
+  return end ? std::min(k + 1, ids.size()) : k;
 }
 
 }  // namespace
@@ -253,11 +250,18 @@ Example tokenize_record(const SftRecord& r, const ModelTokenizer& tok, const Sft
       r.kind == SftRecord::Kind::messages || r.kind == SftRecord::Kind::chat_prompt_completion;
   if (o.assistant_only_loss && conversational) {
     std::vector<uint8_t> assistant(ex.ids.size(), 0);
+    bool past_the_cut = false;  // a turn starts beyond max_length: it and the rest are cut off
     for (const auto& [b, e] : rendered.assistant_spans) {
-      const auto [first, last] = span_tokens(t, rendered.text, ex.ids, b, e);
+      const size_t first = token_at(t, rendered.text, ex.ids, b, false);
+      if (o.max_length > 0 && first >= static_cast<size_t>(o.max_length)) {
+        past_the_cut = true;
+        break;
+      }
+      const size_t last = token_at(t, rendered.text, ex.ids, e, true);
       for (size_t i = first; i < last; ++i) assistant[i] = 1;
     }
-    SNUG_CHECK(std::find(assistant.begin(), assistant.end(), 1) != assistant.end(), where,
+    SNUG_CHECK(past_the_cut || std::find(assistant.begin(), assistant.end(), 1) != assistant.end(),
+               where,
                ": --assistant-only-loss: the conversation has no assistant turn to train on");
     for (size_t i = 0; i < keep.size(); ++i) keep[i] &= assistant[i];
   }
@@ -285,6 +289,8 @@ SftData load_sft_data(const std::string& path, const ModelTokenizer& tok, const 
     files.push_back(path);
   }
   SftData d;
+  SftOptions cut = o;
+  cut.max_length = max_length;
   int64_t tokens = 0;
   for (const std::string& f : files) {
     const std::string text = read_input_file(f, "jsonl data '" + f + "'", int64_t{1} << 34);
@@ -299,7 +305,7 @@ SftData load_sft_data(const std::string& path, const ModelTokenizer& tok, const 
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
       const std::string where = detail::concat(f, ":", line_no);
-      Example ex = tokenize_record(parse_sft_record(line, where), tok, o, where);
+      Example ex = tokenize_record(parse_sft_record(line, where), tok, cut, where);
       ++d.records;
       if (max_length > 0 && static_cast<int64_t>(ex.ids.size()) > max_length) {
         ex.ids.resize(static_cast<size_t>(max_length));

@@ -78,6 +78,10 @@ SftRecord parse_sft_record(std::string_view line, const std::string& where);
 struct SftOptions {
   bool completion_only_loss = true;
   bool assistant_only_loss = false;
+  // The length examples are cut to afterwards (0: none): the assistant mask stops at the first
+  // turn that starts past it, since finding a turn's tokens re-encodes the text before it
+  // (3000 turns took 83 s, issue 29).
+  int64_t max_length = 0;
 };
 
 struct Example {

@@ -10,10 +10,26 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 
 namespace snug {
 
 using nlohmann::json;
+
+namespace {
+
+// nlohmann's message ends with "last read: '<everything since the token began>'", which for a
+// 10 MB string is 10 MB: only its end, where the error is, is kept.
+std::string bounded_json_error(const std::string& m) {
+  const std::string mark = "last read: '";
+  const size_t at = m.find(mark);
+  if (at == std::string::npos) return excerpt(m, 512);
+  std::string read = m.substr(at + mark.size());
+  if (!read.empty() && read.back() == '\'') read.pop_back();
+  return excerpt(m.substr(0, at), 512) + mark + excerpt_tail(read, 80) + "'";
+}
+
+}  // namespace
 
 json parse_json_input(std::string_view text, const std::string& what, int max_depth) {
   // One key set per open container (arrays keep an empty one), so that a duplicate is caught in
@@ -33,7 +49,8 @@ json parse_json_input(std::string_view text, const std::string& what, int max_de
       case json::parse_event_t::key: {
         SNUG_CHECK(!open.empty(), what, ": JSON key outside an object");
         const std::string& key = parsed.get_ref<const std::string&>();
-        SNUG_CHECK(open.back().insert(key).second, what, ": duplicate JSON key '", key, "'");
+        SNUG_CHECK(open.back().insert(key).second, what, ": duplicate JSON key '", excerpt(key),
+                   "'");
         break;
       }
       case json::parse_event_t::value:
@@ -44,7 +61,7 @@ json parse_json_input(std::string_view text, const std::string& what, int max_de
   try {
     return json::parse(text.begin(), text.end(), check);
   } catch (const json::exception& e) {
-    throw Error(detail::concat(what, ": not valid JSON: ", e.what()));
+    throw Error(detail::concat(what, ": not valid JSON: ", bounded_json_error(e.what())));
   }
 }
 

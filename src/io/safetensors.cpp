@@ -15,6 +15,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/host_staging.h"
+#include "io/finite.h"
 #include "io/json_input.h"
 #include "io/output_file.h"
 
@@ -419,28 +420,9 @@ void save_safetensors_streamed(const std::string& path,
 // Refuses a non-finite value in weights just read: it would only surface steps later as a NaN
 // loss, blamed on the learning rate.
 void check_finite(const Tensor& t, const std::string& path, const std::string& name) {
-  if (t.is_meta() || t.numel() == 0) return;
-  auto fail = [&](int64_t i, float v) {
-    throw Error(detail::concat(path, ": tensor '", name, "' holds ", std::isnan(v) ? "nan" : "inf",
-                               " at element ", i, "; initial weights must be finite"));
-  };
-  const auto n = t.numel();
-  if (t.dtype() != DType::f32 && t.dtype() != DType::bf16 && t.dtype() != DType::f16) return;
-  const HostStaging h(t, HostStaging::Use::read);
-  if (t.dtype() == DType::f32) {
-    const float* p = h.data<float>();
-    for (int64_t i = 0; i < n; ++i)
-      if (!std::isfinite(p[i])) fail(i, p[i]);
-    return;
-  }
-  // 16-bit floats: all exponent bits set is inf or nan.
-  const uint16_t exp_mask = t.dtype() == DType::bf16 ? 0x7f80 : 0x7c00;
-  const uint16_t mant_mask = t.dtype() == DType::bf16 ? 0x007f : 0x03ff;
-  const auto* p = static_cast<const uint16_t*>(h.raw());
-  for (int64_t i = 0; i < n; ++i)
-    if ((p[i] & exp_mask) == exp_mask)
-      fail(i, (p[i] & mant_mask) != 0 ? std::numeric_limits<float>::quiet_NaN()
-                                      : std::numeric_limits<float>::infinity());
+  if (const std::optional<NonFinite> bad = first_non_finite(t))
+    throw Error(detail::concat(path, ": tensor '", name, "' holds ", bad->nan ? "nan" : "inf",
+                               " at element ", bad->index, "; initial weights must be finite"));
 }
 
 }  // namespace snug

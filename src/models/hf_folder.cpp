@@ -280,9 +280,14 @@ HfFolderWritten save_hf_folder(const std::string& dir, const nlohmann::json& con
 }
 
 bool hf_folder_has_weights(const std::string& dir) {
+  // Any entry by these names counts, whatever it is: a dangling symlink (a Hugging Face cache
+  // snapshot whose blob is missing), a FIFO or a directory is refused where the weights are
+  // opened (io/safetensors.h), never taken for "no weights" and a randomly initialized model.
   std::error_code ec;
-  return fs::is_regular_file(fs::path(dir) / kHfSingleWeightsFile, ec) ||
-         fs::is_regular_file(fs::path(dir) / kHfWeightsIndexFile, ec);
+  for (const char* name : {kHfSingleWeightsFile, kHfWeightsIndexFile})
+    if (fs::symlink_status(fs::path(dir) / name, ec).type() != fs::file_type::not_found && !ec)
+      return true;
+  return false;
 }
 
 bool is_folder_output(const std::string& path) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "io/json_input.h"
 #include "io/safetensors.h"
 #include "kernels/backends.h"
@@ -36,10 +37,14 @@ std::map<std::string, std::string> read_index(const fs::path& index) {
              ": no 'weight_map' object");
   std::map<std::string, std::string> map;
   for (const auto& [name, file] : j["weight_map"].items()) {
-    SNUG_CHECK(file.is_string(), what, ": weight_map['", name, "'] is not a file name");
+    SNUG_CHECK(file.is_string(), what, ": weight_map['", excerpt(name), "'] is not a file name");
     const std::string f = file.get<std::string>();
+    // A NUL would cut the path short where the file is opened, and the message with it.
+    SNUG_CHECK(f.find('\0') == std::string::npos, what, ": weight_map['", excerpt(name),
+               "']: the file name holds a NUL byte");
     SNUG_CHECK(!f.empty() && f.find('/') == std::string::npos && f != "." && f != "..", what,
-               ": weight_map['", name, "'] = '", f, "' is not a file name in the folder");
+               ": weight_map['", excerpt(name), "'] = '", excerpt(f),
+               "' is not a file name in the folder");
     map.emplace(name, f);
   }
   SNUG_CHECK(!map.empty(), what, ": the weight_map is empty");
@@ -58,7 +63,12 @@ WeightFiles weight_files(const std::string& path) {
     return w;
   }
   const fs::path dir(path);
-  if (fs::exists(dir / kIndex)) {
+  // Present is any entry by the name (a dangling symlink too): opening it names the problem.
+  auto present = [](const fs::path& p) {
+    std::error_code ec;
+    return fs::symlink_status(p, ec).type() != fs::file_type::not_found && !ec;
+  };
+  if (present(dir / kIndex)) {
     std::set<std::string> seen;
     for (const auto& [name, file] : read_index(dir / kIndex)) {
       const std::string p = (dir / file).string();
@@ -67,7 +77,7 @@ WeightFiles weight_files(const std::string& path) {
     }
     return w;
   }
-  SNUG_CHECK(fs::exists(dir / kSingle), path, ": no ", kSingle, " or ", kIndex,
+  SNUG_CHECK(present(dir / kSingle), path, ": no ", kSingle, " or ", kIndex,
              " (the weights of a Hugging Face model folder)");
   w.files.push_back((dir / kSingle).string());
   return w;

@@ -11,7 +11,8 @@ void ParameterStore::set_param_dtype(DType d) {
 }
 
 Parameter* ParameterStore::push(std::unique_ptr<Parameter> p) {
-  SNUG_CHECK(find(p->name) == nullptr, "parameter '", p->name, "' is registered twice");
+  SNUG_CHECK(by_name_.emplace(p->name, p.get()).second, "parameter '", p->name,
+             "' is registered twice");
   list_.push_back(p.get());
   owned_.push_back(std::move(p));
   return list_.back();
@@ -41,9 +42,8 @@ Parameter* ParameterStore::add_f32(const std::string& name, const Shape& shape, 
 }
 
 Parameter* ParameterStore::find(const std::string& name) const {
-  for (Parameter* p : list_)
-    if (p->name == name) return p;
-  return nullptr;
+  const auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
 }
 
 void ParameterStore::zero_grad() {

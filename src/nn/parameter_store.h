@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/device.h"
@@ -50,6 +51,9 @@ class ParameterStore {
   std::optional<WeightQuantConfig> quant_;
   std::vector<std::unique_ptr<Parameter>> owned_;
   ParameterList list_;
+  // By name: find() and push()'s duplicate check in constant time (a linear scan made building
+  // a model quadratic in its layers: plan --n-layer 8000 took 198 s; issue 29).
+  std::unordered_map<std::string, Parameter*> by_name_;
 };
 
 }  // namespace snug

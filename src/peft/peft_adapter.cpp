@@ -5,10 +5,12 @@
 #include <set>
 
 #include "core/error.h"
+#include "io/finite.h"
 #include "io/json_input.h"
 #include "io/safetensors.h"
 #include "train/flag_table.h"
 #include "train/model_setup.h"
+#include "train/number_range.h"
 
 namespace snug {
 
@@ -92,9 +94,18 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir) {
   SNUG_CHECK(r.is_number_integer() && r.get<int64_t>() > 0, where, ": r ", r.dump(),
              ": the rank must be a positive integer");
   a.r = r.get<int64_t>();
+  // The ranges of --lora-r and --lora-alpha (train/flag_table.cpp): lora_alpha 1e38 made the
+  // scale inf and generation emit one token.
+  const NumberRange& r_range = *flag_for_key("lora_r").range;
+  SNUG_CHECK(in_range(NumberValue{.i = a.r}, r_range), where, ": r ", a.r,
+             " is out of range: the rank is ", r_range.describe());
   const nlohmann::json alpha = get("lora_alpha");
-  SNUG_CHECK(alpha.is_number(), where, ": lora_alpha ", alpha.dump(), ": must be a number");
+  SNUG_CHECK(alpha.is_number(), where, ": lora_alpha ", value_excerpt(alpha.dump()),
+             ": must be a number");
   a.alpha = alpha.get<double>();
+  const NumberRange& alpha_range = *flag_for_key("lora_alpha").range;
+  SNUG_CHECK(in_range(NumberValue{.d = a.alpha}, alpha_range), where, ": lora_alpha ",
+             format_number(a.alpha), " is out of range: lora_alpha is ", alpha_range.describe());
   const nlohmann::json rs = get("use_rslora");
   SNUG_CHECK(rs.is_null() || rs.is_boolean(), where, ": use_rslora ", rs.dump(),
              ": must be true or false");
@@ -181,6 +192,10 @@ std::string load_peft_adapter(CausalLM& model, const TrainingArguments& args,
                shape_str(inf.shape), ", ", name_of_model, " with r ", a.r, " (", a.config_path,
                ") needs ", shape_str(p->value.shape()));
     f.read_into(name, p->value);
+    if (const std::optional<NonFinite> bad = first_non_finite(p->value))
+      throw Error(detail::concat(path, ": tensor '", name, "' holds ", bad->nan ? "nan" : "inf",
+                                 " at element ", bad->index,
+                                 "; an adapter's weights must be finite"));
     loaded.insert(p);
   }
   for (const LoraAdapter& ad : model.lora_adapters())

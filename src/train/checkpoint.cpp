@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/finite.h"
 #include "io/fnv1a.h"
 #include "io/safetensors.h"
 #include "models/hf_folder.h"
@@ -141,12 +143,37 @@ CheckpointModelFiles checkpoint_model_files(const CausalLM& model, const ModelCo
   return f;
 }
 
+namespace {
+
+// The save_index of a checkpoint saved into `dir` now (train/trainer_state.h): one more than the
+// highest of its complete checkpoints (an unreadable one counts as none).
+int64_t next_save_index(const std::string& dir) {
+  int64_t highest = 0;
+  for (const auto& [step, path] : list_checkpoints(dir)) {
+    try {
+      highest = std::max(highest, read_trainer_state(path).save_index);
+    } catch (const Error&) {
+    }
+  }
+  return highest + 1;
+}
+
+}  // namespace
+
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
                             const CausalLM& model, Optimizer& optimizer,
                             const CheckpointModelFiles& hf) {
   SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");
   const fs::path out(output_dir);
   const std::string base = "checkpoint-" + std::to_string(state.step);
+  // Weights that went non-finite without a non-finite loss (the update after the step's loss, a
+  // degenerate hyperparameter) would make a checkpoint that resumes into NaN: none is written.
+  for (const Parameter* p : model.parameters())
+    if (const std::optional<NonFinite> bad = first_non_finite(p->value))
+      throw Error(detail::concat(
+          (out / base).string(), ": not saved: parameter '", p->name, "' holds ",
+          bad->nan ? "nan" : "inf", " at element ", bad->index, " after step ", state.step,
+          "; training diverged (lower --learning-rate or check the optimizer's flags)"));
   const fs::path final_dir = out / base;
   const fs::path tmp_dir = out / (base + ".tmp");
   std::error_code ec;
@@ -180,6 +207,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   nlohmann::json j;
   j["format_version"] = kTrainerStateFormatVersion;
   j["global_step"] = state.step;
+  j["save_index"] = next_save_index(output_dir);
   j["data"] = {{"epoch", state.data_epoch}, {"position", state.data_position}};
   j["seed"] = state.seed;
   j["optimizer"] = {{"name", optimizer.name()},
@@ -253,7 +281,22 @@ std::string resolve_checkpoint(const std::string& dir) {
   SNUG_CHECK(!all.empty(), "--resume-from ", dir,
              ": neither a checkpoint (no trainer_state.json) nor an output directory holding a "
              "complete checkpoint-<step>");
-  return all.back().second;
+  // The one saved last: after a resume from an older step, a higher step may be left from the
+  // trajectory that resume abandoned. By save_index, then step (unreadable: the load names it).
+  std::string last = all.back().second;
+  int64_t last_index = -1;
+  for (const auto& [step, path] : all) {
+    int64_t index = 0;
+    try {
+      index = read_trainer_state(path).save_index;
+    } catch (const Error&) {
+    }
+    if (index >= last_index) {
+      last_index = index;
+      last = path;
+    }
+  }
+  return last;
 }
 
 CheckpointState load_checkpoint(const std::string& dir, CausalLM& model, Optimizer& optimizer) {

@@ -20,6 +20,7 @@
 #include <variant>
 #include <vector>
 
+#include "train/number_range.h"
 #include "train/training_args.h"
 
 namespace snug {
@@ -59,6 +60,9 @@ struct TrainingFlag {
   // resume with another value is refused (train/run_record.h; run_record.cpp's JSON-only lists
   // are held to these entries by tests/train/flag_table_test.cpp).
   bool optimizer_record = false;
+  // A numeric flag's declared range (train/number_range.h), checked where the flag is parsed;
+  // every numeric entry has one (tests/cli/flag_range_test.cpp walks them).
+  std::optional<NumberRange> range = std::nullopt;
 
   // The first of `names` ("--log-every").
   std::string name() const;

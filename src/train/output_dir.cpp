@@ -1,14 +1,86 @@
 #include "train/output_dir.h"
 
 #include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "train/checkpoint.h"
 #include "train/run_record.h"
+#include "train/trainer_state.h"
 
 namespace snug {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// The names snug gives the folders it writes: checkpoint-<N> (with trainer_state.json, its
+// manifest, once complete), checkpoint-<N>.replaced (set aside while a save replaces it),
+// checkpoint-<N>.tmp (a save under way) and checkpoint-<N>.deleting (being removed).
+constexpr const char* kTransientSuffixes[] = {".deleting", ".tmp"};
+constexpr const char* kDeletingSuffix = ".deleting";
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() > suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Whether snug wrote the folder `e`: a name it parses, with its manifest where a complete one
+// has it. A user's checkpoint-notes/ (or a checkpoint-7 without trainer_state.json) is not.
+bool written_by_snug(const fs::directory_entry& e) {
+  std::error_code ec;
+  if (!e.is_directory(ec)) return false;
+  std::string name = e.path().filename().string();
+  bool transient = false;
+  for (const char* suffix : kTransientSuffixes)  // ".deleting" after ".tmp": "X.tmp.deleting"
+    if (ends_with(name, suffix)) {
+      name.resize(name.size() - std::strlen(suffix));
+      transient = true;
+    }
+  if (ends_with(name, ".replaced")) name.resize(name.size() - std::strlen(".replaced"));
+  int64_t step = 0;
+  return parse_checkpoint_name(name, &step) &&
+         (transient || fs::exists(e.path() / "trainer_state.json", ec));
+}
+
+// Test hook (tests/cli/hostile_round_two_cli_test.cpp): with SNUG_TEST_CRASH_DURING_ROTATE set,
+// the process removes the manifest-less half of the folder being rotated out and kills itself
+// (SIGKILL), as a kill -9 in the middle of the removal would leave it.
+void crash_while_rotating_for_tests(const fs::path& retiring) {
+  if (std::getenv("SNUG_TEST_CRASH_DURING_ROTATE") == nullptr) return;
+  std::error_code ec;
+  fs::remove(retiring / "model.safetensors", ec);
+  std::raise(SIGKILL);
+}
+
+// Removes a checkpoint so that it is whole or recognisably gone at every moment: renamed to
+// checkpoint-<N>.deleting first (one atomic step; list_checkpoints no longer sees it), then
+// removed. A removal killed half-way leaves a .deleting folder, which the next rotation (or
+// --overwrite-output-dir) finishes.
+void retire(const fs::path& path, const char* why) {
+  std::error_code ec;
+  const fs::path deleting = path.string() + kDeletingSuffix;
+  fs::remove_all(deleting, ec);
+  fs::rename(path, deleting, ec);
+  SNUG_CHECK(!ec, path.string(), ": cannot remove (", why, "): ", ec.message());
+  crash_while_rotating_for_tests(deleting);
+  fs::remove_all(deleting, ec);
+  SNUG_CHECK(!ec, deleting.string(), ": cannot remove (", why, "): ", ec.message());
+}
+
+// Finishes the removals a killed run left (checkpoint-<N>.deleting).
+void finish_removals(const std::string& dir) {
+  std::error_code ec;
+  std::vector<fs::path> left;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec))
+    if (ends_with(e.path().filename().string(), kDeletingSuffix) && written_by_snug(e))
+      left.push_back(e.path());
+  for (const fs::path& p : left) fs::remove_all(p, ec);
+}
+
+}  // namespace
 
 std::vector<std::string> prepare_output_dir(const std::string& dir, const nlohmann::json& record,
                                             bool resuming, bool overwrite) {
@@ -25,11 +97,11 @@ std::vector<std::string> prepare_output_dir(const std::string& dir, const nlohma
   };
   std::vector<std::string> removed;
   if (overwrite) {
-    // Every other checkpoint-* folder, complete or not: none may be mistaken for this run's. A
-    // resume keeps its own run's checkpoints (the one it resumes from among them).
+    // Every other folder snug wrote, complete or not: none may be mistaken for this run's. A
+    // resume keeps its own run's checkpoints (the one it resumes from among them). Only what
+    // snug wrote: a user's checkpoint-notes/ stays.
     for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-      const std::string name = e.path().filename().string();
-      if (!e.is_directory() || name.rfind("checkpoint-", 0) != 0 || this_runs(e.path())) continue;
+      if (!written_by_snug(e) || this_runs(e.path())) continue;
       removed.push_back(e.path().string());
     }
     std::sort(removed.begin(), removed.end());
@@ -57,6 +129,7 @@ std::vector<std::string> rotate_checkpoints(const std::string& dir, int64_t limi
                                             const std::string& keep, const std::string& best) {
   std::vector<std::string> removed;
   if (limit <= 0) return removed;
+  finish_removals(dir);
   std::vector<std::pair<int64_t, std::string>> all = list_checkpoints(dir);
   const fs::path kept = fs::weakly_canonical(keep);
   const fs::path best_path = best.empty() ? fs::path() : fs::weakly_canonical(best);
@@ -69,9 +142,7 @@ std::vector<std::string> rotate_checkpoints(const std::string& dir, int64_t limi
   // The one just saved, the best, and the newest of the others up to the limit.
   const int64_t more = std::max<int64_t>(0, limit - 1 - (other_best ? 1 : 0));
   for (size_t i = static_cast<size_t>(more); i < others.size(); ++i) {
-    std::error_code ec;
-    fs::remove_all(others[i], ec);
-    SNUG_CHECK(!ec, others[i], ": cannot remove (--save-total-limit): ", ec.message());
+    retire(others[i], "--save-total-limit");
     removed.push_back(others[i]);
   }
   return removed;

@@ -3,12 +3,15 @@
 // run beside checkpoint-6 of the old, which --resume-from DIR would then pick). So before step 1:
 //   - a new run (no --resume-from) into a folder with complete checkpoint-<N> folders stops with
 //     OutputDirInUseError (the CLI's bad-usage exit, 2), unless overwrite_output_dir
-//     (--overwrite-output-dir, transformers 4's name), which removes every checkpoint-* folder
-//     there first (a resume keeps those of its own run);
+//     (--overwrite-output-dir, transformers 4's name), which removes every folder snug wrote
+//     there first (checkpoint-<N> with its trainer_state.json, and the .tmp/.replaced/.deleting
+//     forms; a user's checkpoint-notes/ stays), a resume keeping those of its own run;
 //   - a resume is let through when every checkpoint there is of the same run (the record in its
 //     trainer_state.json, train/run_record.h, matches the resumed run's).
 // And after each save, --save-total-limit N removes the oldest checkpoints beyond the newest N
-// (by step; never the one just saved), as the Trainer's rotate_checkpoints.
+// (by step; never the one just saved), as the Trainer's rotate_checkpoints. Each is renamed to
+// checkpoint-<N>.deleting before it is removed, so that a kill -9 in the middle leaves it whole
+// or recognisably gone, never a half-removed checkpoint listed as complete.
 #pragma once
 
 #include <cstdint>

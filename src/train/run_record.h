@@ -4,6 +4,11 @@
 //   model      --model as given, the resolved shape (n_layer, n_embd, n_head, vocab_size,
 //              n_positions), parameter dtype (--bf16-full), LoRA (r, alpha, targets, rsLoRA),
 //              --freeze
+//   model_files  the content hash of the --model folder's config.json and generation_config.json
+//              and of the tokenizer's files (tokenizer.json, tokenizer_config.json,
+//              special_tokens_map.json; --tokenizer's, else the folder's): a config.json edited
+//              (rms_norm_eps, rope_theta) or merges changed between save and resume is another run
+//              (not compared with a checkpoint of an earlier snug, which has no such record)
 //   data       source ("builtin", "dummy" or "file") and, for a file, its FNV-1a 64 content hash
 //   seq_len
 //   optimizer  --optim and every setting of its state (betas, epsilon, weight decay, momentum,

@@ -32,6 +32,31 @@ uint64_t data_checksum(const std::string& path) {
   return h;
 }
 
+// The files beside the weights that change what a run computes without changing its weights
+// (issue 29, item 4): config.json (rms_norm_eps, rope_theta, ...), generation_config.json, and
+// the tokenizer's files (tokenizer.json's merges, tokenizer_config.json's chat template and
+// special tokens). By content hash, under keys without dots (run_record.cpp reads dotted keys).
+nlohmann::json model_files(const TrainingArguments& args, const ModelConfig& cfg) {
+  namespace fs = std::filesystem;
+  nlohmann::json files = nlohmann::json::object();
+  std::error_code ec;
+  auto add = [&](const char* key, const fs::path& p) {
+    if (fs::is_regular_file(p, ec)) files[key] = hex64(fnv1a64_file(p.string()));
+  };
+  if (!cfg.config_path.empty()) add("config", cfg.config_path);
+  if (!cfg.folder.empty())
+    add("generation_config", fs::path(cfg.folder) / "generation_config.json");
+  // The tokenizer: --tokenizer (a tokenizer.json or its folder), else the model folder's.
+  fs::path tok = args.tokenizer.empty() ? fs::path(cfg.folder) : fs::path(args.tokenizer);
+  if (!tok.empty() && fs::is_directory(tok, ec)) tok /= "tokenizer.json";
+  if (!tok.empty()) {
+    add("tokenizer", tok);
+    add("tokenizer_config", tok.parent_path() / "tokenizer_config.json");
+    add("special_tokens_map", tok.parent_path() / "special_tokens_map.json");
+  }
+  return files;
+}
+
 }  // namespace
 
 nlohmann::json make_run_record(const TrainingArguments& args) {
@@ -54,6 +79,7 @@ nlohmann::json make_run_record(const TrainingArguments& args) {
   const bool file = args.data != "builtin" && args.data != "dummy";
   r["data"] = {{"source", file ? "file" : args.data},
                {"fnv1a64", file ? nlohmann::json(hex64(data_checksum(args.data))) : nullptr}};
+  r["model_files"] = model_files(args, cfg);
   r["seq_len"] = args.seq_len;
   r["optimizer"] = {{"name", args.optim}};
   for (const TrainingFlag& f : training_flags())  // the optimizer's settings

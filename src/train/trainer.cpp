@@ -107,7 +107,10 @@ Trainer::Trainer(const TrainingArguments& args, CausalLM& model, std::unique_ptr
   if (real && args_.save_steps > 0)
     checkpoint_files_ = checkpoint_model_files(model_, args_.model_config());
   if (resuming) resume(args_.resume_from);
-  // Before step 1: the output dir must hold no other run's checkpoints (train/output_dir.h).
+  // Before step 1: no other run is writing into the output dir (train/output_dir_lock.h), and it
+  // holds no other run's checkpoints (train/output_dir.h).
+  if (real && args_.save_steps > 0)
+    output_lock_ = std::make_unique<OutputDirLock>(args_.output_dir);
   if (real && args_.save_steps > 0)
     removed_checkpoints_ =
         prepare_output_dir(args_.output_dir, run_record_, resuming, args_.overwrite_output_dir);

@@ -23,6 +23,7 @@
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
 #include "train/grad_scaler.h"
+#include "train/output_dir_lock.h"
 #include "train/training_args.h"
 
 namespace snug {
@@ -177,6 +178,7 @@ class Trainer {
   nlohmann::json run_record_;                   // train/run_record.h; recorded in each checkpoint
   CheckpointModelFiles checkpoint_files_;       // config.json etc. of a full fine-tune's ones
   std::vector<std::string> removed_checkpoints_;
+  std::unique_ptr<OutputDirLock> output_lock_;  // held while the run may save (output_dir_lock.h)
   std::vector<std::string> resume_changes_;
   bool skip_repeats_ = false;
 };

@@ -132,6 +132,10 @@ TrainerState parse_trainer_state(std::string_view text, const std::string& path)
   }
   for (const char* name : kRequiredFiles)
     SNUG_CHECK(st.files.contains(name), path, ": no record of ", name);
+  if (j.contains("save_index")) {
+    st.save_index = f.integer(j, "", "save_index");
+    SNUG_CHECK(st.save_index >= 1, path, ": save_index ", st.save_index, " must be >= 1");
+  }
 
   // The values a resume uses, beyond the checksum (a tool may have rewritten the file
   // consistently): a step count that fits the folder's name, a loader state and an optimizer

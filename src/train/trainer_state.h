@@ -5,7 +5,8 @@
 //
 // The document: format_version 2; global_step; data {epoch, position}; seed; optimizer {name,
 // steps, extra_state}; config (TrainingArguments::to_json()); run (train/run_record.h);
-// checksum_algorithm "fnv1a64"; files {name: {size, fnv1a64}}; and "state_fnv1a64", FNV-1a 64
+// checksum_algorithm "fnv1a64"; files {name: {size, fnv1a64}}; save_index (optional, an integer
+// >= 1); and "state_fnv1a64", FNV-1a 64
 // (16 hex digits) over the document without that field as nlohmann::json::dump() writes it.
 #pragma once
 
@@ -37,6 +38,10 @@ struct TrainerState : CheckpointState {
   int64_t optimizer_steps = 0;
   nlohmann::json optimizer_extra;  // Optimizer::extra_state(), checked by the optimizer
   nlohmann::json files;            // name -> {"size": int >= 0, "fnv1a64": 16 hex digits}
+  // The order of the saves into an output dir: 1 + the highest save_index there at the moment of
+  // the save (0: a checkpoint of an earlier snug, without one). A resume from the dir takes the
+  // checkpoint saved last, which after a resume from an older step is not the highest step.
+  int64_t save_index = 0;
 };
 
 // The document's own checksum ("state_fnv1a64"): FNV-1a 64, as 16 hex digits, over

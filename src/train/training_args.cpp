@@ -9,6 +9,7 @@
 #include "optim/optimizer.h"
 #include "optim/registry.h"
 #include "train/flag_table.h"
+#include "train/number_range.h"
 #include "train/schedule.h"
 
 namespace snug {
@@ -45,52 +46,33 @@ DataOptions TrainingArguments::data_options(int64_t vocab_size) const {
 }
 
 void TrainingArguments::validate() const {
-  SNUG_CHECK(seq_len > 0, "--seq-len must be positive, got ", seq_len);
-  SNUG_CHECK(per_device_train_batch_size > 0,
-             "--per-device-train-batch-size must be positive, got ", per_device_train_batch_size);
-  SNUG_CHECK(gradient_accumulation_steps > 0,
-             "--gradient-accumulation-steps must be positive, got ", gradient_accumulation_steps);
+  // Every numeric flag within its declared range (train/number_range.h): the CLI refuses a value
+  // out of range where it parses it; this holds arguments built in code (and adopted from an
+  // adapter's config) to the same ranges.
+  for (const TrainingFlag& f : training_flags()) {
+    if (!f.range) continue;
+    const nlohmann::json v = f.value(*this);
+    if (v.is_null()) continue;
+    NumberValue n;
+    if (f.range->kind == NumberKind::integer) n.i = v.get<int64_t>();
+    if (f.range->kind == NumberKind::unsigned_integer) n.u = v.get<uint64_t>();
+    if (f.range->kind == NumberKind::real) n.d = v.get<double>();
+    SNUG_CHECK(in_range(n, *f.range), f.name(), " ",
+               v.is_number_float() ? format_number(n.d) : v.dump(), " is out of range: ", f.name(),
+               " takes ", f.range->describe());
+  }
   // Sizes beyond these overflow 64-bit counts further on (tokens, steps); no run comes near them.
   constexpr int64_t kMaxTokens = (int64_t{1} << 31) - 1;
-  SNUG_CHECK(seq_len <= kMaxTokens, "--seq-len ", seq_len, " is out of range (at most ", kMaxTokens,
-             ")");
   SNUG_CHECK(per_device_train_batch_size <= kMaxTokens / seq_len, "--per-device-train-batch-size ",
              per_device_train_batch_size, " is out of range: with --seq-len ", seq_len,
              " a micro-batch may hold at most ", kMaxTokens, " tokens");
-  SNUG_CHECK(gradient_accumulation_steps <= kMaxTokens, "--gradient-accumulation-steps ",
-             gradient_accumulation_steps, " is out of range (at most ", kMaxTokens, ")");
   SNUG_CHECK(max_steps > 0 || num_train_epochs > 0,
              "--max-steps or --num-train-epochs must be positive");
-  // Epochs become ceil(epochs x batches per epoch) steps in an int64: beyond 1e6 epochs (or inf,
-  // nan) that conversion could overflow and wrap to a single step.
-  constexpr double kMaxEpochs = 1e6;
-  SNUG_CHECK(max_steps > 0 || (std::isfinite(num_train_epochs) && num_train_epochs <= kMaxEpochs),
-             "--num-train-epochs ", num_train_epochs, " is out of range (at most ", kMaxEpochs,
-             "; or give --max-steps)");
-  SNUG_CHECK(learning_rate >= 0, "--learning-rate must be >= 0, got ", learning_rate);
-  SNUG_CHECK(warmup_steps >= 0, "--warmup-steps must be >= 0, got ", warmup_steps);
-  SNUG_CHECK(weight_decay >= 0, "--weight-decay must be >= 0, got ", weight_decay);
-  SNUG_CHECK(adam_beta1 >= 0 && adam_beta1 < 1 && adam_beta2 >= 0 && adam_beta2 < 1,
-             "--adam-beta1/--adam-beta2 must be in [0, 1)");
-  SNUG_CHECK(momentum >= 0 && momentum < 1, "--momentum must be in [0, 1), got ", momentum);
-  SNUG_CHECK(threads >= 0, "--threads must be >= 0, got ", threads);
-  SNUG_CHECK(galore_rank >= 1, "--galore-rank must be >= 1, got ", galore_rank);
-  SNUG_CHECK(galore_update_proj_gap >= 1, "--galore-update-proj-gap must be >= 1, got ",
-             galore_update_proj_gap);
-  SNUG_CHECK(save_steps >= 0, "--save-steps must be >= 0 (0: never), got ", save_steps);
   SNUG_CHECK(save_steps == 0 || !output_dir.empty(), "--output-dir must not be empty");
-  SNUG_CHECK(save_total_limit >= 0, "--save-total-limit must be >= 0 (0: keep all), got ",
-             save_total_limit);
-  SNUG_CHECK(logging_steps > 0, "--log-every must be positive, got ", logging_steps);
-  SNUG_CHECK(eval_split >= 0 && eval_split < 1, "--eval-split must be in [0, 1), got ", eval_split);
   SNUG_CHECK(eval_split == 0 || eval_data.empty(),
              "--eval-split and --eval-data are exclusive: give one");
-  SNUG_CHECK(per_device_eval_batch_size > 0, "--per-device-eval-batch-size must be positive, got ",
-             per_device_eval_batch_size);
   SNUG_CHECK(per_device_eval_batch_size <= kMaxTokens / seq_len, "--per-device-eval-batch-size ",
              per_device_eval_batch_size, " is out of range");
-  SNUG_CHECK(eval_steps >= 0, "--eval-steps must be >= 0 (0: evaluate at the end), got ",
-             eval_steps);
   SNUG_CHECK(eval_steps == 0 || has_eval(),
              "--eval-steps needs evaluation data: --eval-data or --eval-split");
   SNUG_CHECK(best_metric_key() == "eval_loss" || best_metric_key() == "eval_accuracy",
@@ -105,15 +87,10 @@ void TrainingArguments::validate() const {
                "--load-best-model-at-end requires --save-steps (", save_steps,
                ") to be a round multiple of --eval-steps (", eval_steps, ")");
   }
-  SNUG_CHECK(dataloader_num_workers >= 0, "--dataloader-num-workers must be >= 0, got ",
-             dataloader_num_workers);
   SNUG_CHECK(init_from.empty() || resume_from.empty(),
              "--init-from and --resume-from cannot be combined (a checkpoint has its own weights)");
   for (const std::string& f : freeze) SNUG_CHECK(!f.empty(), "--freeze: empty pattern");
-  SNUG_CHECK(lora_r >= 0, "--lora-r must be >= 0 (0: no LoRA), got ", lora_r);
   if (lora_r > 0) lora_config().validate();
-  SNUG_CHECK(neftune_noise_alpha >= 0, "--neftune-noise-alpha must be >= 0, got ",
-             neftune_noise_alpha);
   SNUG_CHECK(!(load_in_8bit && load_in_4bit), "--load-in-8bit and --load-in-4bit are exclusive");
   SNUG_CHECK(bnb_4bit_quant_type == "nf4" || bnb_4bit_quant_type == "fp4",
              "--bnb-4bit-quant-type: unknown type '", bnb_4bit_quant_type, "' (known: nf4, fp4)");

@@ -181,10 +181,11 @@ TEST(QuantizeCli, BadMethodAndBlockSizeGetOneMessageEach) {
   EXPECT_THAT(r.err, HasSubstr("unknown method 'absmin' (absmax, absmax-row, zeropoint"));
   r = run_snug("quantize --method blockwise --block-size 0 --count 1024");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("--block-size must be positive, got 0"));
+  EXPECT_THAT(r.err, HasSubstr("--block-size 0 is out of range: --block-size takes an integer in "
+                               "[1, 16777216]"));
   r = run_snug("quantize --block-size -64 --count 1024");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("--block-size must be positive, got -64"));
+  EXPECT_THAT(r.err, HasSubstr("--block-size -64 is out of range"));
   r = run_snug("quantize --method quantile --block-size 64 --count 1024");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("--block-size does not apply to quantile"));

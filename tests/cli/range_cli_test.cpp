@@ -35,7 +35,10 @@ TEST(RangeCli, ShapeThatOverflowsTheParameterCountIsRefused) {
   CliResult r = run_snug("plan --n-embd 4294967296 --n-head 1");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("--n-embd 4294967296"));
-  r = run_snug("plan --n-embd 2000000000 --n-head 1 --n-layer 1000000");
+  // Beyond the flags' declared ranges (n_embd at most 131072), a config.json key can still ask.
+  r = run_snug(
+      "plan --config-override n_embd=2000000000 --config-override n_head=1 --config-override "
+      "n_layer=1000000");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("parameters"));
   EXPECT_THAT(r.err, HasSubstr("n_embd=2000000000"));

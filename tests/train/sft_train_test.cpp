@@ -224,13 +224,15 @@ TEST(Evaluate, FlagsThatCannotWorkAreRefusedByName) {
   a.eval_steps = 5;
   EXPECT_EQ(msg(a), "--eval-steps needs evaluation data: --eval-data or --eval-split");
   a.eval_split = 1.5;
-  EXPECT_EQ(msg(a), "--eval-split must be in [0, 1), got 1.5");
+  EXPECT_EQ(msg(a), "--eval-split 1.5 is out of range: --eval-split takes a number in [0, 1)");
   a.eval_split = 0.1;
   a.eval_data = "x";
   EXPECT_EQ(msg(a), "--eval-split and --eval-data are exclusive: give one");
   a.eval_data = "";
   a.per_device_eval_batch_size = 0;
-  EXPECT_EQ(msg(a), "--per-device-eval-batch-size must be positive, got 0");
+  EXPECT_EQ(msg(a),
+            "--per-device-eval-batch-size 0 is out of range: --per-device-eval-batch-size takes an "
+            "integer in [1, 2147483647]");
   a.per_device_eval_batch_size = 8;
   a.metric_for_best_model = "f1";
   EXPECT_NE(msg(a).find("--metric-for-best-model f1: snug evaluates eval_loss, and "
