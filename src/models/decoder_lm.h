@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "models/causal_lm.h"
+#include "models/model.h"
 #include "nn/decoder_layer.h"
 #include "nn/embedding.h"
 #include "nn/lm_head_loss.h"
@@ -57,7 +57,7 @@ struct DecoderLMSpec {
   bool tie_word_embeddings = false;
 };
 
-class DecoderLM : public CausalLM {
+class DecoderLM : public Model {
  public:
   // Allocates every parameter (category weights) on `dev`, uninitialized, in Hugging Face
   // named_parameters() order. param_dtype f32, or bf16/f16 (--bf16-full, --torch-dtype,

@@ -33,16 +33,16 @@ ModelConfig parse(const nlohmann::json& j, const std::string& spec, const std::s
   return m;
 }
 
-std::unique_ptr<CausalLM> create(const ModelConfig& cfg, Device& dev, DType param_dtype,
+std::unique_ptr<Model> create(const ModelConfig& cfg, Device& dev, DType param_dtype,
                                  const std::optional<WeightQuantConfig>& quant) {
   return std::make_unique<GPT2>(gpt2_config(cfg), dev, param_dtype, quant);
 }
 
-HfLoadReport load_weights(CausalLM& model, const std::string& path, uint64_t /*seed*/) {
+HfLoadReport load_weights(Model& model, const std::string& path, uint64_t /*seed*/) {
   return load_gpt2_weights(as_gpt2(model), path);
 }
 
-void save_weights(const CausalLM& model, const std::string& path,
+void save_weights(const Model& model, const std::string& path,
                   const std::map<std::string, std::string>& extra) {
   save_gpt2_weights(as_gpt2(model), path, extra);
 }

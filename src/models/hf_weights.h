@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "models/causal_lm.h"
+#include "models/model.h"
 
 namespace snug {
 
@@ -63,12 +63,12 @@ struct HfLoadReport {
 std::vector<std::string> hf_weight_files(const std::string& path);
 
 // Loads `path` (a .safetensors file or a model folder) into `model`'s parameters (see above).
-HfLoadReport load_hf_weights(CausalLM& model, const std::string& path, const HfWeightRules& rules);
+HfLoadReport load_hf_weights(Model& model, const std::string& path, const HfWeightRules& rules);
 
 // Writes every parameter value (cpu model; quantized weights dequantized to fp32) under its name,
 // in parameters() order, with model.weights_metadata() merged with `extra`, into one safetensors
 // file. Atomic (io/safetensors.h).
-void save_hf_weights(const CausalLM& model, const std::string& path,
+void save_hf_weights(const Model& model, const std::string& path,
                      const std::map<std::string, std::string>& extra = {});
 
 }  // namespace snug

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "models/causal_lm.h"
+#include "models/model.h"
 
 namespace snug {
 
 // What a model is trained for: the head on top of the layers and how forward() reads its
-// targets (models/causal_lm.h, "Tasks"). Not every family has every task (Architecture::tasks).
+// targets (models/model.h, "Tasks"). Not every family has every task (Architecture::tasks).
 enum class ModelTask : int { causal_lm, masked_lm, sequence_classification };
 // "causal-lm", "masked-lm", "sequence-classification" (the --task values).
 const char* task_name(ModelTask t);

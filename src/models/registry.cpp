@@ -173,7 +173,7 @@ ModelConfig with_task(const ModelConfig& cfg, ModelTask task, int64_t num_labels
   return r;
 }
 
-std::unique_ptr<CausalLM> create_model(const ModelConfig& cfg, Device& dev, DType param_dtype,
+std::unique_ptr<Model> create_model(const ModelConfig& cfg, Device& dev, DType param_dtype,
                                        const std::optional<WeightQuantConfig>& quant) {
   const Architecture& a = architecture(cfg.shape.model_type);
   bool ok = false;
@@ -187,11 +187,11 @@ std::unique_ptr<CausalLM> create_model(const ModelConfig& cfg, Device& dev, DTyp
   return a.create(cfg, dev, param_dtype, quant);
 }
 
-HfLoadReport load_model_weights(CausalLM& model, const std::string& path, uint64_t init_seed) {
+HfLoadReport load_model_weights(Model& model, const std::string& path, uint64_t init_seed) {
   return architecture(model.summary().model_type).load_weights(model, path, init_seed);
 }
 
-void save_model_weights(const CausalLM& model, const std::string& path,
+void save_model_weights(const Model& model, const std::string& path,
                         const std::map<std::string, std::string>& extra) {
   architecture(model.summary().model_type).save_weights(model, path, extra);
 }

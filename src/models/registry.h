@@ -1,5 +1,5 @@
 // The registry of model families, keyed by Hugging Face `model_type`: a config.json (or a preset
-// name) picks the family, and the family builds its CausalLM. Adding a family is one entry in
+// name) picks the family, and the family builds its Model. Adding a family is one entry in
 // registry.cpp's list plus the family's own folder (docs/design.md, "Adding a model family").
 // Nothing outside src/models/ names a family.
 #pragma once
@@ -15,7 +15,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
-#include "models/causal_lm.h"
+#include "models/model.h"
 #include "models/hf_weights.h"
 #include "models/model_config.h"
 #include "quant/weight_quant.h"
@@ -46,13 +46,13 @@ struct Architecture {
   const char* key_n_head;
   const char* key_vocab_size;
   const char* key_n_positions;
-  // A model on `dev` (parameters allocated, uninitialized; see CausalLM::init_weights).
-  std::unique_ptr<CausalLM> (*create)(const ModelConfig& cfg, Device& dev, DType param_dtype,
+  // A model on `dev` (parameters allocated, uninitialized; see Model::init_weights).
+  std::unique_ptr<Model> (*create)(const ModelConfig& cfg, Device& dev, DType param_dtype,
                                       const std::optional<WeightQuantConfig>& quant);
   // Weights as a Hugging Face-named safetensors file: strict load, atomic save with the model's
   // weights_metadata() plus `extra`.
-  HfLoadReport (*load_weights)(CausalLM& model, const std::string& path, uint64_t init_seed);
-  void (*save_weights)(const CausalLM& model, const std::string& path,
+  HfLoadReport (*load_weights)(Model& model, const std::string& path, uint64_t init_seed);
+  void (*save_weights)(const Model& model, const std::string& path,
                        const std::map<std::string, std::string>& extra);
   FlopsPerToken (*flops_per_token)(const ModelConfig& cfg, int64_t T);
   // Bytes one block keeps for backward at (s, b), e bytes per stored activation element (4 fp32,
@@ -96,12 +96,12 @@ ModelConfig resolve_model(const std::string& name_or_path, const ModelShapeOverr
 ModelConfig parse_model_config(std::string_view text, const std::string& spec);
 
 // The family's model for `cfg` (see Architecture::create).
-std::unique_ptr<CausalLM> create_model(
+std::unique_ptr<Model> create_model(
     const ModelConfig& cfg, Device& dev, DType param_dtype = DType::f32,
     const std::optional<WeightQuantConfig>& quant = std::nullopt);
 // `init_seed` initializes a head the checkpoint lacks (HfWeightRules::fresh_prefixes).
-HfLoadReport load_model_weights(CausalLM& model, const std::string& path, uint64_t init_seed = 0);
-void save_model_weights(const CausalLM& model, const std::string& path,
+HfLoadReport load_model_weights(Model& model, const std::string& path, uint64_t init_seed = 0);
+void save_model_weights(const Model& model, const std::string& path,
                         const std::map<std::string, std::string>& extra = {});
 
 }  // namespace snug

@@ -103,7 +103,7 @@ nlohmann::json memory_json(const MemoryStats& s, std::optional<int64_t> capacity
   return j;
 }
 
-nlohmann::json make_report(const TrainingArguments& args, const CausalLM& model,
+nlohmann::json make_report(const TrainingArguments& args, const Model& model,
                            const TrainResult& r, const MemoryStats& mem,
                            std::optional<int64_t> capacity) {
   nlohmann::json j;

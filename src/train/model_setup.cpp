@@ -16,7 +16,7 @@ std::string initial_weights_path(const TrainingArguments& args, const ModelConfi
   return !cfg.folder.empty() && hf_folder_has_weights(cfg.folder) ? cfg.folder : "";
 }
 
-std::string load_initial_weights(CausalLM& model, const TrainingArguments& args,
+std::string load_initial_weights(Model& model, const TrainingArguments& args,
                                  const ModelConfig& cfg) {
   const std::string path = initial_weights_path(args, cfg);
   if (path.empty() || !args.resume_from.empty()) {
@@ -34,7 +34,7 @@ std::string load_initial_weights(CausalLM& model, const TrainingArguments& args,
   return "the weights of " + path;
 }
 
-void prepare_model(CausalLM& model, const TrainingArguments& args) {
+void prepare_model(Model& model, const TrainingArguments& args) {
   bool quantized = false;
   for (const Parameter* p : model.parameters()) quantized = quantized || p->quantized();
   SNUG_CHECK(!quantized || args.lora_r > 0,
@@ -60,7 +60,7 @@ void prepare_model(CausalLM& model, const TrainingArguments& args) {
   model.set_neftune_noise_alpha(args.neftune_noise_alpha);
 }
 
-void prepare_generation(CausalLM& model, const TrainingArguments& args) {
+void prepare_generation(Model& model, const TrainingArguments& args) {
   if (args.lora_r > 0) {
     if (model.lora_adapters().empty()) prepare_model(model, args);  // else: a PEFT adapter's
   } else {

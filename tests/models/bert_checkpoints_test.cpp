@@ -80,7 +80,7 @@ ModelConfig config(ModelTask task) {
 // A model of the fixtures' shape for `task`, loaded from `file` with --seed 7.
 struct Loaded {
   Device dev{DeviceKind::cpu};
-  std::unique_ptr<CausalLM> model;
+  std::unique_ptr<Model> model;
   HfLoadReport report;
   Loaded(ModelTask task, const std::string& file) {
     model = create_model(config(task), dev);

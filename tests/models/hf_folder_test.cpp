@@ -58,7 +58,7 @@ ModelConfig odd_model() {
 }
 
 // The parameters' raw bytes, by name.
-std::map<std::string, std::vector<uint8_t>> raw(const CausalLM& m) {
+std::map<std::string, std::vector<uint8_t>> raw(const Model& m) {
   std::map<std::string, std::vector<uint8_t>> out;
   for (const Parameter* p : m.parameters()) {
     const auto* b = static_cast<const uint8_t*>(p->value.raw());

@@ -67,7 +67,7 @@ Example example(std::vector<int32_t> ids, int masked) {
   return e;
 }
 
-std::vector<float> grads(const CausalLM& m) {
+std::vector<float> grads(const Model& m) {
   std::vector<float> g;
   for (Parameter* p : m.parameters())
     if (p->grad.defined())

@@ -8,7 +8,7 @@
 //   sequence-classification  bert.pooler.dense on each row's first token, tanh, dropout,
 //                            classifier; mean cross-entropy over the rows' labels.
 //
-// How the one CausalLM interface carries these tasks (models/causal_lm.h, "Tasks"): forward()'s
+// How the one Model interface carries these tasks (models/model.h, "Tasks"): forward()'s
 // targets (B,T) are per-token labels for masked-lm (-100 where not masked), and for
 // sequence-classification one label per row in column 0 (targets[b*T]), every other entry -100.
 // Token type ids default to 0; set_token_type_ids() gives others for the forwards that follow.
@@ -40,7 +40,7 @@
 
 #include "core/error.h"
 #include "models/bert/bert_config.h"
-#include "models/causal_lm.h"
+#include "models/model.h"
 #include "nn/embedding.h"
 #include "nn/encoder_layer.h"
 #include "nn/linear.h"
@@ -51,7 +51,7 @@
 
 namespace snug {
 
-class Bert final : public CausalLM {
+class Bert final : public Model {
  public:
   Bert(const BertConfig& cfg, Device& dev, DType param_dtype = DType::f32,
        const std::optional<WeightQuantConfig>& quant = std::nullopt);

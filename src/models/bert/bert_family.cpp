@@ -48,7 +48,7 @@ ModelConfig set_task(const ModelConfig& cfg, ModelTask task, int64_t num_labels)
   return to_model_config(c);
 }
 
-std::unique_ptr<CausalLM> create(const ModelConfig& cfg, Device& dev, DType param_dtype,
+std::unique_ptr<Model> create(const ModelConfig& cfg, Device& dev, DType param_dtype,
                                  const std::optional<WeightQuantConfig>& quant) {
   return std::make_unique<Bert>(bert_config(cfg), dev, param_dtype, quant);
 }
@@ -83,11 +83,11 @@ HfWeightRules rules(const Bert& m, uint64_t seed) {
   return r;
 }
 
-HfLoadReport load_weights(CausalLM& model, const std::string& path, uint64_t seed) {
+HfLoadReport load_weights(Model& model, const std::string& path, uint64_t seed) {
   return load_hf_weights(model, path, rules(as_bert(model), seed));
 }
 
-void save_weights(const CausalLM& model, const std::string& path,
+void save_weights(const Model& model, const std::string& path,
                   const std::map<std::string, std::string>& extra) {
   save_hf_weights(model, path, extra);
 }

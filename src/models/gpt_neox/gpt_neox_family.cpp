@@ -14,7 +14,7 @@ ModelConfig parse(const nlohmann::json& j, const std::string& spec, const std::s
   return gpt_neox_model_config(parse_gpt_neox_config(j, spec, name));
 }
 
-std::unique_ptr<CausalLM> create(const ModelConfig& cfg, Device& dev, DType param_dtype,
+std::unique_ptr<Model> create(const ModelConfig& cfg, Device& dev, DType param_dtype,
                                  const std::optional<WeightQuantConfig>& quant) {
   return std::make_unique<GPTNeoXLM>(gpt_neox_config(cfg), dev, param_dtype, quant);
 }
@@ -26,11 +26,11 @@ auto& as_neox(M& m) {
   return *g;
 }
 
-HfLoadReport load_weights(CausalLM& model, const std::string& path, uint64_t /*seed*/) {
+HfLoadReport load_weights(Model& model, const std::string& path, uint64_t /*seed*/) {
   return load_gpt_neox_weights(as_neox(model), path);
 }
 
-void save_weights(const CausalLM& model, const std::string& path,
+void save_weights(const Model& model, const std::string& path,
                   const std::map<std::string, std::string>& extra) {
   save_gpt_neox_weights(as_neox(model), path, extra);
 }

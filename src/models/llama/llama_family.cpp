@@ -18,7 +18,7 @@ ModelConfig parse(const nlohmann::json& j, const std::string& spec, const std::s
   return llama_model_config(parse_llama_config(V, j, spec, name));
 }
 
-std::unique_ptr<CausalLM> create(const ModelConfig& cfg, Device& dev, DType param_dtype,
+std::unique_ptr<Model> create(const ModelConfig& cfg, Device& dev, DType param_dtype,
                                  const std::optional<WeightQuantConfig>& quant) {
   return std::make_unique<LlamaLM>(llama_config(cfg), dev, param_dtype, quant);
 }
@@ -30,11 +30,11 @@ auto& as_llama(M& m) {
   return *g;
 }
 
-HfLoadReport load_weights(CausalLM& model, const std::string& path, uint64_t /*seed*/) {
+HfLoadReport load_weights(Model& model, const std::string& path, uint64_t /*seed*/) {
   return load_llama_weights(as_llama(model), path);
 }
 
-void save_weights(const CausalLM& model, const std::string& path,
+void save_weights(const Model& model, const std::string& path,
                   const std::map<std::string, std::string>& extra) {
   save_llama_weights(as_llama(model), path, extra);
 }
