@@ -14,7 +14,7 @@
 #include "core/parallel.h"
 #include "data/dataset.h"
 #include "kernels/peak.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "train/trainer.h"
 
 namespace {

@@ -1,7 +1,7 @@
 // A decoder-only causal language model composed from src/nn blocks: token (and learned position)
 // embeddings, L pre-norm DecoderLayers, a final norm and the LM head with cross-entropy. Every
 // family of this shape is a DecoderLMSpec (sizes, Hugging Face names, the layer's blocks) plus
-// its own initialization and weights metadata: GPT-2 (models/gpt2.h) is one, and the next family
+// its own initialization and weights metadata: GPT-2 (models/gpt2/gpt2.h) is one, and the next family
 // is another spec, not a copy.
 //
 // What the model adds to the blocks is the run around them (all device-independent: kernels go

@@ -11,8 +11,8 @@
 
 #include "core/device.h"
 #include "io/safetensors.h"
-#include "models/gpt2.h"
-#include "models/gpt2_weights.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_weights.h"
 #include "quant/weight_quant.h"
 #include "support/lora_run.h"
 #include "support/random.h"

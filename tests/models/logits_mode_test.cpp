@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "core/device.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "support/random.h"
 
 namespace snug {

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "core/device.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "plan/what_if.h"
 #include "support/configs.h"
 #include "support/random.h"

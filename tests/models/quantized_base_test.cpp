@@ -8,8 +8,8 @@
 
 #include "core/device.h"
 #include "data/dataset.h"
-#include "models/gpt2.h"
-#include "models/gpt2_weights.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_weights.h"
 #include "plan/what_if.h"
 #include "support/configs.h"
 #include "support/random.h"

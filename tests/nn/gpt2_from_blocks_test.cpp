@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/device.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "support/block_lm.h"
 #include "support/configs.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/device.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "optim/optimizer.h"
 
 namespace snug {

@@ -15,7 +15,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "data/dataset.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "optim/lomo.h"
 #include "optim/registry.h"
 #include "support/configs.h"

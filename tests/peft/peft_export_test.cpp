@@ -13,7 +13,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "io/safetensors.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "models/registry.h"
 #include "support/configs.h"
 #include "support/random.h"

@@ -1,7 +1,7 @@
 // Model configs shared by tests.
 #pragma once
 
-#include "models/gpt2_config.h"
+#include "models/gpt2/gpt2_config.h"
 
 namespace snug::test {
 

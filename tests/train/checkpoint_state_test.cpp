@@ -16,7 +16,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "data/dataset.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "support/fnv1a_oracle.h"
 #include "support/run_cli.h"
 #include "train/trainer.h"

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "core/device.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "optim/optimizer.h"
 #include "support/random.h"
 #include "train/trainer.h"

@@ -12,7 +12,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "data/batches.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "nn/init.h"
 #include "nn/param_fill.h"
 #include "report/report.h"

@@ -1,4 +1,4 @@
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 
 #include <cmath>
 #include <string>

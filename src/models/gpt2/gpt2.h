@@ -18,7 +18,7 @@
 
 #include "core/device.h"
 #include "models/decoder_lm.h"
-#include "models/gpt2_config.h"
+#include "models/gpt2/gpt2_config.h"
 #include "quant/weight_quant.h"
 
 namespace snug {
@@ -37,7 +37,7 @@ class GPT2 final : public DecoderLM {
 
   const GPT2Config& config() const { return cfg_; }
   ModelSummary summary() const override;
-  // gpt2_weights_metadata(config()) (models/gpt2_weights.h).
+  // gpt2_weights_metadata(config()) (models/gpt2/gpt2_weights.h).
   std::map<std::string, std::string> weights_metadata() const override;
 
   // GPT-2's initialization as in Hugging Face (_init_weights): normal(0, 0.02) for embeddings and

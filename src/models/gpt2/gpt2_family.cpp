@@ -2,9 +2,9 @@
 #include <type_traits>
 
 #include "core/error.h"
-#include "models/gpt2.h"
-#include "models/gpt2_config.h"
-#include "models/gpt2_weights.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_config.h"
+#include "models/gpt2/gpt2_weights.h"
 #include "models/registry.h"
 
 namespace snug {

@@ -1,4 +1,4 @@
-#include "models/gpt2_config.h"
+#include "models/gpt2/gpt2_config.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-#include "models/gpt2_weights.h"
+#include "models/gpt2/gpt2_weights.h"
 
 #include <sstream>
 
