@@ -70,7 +70,12 @@ void BlockModel::check_tokens(const int32_t* tokens, int64_t B, int64_t T, int64
                " at position ", i, " is outside the vocabulary [0, ", vocab, ")");
 }
 
-void BlockModel::begin_forward(bool for_backward) {
+void BlockModel::begin_forward(SavedRun& s, int64_t B, int64_t T, bool has_targets,
+                               bool for_backward) {
+  s.B = B;
+  s.T = T;
+  s.has_targets = has_targets;
+  s.for_backward = for_backward;
   nn::RunContext& c = ctx();
   c.training = for_backward;
   if (for_backward) ++c.forward_count;  // keys this forward's dropout masks and NEFTune noise
@@ -78,6 +83,18 @@ void BlockModel::begin_forward(bool for_backward) {
     dev_->pool().set_phase("forward cast weights");
     c.cast_compute_weights(gemm_weights());  // as torch.autocast: fresh copies per forward
   }
+  dev_->pool().set_phase("forward embeddings");
+}
+
+Tensor BlockModel::host_ids(const int32_t* ids, const Shape& shape) const {
+  Tensor t = Tensor::empty(shape, DType::i32, Category::input_data, *dev_);
+  ctx().ops().copy_i32(t.data<int32_t>(), ids, t.numel());
+  return t;
+}
+
+void BlockModel::check_backward(const SavedRun* s) {
+  SNUG_CHECK(s && s->has_targets && s->for_backward,
+             "backward: needs a forward pass with targets and for_backward=true before it");
 }
 
 bool BlockModel::segmented(bool for_backward) const {

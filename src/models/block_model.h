@@ -96,6 +96,14 @@ class BlockModel : public Model {
   // parameters(), `linears` its Linears in slot order (LoRA's targets).
   void add_layer(size_t begin, size_t end, std::vector<nn::Linear*> linears);
   size_t num_layers() const { return layer_params_.size(); }
+  // Sizes a forward's per-layer state (s.layers, the layers' Saveds; s.outs, their outputs);
+  // returns the number of layers.
+  template <class S>
+  size_t layer_slots(S& s) const {
+    s.layers.resize(num_layers());
+    s.outs.resize(num_layers());
+    return num_layers();
+  }
   // Where layer 0's parameters begin (the embeddings' end).
   size_t first_layer_param() const { return layer_params_.front().first; }
 
@@ -103,9 +111,20 @@ class BlockModel : public Model {
   // key `positions_key`, for the message), every token id in [0, vocab).
   void check_tokens(const int32_t* tokens, int64_t B, int64_t T, int64_t vocab,
                     int64_t max_positions, const std::string& positions_key) const;
-  // Starts a forward's run: the training flag, the forward count (it keys dropout masks and
-  // NEFTune noise) and, in mixed precision, fresh 16-bit copies of the GEMM weights.
-  void begin_forward(bool for_backward);
+  // What every composition's saved forward starts with.
+  struct SavedRun {
+    int64_t B = 0, T = 0;
+    bool has_targets = false, for_backward = false;
+  };
+  // Starts a forward's run: `s`'s shape, the training flag, the forward count (it keys dropout
+  // masks and NEFTune noise) and, in mixed precision, fresh 16-bit copies of the GEMM weights;
+  // then the memory phase "forward embeddings".
+  void begin_forward(SavedRun& s, int64_t B, int64_t T, bool has_targets, bool for_backward);
+  // `shape` int32 ids (tokens, targets, position or token type ids) copied from host memory
+  // into a tensor on the device (category input_data).
+  Tensor host_ids(const int32_t* ids, const Shape& shape) const;
+  // Throws unless `s` is a forward with targets kept for backward.
+  static void check_backward(const SavedRun* s);
   // Whether segment checkpointing (every_layer, every_k) applies to a forward.
   bool segmented(bool for_backward) const;
   // Whether layer l ends a checkpoint segment.
@@ -131,7 +150,6 @@ class BlockModel : public Model {
   int64_t valid_targets_ = 0;  // the last forward's (last_valid_targets())
 
  private:
-
   Device* dev_;
   ParameterStore ps_;
   std::string name_, layer_prefix_, phase_label_;

@@ -14,9 +14,7 @@
 
 namespace snug {
 
-struct DecoderLM::Saved {
-  int64_t B = 0, T = 0;
-  bool has_targets = false, for_backward = false;
+struct DecoderLM::Saved : SavedRun {
   Tensor encoded;  // (B,T,C) the embeddings' output, layer 0's input
   nn::Embedding::Saved emb;
   std::vector<nn::DecoderLayer::Saved> layers;
@@ -85,11 +83,6 @@ std::vector<const Parameter*> DecoderLM::head_gemm_weights() const {
   return {head_->weight()};
 }
 
-void DecoderLM::layer_forward(size_t l, Saved& s) {
-  const Tensor& x = l == 0 ? s.encoded : s.outs[l - 1];
-  s.outs[l] = layers_[l].forward(x, s.layers[l]);
-}
-
 float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
                          bool for_backward, float loss_scale) {
   const int64_t V = spec_.vocab, C = spec_.hidden, N = B * T;
@@ -109,37 +102,23 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
     check_position_ids(position_ids_.data(), B, T, "forward: position_ids");
   }
   saved_.reset();  // a new forward replaces whatever an earlier one kept
-  begin_forward(for_backward);
+  auto s = std::make_unique<Saved>();
+  begin_forward(*s, B, T, targets != nullptr, for_backward);
+  Tensor tokens_t = host_ids(tokens, {B, T});
+  const Tensor targets_t = targets ? host_ids(targets, {B, T}) : Tensor();
   nn::RunContext& c = ctx();
-  const OpTable& ops = c.ops();
   Device& dev = device();
   MemoryPool& pool = dev.pool();
-  auto s = std::make_unique<Saved>();
-  s->B = B;
-  s->T = T;
-  s->has_targets = targets != nullptr;
-  s->for_backward = for_backward;
-  pool.set_phase("forward embeddings");
-  Tensor tokens_t = Tensor::empty({B, T}, DType::i32, Category::input_data, dev);
-  Tensor targets_t;
-  if (targets) targets_t = Tensor::empty({B, T}, DType::i32, Category::input_data, dev);
-  ops.copy_i32(tokens_t.data<int32_t>(), tokens, N);
-  if (targets) ops.copy_i32(targets_t.data<int32_t>(), targets, N);
   s->encoded = nn::activation(dev, {B, T, C});
   embed_->forward(tokens_t, s->encoded, s->emb);
   tokens_t.reset();  // the embedding's Saved keeps the ids
-  if (!position_ids_.empty()) {
-    s->position_ids = Tensor::empty({B, T}, DType::i32, Category::input_data, dev);
-    ops.copy_i32(s->position_ids.data<int32_t>(), position_ids_.data(), N);
-  }
+  if (!position_ids_.empty()) s->position_ids = host_ids(position_ids_.data(), {B, T});
   c.position_ids = s->position_ids;  // for the layers (undefined: positions 0..T-1)
   // NEFTune on the input embeddings (nn/neftune.h); adding it after the positions is the same sum.
   if (for_backward && neftune_alpha() > 0) nn::add_neftune_noise(c, s->encoded, neftune_alpha());
 
   const bool segments = segmented(for_backward);
-  const size_t L = layers_.size();
-  s->layers.resize(L);
-  s->outs.resize(L);
+  const size_t L = layer_slots(*s);
   for (size_t l = 0; l < L; ++l) {
     pool.set_phase(phase("forward", l));
     layer_forward(l, *s);
@@ -178,6 +157,11 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
   pool.set_phase("forward done");
   saved_ = std::move(s);
   return static_cast<float>(loss);
+}
+
+void DecoderLM::layer_forward(size_t l, Saved& s) {
+  const Tensor& x = l == 0 ? s.encoded : s.outs[l - 1];
+  s.outs[l] = layers_[l].forward(x, s.layers[l]);
 }
 
 nn::KVCacheShape DecoderLM::kv_cache_shape() const {
@@ -219,8 +203,7 @@ Tensor DecoderLM::forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn
   pool.set_phase("generate embeddings");
   Tensor x = nn::activation(dev, {B, T, C});
   {
-    Tensor tokens_t = Tensor::empty({B, T}, DType::i32, Category::input_data, dev);
-    ops.copy_i32(tokens_t.data<int32_t>(), tokens, N);
+    const Tensor tokens_t = host_ids(tokens, {B, T});
     nn::Embedding::Saved es;
     embed_->forward(tokens_t, x, es, past);
   }
@@ -252,8 +235,7 @@ Tensor DecoderLM::forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn
 }
 
 void DecoderLM::backward(float loss_scale) {
-  SNUG_CHECK(saved_ && saved_->has_targets && saved_->for_backward,
-             "backward: needs a forward pass with targets and for_backward=true before it");
+  check_backward(saved_.get());
   Saved& s = *saved_;
   nn::RunContext& c = ctx();
   Device& dev = device();

@@ -1,8 +1,8 @@
 // A decoder-only causal language model composed from src/nn blocks: token (and learned position)
 // embeddings, L pre-norm DecoderLayers, a final norm and the LM head with cross-entropy. Every
 // family of this shape is a DecoderLMSpec (sizes, Hugging Face names, the layer's blocks) plus
-// its own initialization and weights metadata: GPT-2 (models/gpt2/gpt2.h) is one, and the next family
-// is another spec, not a copy.
+// its own initialization and weights metadata: GPT-2 (models/gpt2/gpt2.h) is one, and the next
+// family is another spec, not a copy.
 //
 // What the model adds to the blocks is the run around them (all device-independent: kernels go
 // through the op table, tensors are allocated on meta too); the parameter store, the run options,
@@ -50,12 +50,13 @@ struct DecoderLMSpec {
   int64_t max_positions = 0;                                  // the longest sequence
   std::string max_positions_key = "max_position_embeddings";  // its config.json key, for messages
   std::string embed_name = "model.embed_tokens.weight";
-  std::string positions_name;                  // learned positions (GPT-2's wpe), or none
+  std::string positions_name = {};             // learned positions (GPT-2's wpe), or none
   std::string layer_prefix = "model.layers.";  // + layer index
-  nn::DecoderLayerConfig layer;                // the final norm uses its norm kind and eps
+  nn::DecoderLayerConfig layer = {};           // the final norm uses its norm kind and eps
   std::string final_norm_name = "model.norm";
   std::string head_name = "lm_head";
   bool tie_word_embeddings = false;
+  float init_std = 0.02f;  // transformers' initializer_range (init_normal_weights)
 };
 
 class DecoderLM : public BlockModel {

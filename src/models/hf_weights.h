@@ -1,8 +1,9 @@
 // Any model's weights under their Hugging Face state_dict names: one safetensors file, or a
 // model folder as `save_pretrained` writes it (model.safetensors, or shards listed by
-// model.safetensors.index.json). Every family's Architecture::load_weights/save_weights is this
-// plus its own HfWeightRules, so checkpoints, --init-from, PEFT merges and exports interoperate
-// with transformers whatever the family.
+// model.safetensors.index.json). Every family's weights load and save through this
+// (load_model_weights, save_model_weights), with its own HfWeightRules (Architecture::
+// weight_rules), so checkpoints, --init-from, PEFT merges and exports interoperate with
+// transformers whatever the family.
 //
 // Loading is strict: every parameter must be present once with its exact shape, and nothing else
 // may be there, except what the family's rules allow a Hugging Face checkpoint to add:

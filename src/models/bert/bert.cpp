@@ -20,9 +20,7 @@ constexpr int64_t kEmbeddingsDropoutLayer = -1, kPoolerDropoutLayer = -2;
 
 }  // namespace
 
-struct Bert::Saved {
-  int64_t B = 0, T = 0;
-  bool has_targets = false, for_backward = false;
+struct Bert::Saved : SavedRun {
   nn::Embedding::Saved words, types;
   nn::NormSaved emb_norm;
   Tensor emb_mask;  // (B,T,C) uint8
@@ -98,8 +96,7 @@ Bert::Bert(const BertConfig& cfg, Device& dev, DType param_dtype,
   } else {
     // BertLMPredictionHead registers its own bias before its submodules (HF's order).
     mlm_bias_ = ps.add("cls.predictions.bias", {V}, false);
-    transform_.emplace(ps, "cls.predictions.transform.dense", C, C, true,
-                       nn::LinearLayout::linear);
+    transform_.emplace(ps, "cls.predictions.transform.dense", C, C, true, nn::LinearLayout::linear);
     transform_norm_.emplace(ps, "cls.predictions.transform.LayerNorm", C, nn::NormKind::layer,
                             cfg_.layer_norm_eps);
     decoder_.emplace(ps, "cls.predictions.decoder", C, V, words_->weight(), mlm_bias_);
@@ -110,15 +107,7 @@ Bert::Bert(const BertConfig& cfg, Device& dev, DType param_dtype,
 Bert::~Bert() = default;
 
 ModelSummary Bert::summary() const {
-  ModelSummary s;
-  s.name = cfg_.name;
-  s.model_type = "bert";
-  s.n_layer = cfg_.num_hidden_layers;
-  s.n_embd = cfg_.hidden_size;
-  s.n_head = cfg_.num_attention_heads;
-  s.vocab_size = cfg_.vocab_size;
-  s.n_positions = cfg_.max_position_embeddings;
-  return s;
+  return common_shape_config(cfg_, "bert", nullptr).shape;
 }
 
 std::map<std::string, std::string> Bert::weights_metadata() const {
@@ -135,18 +124,13 @@ void Bert::init_weights(uint64_t seed) {
   const int64_t C = cfg_.hidden_size, pad = cfg_.pad_token_id;
   for (Parameter* p : parameters()) {
     const std::string& n = p->name;
-    auto ends_with = [&](const char* s) {
-      const std::string suffix(s);
-      return n.size() >= suffix.size() &&
-             n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
-    };
     const bool norm = n.find("LayerNorm") != std::string::npos;
     const bool words = n == words_->weight()->name;
     int64_t at = 0;  // elements filled so far (the padding row of the word embeddings is 0)
     nn::fill_values(*p, device().ops(), [&](float* d, int64_t cnt) {
       if (norm) {
-        for (int64_t i = 0; i < cnt; ++i) d[i] = ends_with(".weight") ? 1.0f : 0.0f;
-      } else if (ends_with("bias")) {
+        for (int64_t i = 0; i < cnt; ++i) d[i] = n.ends_with(".weight") ? 1.0f : 0.0f;
+      } else if (n.ends_with("bias")) {
         for (int64_t i = 0; i < cnt; ++i) d[i] = 0.0f;
       } else {
         rng.fill(d, cnt, 0.0f, std);
@@ -218,35 +202,20 @@ float Bert::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
     }
   }
   saved_.reset();
-  begin_forward(for_backward);
+  auto s = std::make_unique<Saved>();
+  begin_forward(*s, B, T, targets != nullptr, for_backward);
+  Tensor tokens_t = host_ids(tokens, {B, T});
+  Tensor types_t;
+  {
+    const std::vector<int32_t> zeros(token_types_.empty() ? static_cast<size_t>(N) : 0, 0);
+    types_t = host_ids(token_types_.empty() ? zeros.data() : token_types_.data(), {B, T});
+  }
+  Tensor targets_t;
+  if (targets) targets_t = classifies() ? host_ids(labels.data(), {B}) : host_ids(targets, {B, T});
   nn::RunContext& c = ctx();
   const OpTable& ops = c.ops();
   Device& dev = device();
   MemoryPool& pool = dev.pool();
-  auto s = std::make_unique<Saved>();
-  s->B = B;
-  s->T = T;
-  s->has_targets = targets != nullptr;
-  s->for_backward = for_backward;
-  pool.set_phase("forward embeddings");
-  Tensor tokens_t = Tensor::empty({B, T}, DType::i32, Category::input_data, dev);
-  Tensor types_t = Tensor::empty({B, T}, DType::i32, Category::input_data, dev);
-  Tensor targets_t;
-  if (targets) {
-    if (classifies()) {
-      targets_t = Tensor::empty({B}, DType::i32, Category::input_data, dev);
-      ops.copy_i32(targets_t.data<int32_t>(), labels.data(), B);
-    } else {
-      targets_t = Tensor::empty({B, T}, DType::i32, Category::input_data, dev);
-      ops.copy_i32(targets_t.data<int32_t>(), targets, N);
-    }
-  }
-  ops.copy_i32(tokens_t.data<int32_t>(), tokens, N);
-  {
-    const std::vector<int32_t> zeros(token_types_.empty() ? static_cast<size_t>(N) : 0, 0);
-    ops.copy_i32(types_t.data<int32_t>(), token_types_.empty() ? zeros.data() : token_types_.data(),
-                 N);
-  }
   {
     // x0 = dropout(LayerNorm(words[ids] + positions[t] + types[type ids])).
     const Tensor e = nn::activation(dev, {B, T, C});  // the LayerNorm's saved input
@@ -270,9 +239,7 @@ float Bert::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
   }
 
   const bool segments = segmented(for_backward);
-  const size_t L = layers_.size();
-  s->layers.resize(L);
-  s->outs.resize(L);
+  const size_t L = layer_slots(*s);
   for (size_t l = 0; l < L; ++l) {
     pool.set_phase(phase("forward", l));
     layer_forward(l, *s);
@@ -401,8 +368,7 @@ void Bert::head_backward(const Tensor& dres, Saved& s) {
 }
 
 void Bert::backward(float loss_scale) {
-  SNUG_CHECK(saved_ && saved_->has_targets && saved_->for_backward,
-             "backward: needs a forward pass with targets and for_backward=true before it");
+  check_backward(saved_.get());
   Saved& s = *saved_;
   nn::RunContext& c = ctx();
   const OpTable& ops = c.ops();

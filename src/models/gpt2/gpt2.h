@@ -25,6 +25,8 @@ namespace snug {
 
 // GPT-2's DecoderLMSpec for a config (validated).
 DecoderLMSpec gpt2_spec(const GPT2Config& cfg);
+// The same of a resolved gpt2 ModelConfig.
+DecoderLMSpec gpt2_spec(const ModelConfig& cfg);
 
 class GPT2 final : public DecoderLM {
  public:
