@@ -18,6 +18,7 @@
 #include "models/hf_folder.h"
 #include "models/registry.h"
 #include "optim/optimizer.h"
+#include "support/param_bytes.h"
 #include "support/random.h"
 #include "support/run_cli.h"
 
@@ -95,15 +96,6 @@ const Architecture kToy{.model_type = "toy",
                         .layer_activation_bytes = toy_activation_bytes,
                         .default_lora_targets = "q_proj,v_proj"};
 
-std::map<std::string, std::vector<uint8_t>> raw(const Model& m) {
-  std::map<std::string, std::vector<uint8_t>> out;
-  for (const Parameter* p : m.parameters()) {
-    const auto* b = static_cast<const uint8_t*>(p->value.raw());
-    out[p->name] = std::vector<uint8_t>(b, b + p->value.nbytes());
-  }
-  return out;
-}
-
 TEST(ToyFamily, RegisteredWithOneLineItTrainsAStepAndRoundTripsThroughAnHfFolder) {
   const ScopedArchitecture registered(kToy);  // the one line
 
@@ -144,7 +136,7 @@ TEST(ToyFamily, RegisteredWithOneLineItTrainsAStepAndRoundTripsThroughAnHfFolder
   EXPECT_EQ(again.hf["vocab_size"], 50);
   const auto back = create_model(again, cpu);
   load_model_weights(*back, dir);
-  EXPECT_EQ(raw(*back), raw(*model));
+  EXPECT_EQ(test::param_bytes(*back), test::param_bytes(*model));
   const float reloaded = back->forward(tokens.data(), targets.data(), B, T, false);
   EXPECT_EQ(reloaded, after);
 }
