@@ -289,8 +289,7 @@ BatchGenerationResult beam_search(Model& model, const std::vector<std::vector<in
 
 }  // namespace
 
-BatchGenerationResult generate_batch(Model& model,
-                                     const std::vector<std::vector<int32_t>>& prompts,
+BatchGenerationResult generate_batch(Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                      const GenerationConfig& cfg,
                                      const std::function<void(int64_t, int32_t)>& on_token) {
   cfg.validate();

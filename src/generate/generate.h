@@ -38,8 +38,7 @@ struct BatchGenerationResult {
 // Generates after each of `prompts` (non-empty, all of one length). `on_token(prompt, token)`
 // (greedy and sampling only) sees each new token as it is chosen, for streaming; beam search
 // reports each prompt's winner at the end. Sampling draws are keyed by (seed, step x B + row).
-BatchGenerationResult generate_batch(Model& model,
-                                     const std::vector<std::vector<int32_t>>& prompts,
+BatchGenerationResult generate_batch(Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                      const GenerationConfig& cfg,
                                      const std::function<void(int64_t, int32_t)>& on_token = {});
 

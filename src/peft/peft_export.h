@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "models/model.h"
 #include "models/hf_folder.h"
+#include "models/model.h"
 #include "train/training_args.h"
 
 namespace snug {

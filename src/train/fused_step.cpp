@@ -60,9 +60,9 @@ void check_fused_settings(const std::string& optim, int64_t gradient_accumulatio
              "update, and this optimizer updates inside backward; use --bf16");
 }
 
-FusedStepResult fused_optimizer_step(Model& model, InBackwardOptimizer& opt,
-                                     const int32_t* inputs, const int32_t* targets, int64_t B,
-                                     int64_t T, float lr, double max_grad_norm) {
+FusedStepResult fused_optimizer_step(Model& model, InBackwardOptimizer& opt, const int32_t* inputs,
+                                     const int32_t* targets, int64_t B, int64_t T, float lr,
+                                     double max_grad_norm) {
   FusedStepResult r;
   double sq = 0.0;
   float coef = 1.0f;

@@ -34,8 +34,8 @@ struct FusedStepResult {
 };
 
 // One optimizer step on the (B,T) batch at learning rate lr (see above).
-FusedStepResult fused_optimizer_step(Model& model, InBackwardOptimizer& opt,
-                                     const int32_t* inputs, const int32_t* targets, int64_t B,
-                                     int64_t T, float lr, double max_grad_norm);
+FusedStepResult fused_optimizer_step(Model& model, InBackwardOptimizer& opt, const int32_t* inputs,
+                                     const int32_t* targets, int64_t B, int64_t T, float lr,
+                                     double max_grad_norm);
 
 }  // namespace snug

@@ -180,9 +180,8 @@ void Trainer::prepare_batch(int32_t* inputs, int32_t* targets, int64_t T, int64_
   }
 }
 
-double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets,
-                            int64_t B, int64_t T, int64_t accum, int64_t window_targets,
-                            double loss_scale) {
+double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets, int64_t B,
+                            int64_t T, int64_t accum, int64_t window_targets, double loss_scale) {
   return accumulate_gradients(model, inputs, targets, nullptr,
                               std::vector<int64_t>(static_cast<size_t>(accum), T), B, T,
                               window_targets, loss_scale);

@@ -85,8 +85,8 @@ struct TrainResult {
 // loss is the sum of per-token losses divided by `window_targets`, the number of targets >= 0 in
 // the whole window, times `loss_scale` (fp16's dynamic loss scale; 1 otherwise). Returns that
 // window loss, unscaled (non-finite: stopped at that micro-batch).
-double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets,
-                            int64_t B, int64_t T, int64_t accum, int64_t window_targets,
+double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets, int64_t B,
+                            int64_t T, int64_t accum, int64_t window_targets,
                             double loss_scale = 1.0);
 // The same with micro-batch m holding cols[m] <= T tokens per row ((B, cols[m]) at offset m*B*T)
 // and, when `positions` is not null, its position ids laid out as the inputs (packed rows).

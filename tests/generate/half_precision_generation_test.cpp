@@ -119,7 +119,7 @@ std::string fixture(const std::string& name) {
 
 // A fixture folder's model with `dtype` parameters computing in `compute`.
 std::unique_ptr<Model> fixture_model(const std::string& name, Device& dev, DType dtype,
-                                        ComputeDType compute, kernels::GemmPath path) {
+                                     ComputeDType compute, kernels::GemmPath path) {
   auto m = create_model(resolve_model(fixture(name)), dev, dtype);
   load_model_weights(*m, fixture(name));
   m->set_compute_dtype(compute);

@@ -50,8 +50,7 @@ namespace fs = std::filesystem;
 constexpr double kTol = 1e-5;  // max|diff| / max|reference|, acceptance 2
 
 // (B,T,V) logits of an evaluation forward.
-std::vector<float> logits_of(Model& m, const std::vector<int32_t>& tokens, int64_t B,
-                             int64_t T) {
+std::vector<float> logits_of(Model& m, const std::vector<int32_t>& tokens, int64_t B, int64_t T) {
   m.set_logits_mode(LogitsMode::full);
   m.forward(tokens.data(), nullptr, B, T, /*for_backward=*/false);
   const Tensor& l = m.logits();

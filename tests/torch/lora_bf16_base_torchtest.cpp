@@ -38,8 +38,7 @@ namespace {
 constexpr double kTolFp32 = 1e-5;  // the fp32 upcast: as for an fp32 base
 constexpr double kTolBf16 = 3e-2;  // two bf16 computations (see above)
 
-std::vector<float> logits_of(Model& m, const std::vector<int32_t>& tokens, int64_t B,
-                             int64_t T) {
+std::vector<float> logits_of(Model& m, const std::vector<int32_t>& tokens, int64_t B, int64_t T) {
   m.set_logits_mode(LogitsMode::full);
   m.forward(tokens.data(), nullptr, B, T, /*for_backward=*/false);
   const Tensor& l = m.logits();

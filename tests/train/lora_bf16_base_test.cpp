@@ -186,7 +186,7 @@ TEST(LoraBf16Base, MetaReportsWhatCpuMeasures) {
 
 // A GPT-2 or Llama model with `dtype` parameters, LoRA on every Linear with B nonzero.
 std::unique_ptr<Model> adapted(const std::string& name, Device& dev, DType dtype,
-                                  ComputeDType compute) {
+                               ComputeDType compute) {
   auto m = create_model(resolve_model(name), dev, dtype);
   m->init_weights(5);
   LoraConfig c;
