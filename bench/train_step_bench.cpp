@@ -15,7 +15,7 @@
 #include "data/dataset.h"
 #include "kernels/backends.h"
 #include "kernels/peak.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "train/trainer.h"
 
 namespace {

@@ -80,7 +80,7 @@ int run_export(const TrainingArguments& args, const ExportFlags& f) {
     const HfFolderOptions fo = folder_options(f.folder, args.param_dtype(), f.output);
     Device dev(cpu_backend());
     const auto owned = create_model(cfg, dev, args.param_dtype());  // --bf16-full: bf16-rounded
-    CausalLM& model = *owned;
+    Model& model = *owned;
     TrainingArguments start = args;
     start.resume_from.clear();  // the weights the run would start from without a checkpoint
     const std::string from = load_initial_weights(model, start, cfg);

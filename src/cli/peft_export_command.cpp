@@ -59,7 +59,7 @@ int run_peft_export(const TrainingArguments& args, const PeftExportFlags& f) {
   // --init-from or the --model folder, then the adapters (A from the seed, B zero) until the
   // checkpoint's arrive.
   const auto owned = create_model(cfg, dev, args.param_dtype(), args.weight_quant());
-  CausalLM& model = *owned;
+  Model& model = *owned;
   TrainingArguments start = args;
   start.resume_from.clear();  // --checkpoint gives the values; resume_from means nothing here
   std::string source = load_initial_weights(model, start, cfg);

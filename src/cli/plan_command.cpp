@@ -43,7 +43,7 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
   // What --freeze leaves training (a shapes-only model: no bytes are touched).
   Device shapes(meta_backend());
   const auto owned = create_model(cfg, shapes, args.param_dtype(), args.weight_quant());
-  CausalLM& shape_model = *owned;
+  Model& shape_model = *owned;
   prepare_model(shape_model, args);  // LoRA, --freeze
   const int64_t trainable = count_params(shape_model.parameters(), true);
   std::printf("snug plan: %s (%.2fM parameters), %s — dry run on meta\n\n", cfg.shape.name.c_str(),

@@ -56,7 +56,7 @@ void run_real(BenchRow& row) {
   const ModelConfig cfg = a.model_config();
   Device dev(cpu_backend());
   dev.pool().set_capacity(a.device_memory);
-  std::unique_ptr<CausalLM> model;
+  std::unique_ptr<Model> model;
   try {
     model = create_model(cfg, dev);
   } catch (const OutOfMemoryError& e) {

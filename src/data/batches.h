@@ -3,7 +3,7 @@
 //
 // A batch is `rows` rows of `cols` tokens, row-major (rows, cols): inputs, targets (the label of
 // the next token; -100, kIgnoreIndex, where nothing is learned) and, for packed rows, position
-// ids that restart at 0 where a document starts (CausalLM::set_position_ids: attention stays
+// ids that restart at 0 where a document starts (Model::set_position_ids: attention stays
 // within documents). cols varies per batch for padded examples (the longest row of the batch,
 // as TRL's collator pads) and never exceeds seq_len(); callers size buffers batch_size() x
 // seq_len().

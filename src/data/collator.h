@@ -5,7 +5,7 @@
 //                            the mask id with probability 0.8, a random id in [0, vocab) with
 //                            0.1, and stays itself with 0.1;
 //   sequence-classification  one label per row in column 0 of the targets, -100 elsewhere
-//                            (models/causal_lm.h, "Tasks").
+//                            (models/model.h, "Tasks").
 // Every draw is counter-based (core/random.h's splitmix64 of the key and the position), so a run
 // is deterministic for its seed and a resumed run draws what the uninterrupted one did.
 #pragma once

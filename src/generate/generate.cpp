@@ -52,7 +52,7 @@ std::vector<int32_t> flatten(const std::vector<std::vector<int32_t>>& rows, int6
 // Greedy or sampling over B rows, as transformers' _sample: every row picks its token, a row
 // that has finished gets the pad token instead, and the loop ends when every row has finished or
 // after max_new_tokens.
-BatchGenerationResult greedy_or_sample(CausalLM& model,
+BatchGenerationResult greedy_or_sample(Model& model,
                                        const std::vector<std::vector<int32_t>>& prompts,
                                        const GenerationConfig& cfg, const EosTest& eos,
                                        const std::function<void(int64_t, int32_t)>& on_token) {
@@ -227,7 +227,7 @@ void beam_step(Beams& st, const Tensor& logits, int64_t row0, int64_t V, int64_t
 // goes on, as the batched tensors of transformers do; the search stops when no prompt can
 // improve, when every finished slot of every prompt is full (early_stopping true), or when
 // every candidate of the step stopped.
-BatchGenerationResult beam_search(CausalLM& model, const std::vector<std::vector<int32_t>>& prompts,
+BatchGenerationResult beam_search(Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                   const GenerationConfig& cfg, const EosTest& eos) {
   const int64_t K = cfg.num_beams, B = static_cast<int64_t>(prompts.size());
   const auto P = static_cast<int64_t>(prompts[0].size());
@@ -290,8 +290,7 @@ BatchGenerationResult beam_search(CausalLM& model, const std::vector<std::vector
 
 }  // namespace
 
-BatchGenerationResult generate_batch(CausalLM& model,
-                                     const std::vector<std::vector<int32_t>>& prompts,
+BatchGenerationResult generate_batch(Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                      const GenerationConfig& cfg,
                                      const std::function<void(int64_t, int32_t)>& on_token) {
   cfg.validate();
@@ -320,7 +319,7 @@ BatchGenerationResult generate_batch(CausalLM& model,
   return r;
 }
 
-GenerationResult generate(CausalLM& model, const std::vector<int32_t>& prompt,
+GenerationResult generate(Model& model, const std::vector<int32_t>& prompt,
                           const GenerationConfig& cfg,
                           const std::function<void(int32_t)>& on_token) {
   std::function<void(int64_t, int32_t)> each;

@@ -1,4 +1,4 @@
-// Text generation with a KV cache (nn/kv_cache.h) on any CausalLM that has forward_cached():
+// Text generation with a KV cache (nn/kv_cache.h) on any Model that has forward_cached():
 // greedy, sampling and beam search as transformers' generate() does them (generation_config.h),
 // for a batch of B prompts of one length (no padding masks yet); a single prompt is B = 1.
 //
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "generate/generation_config.h"
-#include "models/causal_lm.h"
+#include "models/model.h"
 
 namespace snug {
 
@@ -38,8 +38,7 @@ struct BatchGenerationResult {
 // Generates after each of `prompts` (non-empty, all of one length). `on_token(prompt, token)`
 // (greedy and sampling only) sees each new token as it is chosen, for streaming; beam search
 // reports each prompt's winner at the end. Sampling draws are keyed by (seed, step x B + row).
-BatchGenerationResult generate_batch(CausalLM& model,
-                                     const std::vector<std::vector<int32_t>>& prompts,
+BatchGenerationResult generate_batch(Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                      const GenerationConfig& cfg,
                                      const std::function<void(int64_t, int32_t)>& on_token = {});
 
@@ -51,7 +50,7 @@ struct GenerationResult {
 };
 
 // One prompt: generate_batch with B = 1.
-GenerationResult generate(CausalLM& model, const std::vector<int32_t>& prompt,
+GenerationResult generate(Model& model, const std::vector<int32_t>& prompt,
                           const GenerationConfig& cfg,
                           const std::function<void(int32_t)>& on_token = {});
 

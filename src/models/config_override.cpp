@@ -56,11 +56,11 @@ ModelConfig apply_config_overrides(const Architecture& arch, const ModelConfig& 
     SNUG_CHECK(*v <= kMaxDim, flag, " ", *v, " is out of range (at most ", kMaxDim, ")");
     all.push_back({key, *v, detail::concat(generic, "=", *v), flag});
   };
-  alias(shape.n_layer, arch.key_n_layer, "--n-layer", "n_layer");
-  alias(shape.n_embd, arch.key_n_embd, "--n-embd", "n_embd");
-  alias(shape.n_head, arch.key_n_head, "--n-head", "n_head");
-  alias(shape.vocab_size, arch.key_vocab_size, "--vocab-size", "vocab_size");
-  alias(shape.n_positions, arch.key_n_positions, "--n-positions", "n_positions");
+  alias(shape.n_layer, arch.keys.n_layer, "--n-layer", "n_layer");
+  alias(shape.n_embd, arch.keys.n_embd, "--n-embd", "n_embd");
+  alias(shape.n_head, arch.keys.n_head, "--n-head", "n_head");
+  alias(shape.vocab_size, arch.keys.vocab_size, "--vocab-size", "vocab_size");
+  alias(shape.n_positions, arch.keys.n_positions, "--n-positions", "n_positions");
   for (const std::string& text : overrides) all.push_back(parse_override(text));
 
   nlohmann::json j = cfg.hf;
@@ -86,7 +86,7 @@ ModelConfig apply_config_overrides(const Architecture& arch, const ModelConfig& 
     if (o.origin.rfind("--config-override", 0) == 0)
       generic += (generic.empty() ? "" : ", ") + o.origin;
   }
-  const nlohmann::json &je = j[arch.key_n_embd], &jh = j[arch.key_n_head];
+  const nlohmann::json &je = j[arch.keys.n_embd], &jh = j[arch.keys.n_head];
   if (shape.any() && je.is_number_integer() && jh.is_number_integer() && jh.get<int64_t>() > 0) {
     // The shape flags' own message, naming both flags.
     const int64_t embd = je.get<int64_t>(), heads = jh.get<int64_t>();

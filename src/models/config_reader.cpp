@@ -9,6 +9,36 @@
 
 namespace snug {
 
+ConfigKeys::ConfigKeys(const nlohmann::json& j, std::string spec, bool null_is_missing)
+    : j_(j), spec_(std::move(spec)), null_is_missing_(null_is_missing) {
+  SNUG_CHECK(j_.is_object(), spec_, ": a config.json must be a JSON object");
+}
+
+bool ConfigKeys::has(const char* key) const {
+  return j_.contains(key) && !(null_is_missing_ && j_[key].is_null());
+}
+
+void ConfigKeys::integer(const char* key, int64_t& out, bool required) const {
+  if (!has(key)) {
+    SNUG_CHECK(!required, spec_, ": missing key '", key, "'");
+    return;
+  }
+  SNUG_CHECK(j_[key].is_number_integer(), spec_, ": key '", key, "' must be an integer");
+  out = j_[key].get<int64_t>();
+}
+
+void ConfigKeys::number(const char* key, double& out) const {
+  if (!has(key)) return;
+  SNUG_CHECK(j_[key].is_number(), spec_, ": key '", key, "' must be a number");
+  out = j_[key].get<double>();
+}
+
+std::string ConfigKeys::string(const char* key, const char* def) const {
+  if (!has(key)) return def;
+  SNUG_CHECK(j_[key].is_string(), spec_, ": key '", key, "' must be a string");
+  return j_[key].get<std::string>();
+}
+
 bool is_harmless_config_key(const std::string& key) {
   static constexpr std::array<std::string_view, 63> kKeys = {
       // identity and bookkeeping
@@ -42,6 +72,22 @@ ConfigReader::ConfigReader(const nlohmann::json& j, std::string spec, std::strin
 
 void ConfigReader::fail(const std::string& key, const std::string& what) const {
   throw Error(detail::concat(spec_, ": config.json key '", key, "' ", what));
+}
+
+void ConfigReader::dimension(const std::string& key, int64_t v) const {
+  constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
+  if (v <= 0 || v > kMaxDim)
+    fail(key, detail::concat(v, " must be positive (and at most ", kMaxDim, ")"));
+}
+
+void ConfigReader::dimensions(std::initializer_list<std::pair<const char*, int64_t>> dims) const {
+  for (const auto& [key, v] : dims) dimension(key, v);
+}
+
+void ConfigReader::param_count(long double params) const {
+  if (params > 0x1p58L)
+    throw Error(detail::concat(spec_, ": about ", static_cast<double>(params),
+                               " parameters, out of range (at most 2^58)"));
 }
 
 bool ConfigReader::has(const std::string& key) const {

@@ -15,10 +15,12 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 namespace snug {
 
@@ -45,6 +47,13 @@ class ConfigReader {
 
   // Throws "<spec>: config.json key '<key>' <what>".
   [[noreturn]] void fail(const std::string& key, const std::string& what) const;
+  // The checks every family's shape gets: a dimension `v` read from `key` is in [1, 2^31 - 1]
+  // (it indexes as an int32); the exact parameter count `params` is at most 2^58 (its bytes of
+  // weights, gradients and state fit an int64).
+  void dimension(const std::string& key, int64_t v) const;
+  // dimension() of each (key, value), in order.
+  void dimensions(std::initializer_list<std::pair<const char*, int64_t>> dims) const;
+  void param_count(long double params) const;
   // Refuses every key neither read nor accepted; harmless PretrainedConfig keys are accepted.
   void finish();
   // The config.json as resolved: what was given, with every read key's default filled in.
@@ -58,6 +67,27 @@ class ConfigReader {
   std::string spec_, family_;
   std::set<std::string> used_;
   nlohmann::json out_ = nlohmann::json::object();
+};
+
+// Reading typed keys of a config.json one at a time, for the families whose parse ignores the
+// keys it does not know, as transformers does (GPT-2, BERT): the same types and messages as
+// ConfigReader's siblings, "<spec>: missing key '<key>'", "<spec>: key '<key>' must be an
+// integer" (a number, a string). With `null_is_missing` a null value is read as missing.
+class ConfigKeys {
+ public:
+  ConfigKeys(const nlohmann::json& j, std::string spec, bool null_is_missing);
+
+  // Sets `out` when the key is there; a missing `required` key throws.
+  void integer(const char* key, int64_t& out, bool required) const;
+  void number(const char* key, double& out) const;
+  // The key's string, or `def` when missing.
+  std::string string(const char* key, const char* def) const;
+  bool has(const char* key) const;
+
+ private:
+  const nlohmann::json& j_;
+  std::string spec_;
+  bool null_is_missing_;
 };
 
 // PretrainedConfig keys that change nothing snug computes for a causal LM (token ids, dtypes,

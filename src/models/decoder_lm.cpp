@@ -14,9 +14,7 @@
 
 namespace snug {
 
-struct DecoderLM::Saved {
-  int64_t B = 0, T = 0;
-  bool has_targets = false, for_backward = false;
+struct DecoderLM::Saved : SavedRun {
   Tensor encoded;  // (B,T,C) the embeddings' output, layer 0's input
   nn::Embedding::Saved emb;
   std::vector<nn::DecoderLayer::Saved> layers;
@@ -27,55 +25,49 @@ struct DecoderLM::Saved {
                         // forward and again when backward recomputes a segment
 };
 
+namespace {
+
+// The memory phases' name of layer l: "transformer.h." -> "h.0", "model.layers." -> "layers.0".
+std::string phase_label(const std::string& prefix) {
+  const size_t dot = prefix.find('.');
+  return dot == std::string::npos || dot + 1 == prefix.size() ? prefix : prefix.substr(dot + 1);
+}
+
+}  // namespace
+
 DecoderLM::DecoderLM(const DecoderLMSpec& spec, Device& dev, DType param_dtype,
                      const std::optional<WeightQuantConfig>& quant)
-    : spec_(spec), dev_(&dev), ps_(dev) {
+    : BlockModel(dev, spec.name, spec.layer_prefix, phase_label(spec.layer_prefix),
+                 spec.layer.attn.kernel, LogitsMode::chunked),
+      spec_(spec) {
+  ParameterStore& ps = store();
   const int64_t V = spec_.vocab, C = spec_.hidden;
   SNUG_CHECK(V > 0 && C > 0 && spec_.layers > 0 && spec_.max_positions > 0, spec_.name,
              ": vocabulary ", V, ", hidden size ", C, ", ", spec_.layers, " layers and ",
              spec_.max_positions, " positions must be positive");
   dev.pool().set_phase("init weights");
-  ps_.set_param_dtype(param_dtype);
-  embed_.emplace(ps_, spec_.embed_name, V, C, spec_.positions_name,
+  ps.set_param_dtype(param_dtype);
+  embed_.emplace(ps, spec_.embed_name, V, C, spec_.positions_name,
                  spec_.positions_name.empty() ? 0 : spec_.max_positions);
-  ps_.set_weight_quant(quant);  // the layers' Linear weights only
+  ps.set_weight_quant(quant);  // the layers' Linear weights only
   layers_.reserve(static_cast<size_t>(spec_.layers));
   for (int64_t l = 0; l < spec_.layers; ++l) {
-    const size_t begin = ps_.list().size();
-    layers_.emplace_back(ps_, spec_.layer_prefix + std::to_string(l), spec_.layer);
-    layer_params_.emplace_back(begin, ps_.list().size());
+    const size_t begin = ps.list().size();
+    layers_.emplace_back(ps, spec_.layer_prefix + std::to_string(l), spec_.layer);
+    add_layer(begin, ps.list().size(), layers_.back().linears());
   }
-  ps_.set_weight_quant(std::nullopt);
-  norm_params_.first = ps_.list().size();
-  norm_.emplace(ps_, spec_.final_norm_name, C, spec_.layer.norm, spec_.layer.norm_eps);
-  norm_params_.second = ps_.list().size();
-  head_.emplace(ps_, spec_.head_name, C, V, spec_.tie_word_embeddings ? embed_->weight() : nullptr);
-  for (nn::DecoderLayer& layer : layers_) linears_.push_back(layer.linears());
+  ps.set_weight_quant(std::nullopt);
+  norm_params_.first = ps.list().size();
+  norm_.emplace(ps, spec_.final_norm_name, C, spec_.layer.norm, spec_.layer.norm_eps);
+  norm_params_.second = ps.list().size();
+  head_.emplace(ps, spec_.head_name, C, V, spec_.tie_word_embeddings ? embed_->weight() : nullptr);
 }
 
 DecoderLM::~DecoderLM() = default;
 
-std::string DecoderLM::phase(const char* what, size_t l) const {
-  // "transformer.h." -> "h.0", "model.layers." -> "layers.0"
-  const std::string& p = spec_.layer_prefix;
-  const size_t dot = p.find('.');
-  std::string out = what;
-  out += ' ';
-  out += dot == std::string::npos || dot + 1 == p.size() ? p : p.substr(dot + 1);
-  out += std::to_string(l);
-  return out;
-}
-
-void DecoderLM::set_attention(AttentionImpl a) {
+void DecoderLM::apply_attention(AttentionImpl a) {
   spec_.layer.attn.kernel = a;
   for (nn::DecoderLayer& layer : layers_) layer.set_attention(a);
-}
-
-void DecoderLM::set_checkpointing(const CheckpointConfig& c) {
-  SNUG_CHECK(c.policy == CheckpointPolicy::none || c.policy == CheckpointPolicy::selective ||
-                 c.every_k >= 1,
-             "gradient checkpointing: segment length must be >= 1, got ", c.every_k);
-  ckpt_ = c;
 }
 
 const Tensor& DecoderLM::logits() const {
@@ -83,59 +75,18 @@ const Tensor& DecoderLM::logits() const {
   return saved_->head.probs;
 }
 
-void DecoderLM::free_activations() {
+void DecoderLM::drop_saved() {
   saved_.reset();
-  ctx().clear();
 }
 
-std::vector<const Parameter*> DecoderLM::gemm_weights() const {
-  std::vector<const Parameter*> w{head_->weight()};
-  for (const auto& layer : linears_)
-    for (const nn::Linear* lin : layer) w.push_back(lin->weight());
-  return w;
-}
-
-int64_t DecoderLM::num_compute_copy_params() const {
-  if (ps_.param_dtype() != DType::f32) return 0;  // --bf16-full: the parameters are the copies
-  int64_t n = 0;
-  for (const Parameter* p : gemm_weights())
-    if (!p->quantized()) n += p->numel();  // quantized: dequantized per use instead
-  return n;
-}
-
-bool DecoderLM::segment_end(size_t l) const {
-  if (l + 1 == layers_.size()) return true;
-  return (l + 1) % static_cast<size_t>(ckpt_.every_k) == 0;
-}
-
-void DecoderLM::layer_forward(size_t l, Saved& s) {
-  const Tensor& x = l == 0 ? s.encoded : s.outs[l - 1];
-  s.outs[l] = layers_[l].forward(x, s.layers[l]);
-}
-
-void DecoderLM::ready(Parameter* p) {
-  if (grad_ready_ && p->requires_grad && p->grad.defined()) grad_ready_(*p);
-}
-
-void DecoderLM::layer_ready(size_t l) {
-  const ParameterList& list = ps_.list();
-  for (size_t i = layer_params_[l].first; i < layer_params_[l].second; ++i) ready(list[i]);
-  for (const nn::Linear* lin : linears_[l])
-    if (const LoraAdapter* ad = lin->lora()) {
-      ready(ad->A);
-      ready(ad->B);
-    }
+std::vector<const Parameter*> DecoderLM::head_gemm_weights() const {
+  return {head_->weight()};
 }
 
 float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
                          bool for_backward, float loss_scale) {
   const int64_t V = spec_.vocab, C = spec_.hidden, N = B * T;
-  SNUG_CHECK(B > 0 && T > 0, "forward: batch ", B, " and sequence length ", T, " must be positive");
-  SNUG_CHECK(T <= spec_.max_positions, "forward: sequence length ", T, " exceeds the model's ",
-             spec_.max_positions, " positions (", spec_.max_positions_key, " of ", spec_.name, ")");
-  for (int64_t i = 0; i < N; ++i)
-    SNUG_CHECK(tokens[i] >= 0 && tokens[i] < V, "forward: token id ", tokens[i], " at position ", i,
-               " is outside the vocabulary [0, ", V, ")");
+  check_tokens(tokens, B, T, V, spec_.max_positions, spec_.max_positions_key);
   valid_targets_ = 0;
   if (targets)
     for (int64_t i = 0; i < N; ++i) {
@@ -151,41 +102,23 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
     check_position_ids(position_ids_.data(), B, T, "forward: position_ids");
   }
   saved_.reset();  // a new forward replaces whatever an earlier one kept
-  nn::RunContext& c = ctx();
-  c.training = for_backward;
-  if (for_backward) ++c.forward_count;  // keys this forward's dropout masks and NEFTune noise
-  MemoryPool& pool = dev_->pool();
-  if (c.low_precision()) {
-    pool.set_phase("forward cast weights");
-    c.cast_compute_weights(gemm_weights());  // as torch.autocast: fresh copies per forward
-  }
   auto s = std::make_unique<Saved>();
-  s->B = B;
-  s->T = T;
-  s->has_targets = targets != nullptr;
-  s->for_backward = for_backward;
-  pool.set_phase("forward embeddings");
-  Tensor tokens_t = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
-  Tensor targets_t;
-  if (targets) targets_t = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
-  dev_->upload(tokens_t.data<int32_t>(), tokens, N);
-  if (targets) dev_->upload(targets_t.data<int32_t>(), targets, N);
-  s->encoded = nn::activation(*dev_, {B, T, C});
+  begin_forward(*s, B, T, targets != nullptr, for_backward);
+  Tensor tokens_t = host_ids(tokens, {B, T});
+  const Tensor targets_t = targets ? host_ids(targets, {B, T}) : Tensor();
+  nn::RunContext& c = ctx();
+  Device& dev = device();
+  MemoryPool& pool = dev.pool();
+  s->encoded = nn::activation(dev, {B, T, C});
   embed_->forward(tokens_t, s->encoded, s->emb);
   tokens_t.reset();  // the embedding's Saved keeps the ids
-  if (!position_ids_.empty()) {
-    s->position_ids = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
-    dev_->upload(s->position_ids.data<int32_t>(), position_ids_.data(), N);
-  }
+  if (!position_ids_.empty()) s->position_ids = host_ids(position_ids_.data(), {B, T});
   c.position_ids = s->position_ids;  // for the layers (undefined: positions 0..T-1)
   // NEFTune on the input embeddings (nn/neftune.h); adding it after the positions is the same sum.
-  if (for_backward && neftune_alpha_ > 0) nn::add_neftune_noise(c, s->encoded, neftune_alpha_);
+  if (for_backward && neftune_alpha() > 0) nn::add_neftune_noise(c, s->encoded, neftune_alpha());
 
-  const bool segments = for_backward && (ckpt_.policy == CheckpointPolicy::every_layer ||
-                                         ckpt_.policy == CheckpointPolicy::every_k);
-  const size_t L = layers_.size();
-  s->layers.resize(L);
-  s->outs.resize(L);
+  const bool segments = segmented(for_backward);
+  const size_t L = layer_slots(*s);
   for (size_t l = 0; l < L; ++l) {
     pool.set_phase(phase("forward", l));
     layer_forward(l, *s);
@@ -198,7 +131,7 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
       // recomputed segment by segment in backward.
       s->layers[l] = {};
       if (l > 0 && !segment_end(l - 1)) s->outs[l - 1].reset();
-    } else if (ckpt_.policy == CheckpointPolicy::selective) {
+    } else if (ckpt().policy == CheckpointPolicy::selective) {
       layers_[l].drop_selective(s->layers[l]);
     }
     if (for_backward) layers_[l].compact(s->layers[l]);
@@ -207,7 +140,7 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
   c.position_ids = Tensor();
   if (!for_backward) s->position_ids.reset();
   pool.set_phase("forward lm_head");
-  const Tensor xf = nn::activation(*dev_, {B, T, C});
+  const Tensor xf = nn::activation(dev, {B, T, C});
   norm_->forward(s->outs.back(), xf, s->norm);
   c.round_half(xf);  // the LM head GEMM's input
   if (!for_backward) {
@@ -215,15 +148,20 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
     s->outs.clear();
     s->norm = {};
   }
-  const LogitsMode mode = targets ? logits_ : LogitsMode::full;
+  const LogitsMode mode = targets ? logits_option() : LogitsMode::full;
   // With a grad-ready hook, the head weight's gradient is recomputed at the end of backward.
-  const bool defer = static_cast<bool>(grad_ready_);
+  const bool defer = has_grad_ready_hook();
   const double loss =
       head_->forward(xf, targets_t, valid_targets_, mode, for_backward, loss_scale, defer, s->head);
   if (!for_backward) c.free_compute_weights();
   pool.set_phase("forward done");
   saved_ = std::move(s);
   return static_cast<float>(loss);
+}
+
+void DecoderLM::layer_forward(size_t l, Saved& s) {
+  const Tensor& x = l == 0 ? s.encoded : s.outs[l - 1];
+  s.outs[l] = layers_[l].forward(x, s.layers[l]);
 }
 
 nn::KVCacheShape DecoderLM::kv_cache_shape() const {
@@ -253,7 +191,8 @@ Tensor DecoderLM::forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn
   saved_.reset();
   nn::RunContext& c = ctx();
   c.training = false;
-  MemoryPool& pool = dev_->pool();
+  Device& dev = device();
+  MemoryPool& pool = dev.pool();
   if (c.low_precision() && (past == 0 || !c.has_compute_weights())) {
     // Mixed precision: the 16-bit copies of the GEMM weights, cast at the prefill and kept for
     // the whole generation (generate() frees them with free_activations()).
@@ -261,10 +200,9 @@ Tensor DecoderLM::forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn
     c.cast_compute_weights(gemm_weights());
   }
   pool.set_phase("generate embeddings");
-  Tensor x = nn::activation(*dev_, {B, T, C});
+  Tensor x = nn::activation(dev, {B, T, C});
   {
-    Tensor tokens_t = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
-    dev_->upload(tokens_t.data<int32_t>(), tokens, N);
+    const Tensor tokens_t = host_ids(tokens, {B, T});
     nn::Embedding::Saved es;
     embed_->forward(tokens_t, x, es, past);
   }
@@ -276,11 +214,12 @@ Tensor DecoderLM::forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn
   }
   pool.set_phase("generate lm_head");
   // The last token of each row: the only logits generation reads.
-  Tensor last = nn::activation(*dev_, {B, 1, C});
+  Tensor last = nn::activation(dev, {B, 1, C});
   for (int64_t b = 0; b < B; ++b)
-    dev_->copy(nn::offset(nn::f32(last), b * C), nn::offset(nn::f32(x), ((b + 1) * T - 1) * C), C);
+    device().copy(nn::offset(nn::f32(last), b * C), nn::offset(nn::f32(x), ((b + 1) * T - 1) * C),
+                  C);
   x.reset();
-  const Tensor xf = nn::activation(*dev_, {B, 1, C});
+  const Tensor xf = nn::activation(dev, {B, 1, C});
   nn::NormSaved ns;
   norm_->forward(last, xf, ns);
   ns = {};
@@ -295,17 +234,17 @@ Tensor DecoderLM::forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn
 }
 
 void DecoderLM::backward(float loss_scale) {
-  SNUG_CHECK(saved_ && saved_->has_targets && saved_->for_backward,
-             "backward: needs a forward pass with targets and for_backward=true before it");
+  check_backward(saved_.get());
   Saved& s = *saved_;
   nn::RunContext& c = ctx();
-  MemoryPool& pool = dev_->pool();
+  Device& dev = device();
+  MemoryPool& pool = dev.pool();
   pool.set_phase("backward lm_head");
   SNUG_CHECK(!s.head.dx.defined() || loss_scale == s.head.loss_scale, "backward: loss_scale ",
              loss_scale, " differs from the ", s.head.loss_scale,
              " given to forward (the chunked LM head computes its gradient in forward)");
   s.head.loss_scale = loss_scale;
-  Tensor dres = nn::temporary(*dev_, {s.B, s.T, spec_.hidden});  // reused layer to layer
+  Tensor dres = nn::temporary(dev, {s.B, s.T, spec_.hidden});  // reused layer to layer
   {
     const Tensor dxf = head_->backward(s.head);
     dres.zero_();  // the norms accumulate into the residual stream's gradient
@@ -313,8 +252,7 @@ void DecoderLM::backward(float loss_scale) {
     if (!s.head.deferred) s.head.x.reset();
   }
   c.flush_grads();  // --bf16-full: fp32 accumulators into the bf16 gradients (no-op otherwise)
-  const ParameterList& list = ps_.list();
-  for (size_t i = norm_params_.first; i < norm_params_.second; ++i) ready(list[i]);
+  ready_range(norm_params_.first, norm_params_.second);
   if (!spec_.tie_word_embeddings && !s.head.deferred) ready(head_->weight());
 
   c.position_ids = s.position_ids;  // segments recomputed below read them
@@ -323,7 +261,7 @@ void DecoderLM::backward(float loss_scale) {
     if (!a.attn.q.defined()) {
       // Segment checkpointing: recompute this layer's segment from its saved input.
       pool.set_phase(phase("recompute", li));
-      const size_t k = static_cast<size_t>(ckpt_.every_k);
+      const size_t k = static_cast<size_t>(ckpt().every_k);
       s.outs[li].reset();  // consumed already; recomputing the segment reallocates it
       for (size_t j = li - li % k; j <= li; ++j) layer_forward(j, s);
       // The segment's earlier layers wait for their own backward in 16 bits, as forward kept them.
@@ -365,7 +303,7 @@ void DecoderLM::init_normal_weights(uint64_t seed, float std) {
   const std::string n1 = "." + spec_.layer.norm1_name + ".",
                     n2 = "." + spec_.layer.norm2_name + ".";
   const std::string final_norm = spec_.final_norm_name + ".";
-  for (Parameter* p : ps_.list()) {
+  for (Parameter* p : parameters()) {
     const std::string& n = p->name;
     const bool bias = n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0;
     const bool norm = n.rfind(final_norm, 0) == 0 || n.find(n1) != std::string::npos ||
@@ -377,55 +315,6 @@ void DecoderLM::init_normal_weights(uint64_t seed, float std) {
         rng.fill(d, cnt, 0.0f, std);
     });
   }
-}
-
-void DecoderLM::add_lora(const LoraConfig& cfg, uint64_t seed) {
-  cfg.validate();
-  SNUG_CHECK(lora_.empty(), "add_lora: the model has LoRA adapters already");
-  // Every key must adapt something (a typo must not silently train nothing).
-  for (const std::string& key : cfg.target_modules) {
-    bool hit = false;
-    for (const auto& layer : linears_)
-      for (const nn::Linear* lin : layer) hit = hit || lora_target_matches({key}, lin->name());
-    if (hit) continue;
-    std::string names;
-    const std::string first = spec_.layer_prefix + "0.";
-    for (const nn::Linear* lin : linears_.front())
-      names += (names.empty() ? "" : ", ") + lin->name().substr(first.size());
-    throw Error(detail::concat("--target-modules: '", key, "' matches no Linear of ", spec_.name,
-                               " (its layers' Linears are ", names, "; or all-linear)"));
-  }
-  for (Parameter* p : ps_.list()) p->requires_grad = false;  // PEFT: the base is frozen
-  nn::RunContext& c = ctx();
-  c.lora = cfg;
-  c.lora_seed = seed;
-  dev_->pool().set_phase("init lora");
-  SplitMix64 rng(splitmix64_mix(seed ^ 0x4c6f526131ull));
-  for (size_t l = 0; l < linears_.size(); ++l)
-    for (size_t slot = 0; slot < linears_[l].size(); ++slot) {
-      nn::Linear& lin = *linears_[l][slot];
-      if (!lora_target_matches(cfg.target_modules, lin.name())) continue;
-      const LoraAdapter& ad =
-          lin.add_lora(ps_, cfg.r, static_cast<int64_t>(l), static_cast<int>(slot));
-      // kaiming_uniform_(a=sqrt(5)) on (r, in): bound = gain * sqrt(3 / in), gain =
-      // sqrt(2 / (1 + 5)), i.e. 1/sqrt(in). B = 0: the adapted model starts as the base.
-      const int64_t in = lin.in_features();
-      const double bound = 1.0 / std::sqrt(static_cast<double>(in));
-      std::vector<float> a(static_cast<size_t>(ad.A->value.numel()));
-      for (float& v : a) v = static_cast<float>((2.0 * rng.uniform() - 1.0) * bound);
-      dev_->upload(ad.A->value.data<float>(), a.data(), ad.A->value.numel());
-      ad.B->value.zero_();
-      lora_.push_back(ad);
-    }
-  c.has_lora = !lora_.empty();
-}
-
-std::vector<float> DecoderLM::merged_weight(const LoraAdapter& a) const {
-  return linears_[static_cast<size_t>(a.layer)][static_cast<size_t>(a.slot)]->merged_weight();
-}
-
-void DecoderLM::read_values(const Parameter& p, float* out) const {
-  nn::read_values(p, out);
 }
 
 }  // namespace snug

@@ -165,7 +165,7 @@ nlohmann::json hf_config_json(const ModelConfig& cfg, DType dtype) {
   return j;
 }
 
-std::vector<HfTensor> hf_model_tensors(const CausalLM& model) {
+std::vector<HfTensor> hf_model_tensors(const Model& model) {
   std::set<const Parameter*> adapters;
   for (const LoraAdapter& ad : model.lora_adapters()) adapters.insert({ad.A, ad.B});
   std::vector<HfTensor> out;

@@ -28,7 +28,7 @@
 
 #include "core/dtype.h"
 #include "core/tensor.h"
-#include "models/causal_lm.h"
+#include "models/model.h"
 #include "models/model_config.h"
 
 namespace snug {
@@ -68,8 +68,8 @@ struct HfTensor {
   std::function<void(float*)> values;
 };
 // Every parameter of `model` except LoRA adapters, in parameters() order, read through
-// CausalLM::read_values (quantized weights dequantized, bf16 widened). cpu models only.
-std::vector<HfTensor> hf_model_tensors(const CausalLM& model);
+// Model::read_values (quantized weights dequantized, bf16 widened). cpu models only.
+std::vector<HfTensor> hf_model_tensors(const Model& model);
 
 // The shards of tensors of these byte sizes, in order, at most `max_bytes` each, as
 // huggingface_hub's split_state_dict_into_shards_factory: tensors fill the current shard in

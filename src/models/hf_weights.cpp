@@ -98,7 +98,7 @@ bool under_any(const std::string& name, const std::vector<std::string>& prefixes
 
 // The parameter a file tensor fills: its own name, or with the optional prefix, or (legacy BERT
 // files) with LayerNorm.gamma/.beta spelled .weight/.bias.
-Parameter* find_parameter(CausalLM& model, const std::string& name, const HfWeightRules& rules) {
+Parameter* find_parameter(Model& model, const std::string& name, const HfWeightRules& rules) {
   std::vector<std::string> spellings{name};
   if (rules.legacy_norm_names) {
     for (const auto& [from, to] :
@@ -122,7 +122,7 @@ std::vector<std::string> hf_weight_files(const std::string& path) {
   return weight_files(path).files;
 }
 
-HfLoadReport load_hf_weights(CausalLM& model, const std::string& path, const HfWeightRules& rules) {
+HfLoadReport load_hf_weights(Model& model, const std::string& path, const HfWeightRules& rules) {
   const WeightFiles wf = weight_files(path);
   const std::string& desc = rules.model_desc;
   HfLoadReport report;
@@ -181,7 +181,8 @@ HfLoadReport load_hf_weights(CausalLM& model, const std::string& path, const HfW
     report.initialized.push_back(p->name);
   }
   // The absent head keeps the family's initialization; what the file has overwrites the rest.
-  if (!report.initialized.empty() && !model.device().is_meta()) model.init_weights(rules.init_seed);
+  // (On meta the device's op table drops the values: no device branch here.)
+  if (!report.initialized.empty()) model.init_weights(rules.init_seed);
 
   // Pass 2: shard by shard, tensor by tensor, converted into the parameters' storage.
   for (size_t fi = 0; fi < wf.files.size(); ++fi) {
@@ -237,7 +238,7 @@ std::string HfLoadReport::describe() const {
   return out;
 }
 
-void save_hf_weights(const CausalLM& model, const std::string& path,
+void save_hf_weights(const Model& model, const std::string& path,
                      const std::map<std::string, std::string>& extra) {
   // (A meta model has no values: save_safetensors refuses its tensors, naming them.)
   std::vector<std::pair<std::string, const Tensor*>> tensors;

@@ -1,8 +1,9 @@
 // Any model's weights under their Hugging Face state_dict names: one safetensors file, or a
 // model folder as `save_pretrained` writes it (model.safetensors, or shards listed by
-// model.safetensors.index.json). Every family's Architecture::load_weights/save_weights is this
-// plus its own HfWeightRules, so checkpoints, --init-from, PEFT merges and exports interoperate
-// with transformers whatever the family.
+// model.safetensors.index.json). Every family's weights load and save through this
+// (load_model_weights, save_model_weights), with its own HfWeightRules (Architecture::
+// weight_rules), so checkpoints, --init-from, PEFT merges and exports interoperate with
+// transformers whatever the family.
 //
 // Loading is strict: every parameter must be present once with its exact shape, and nothing else
 // may be there, except what the family's rules allow a Hugging Face checkpoint to add:
@@ -30,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "models/causal_lm.h"
+#include "models/model.h"
 
 namespace snug {
 
@@ -63,12 +64,12 @@ struct HfLoadReport {
 std::vector<std::string> hf_weight_files(const std::string& path);
 
 // Loads `path` (a .safetensors file or a model folder) into `model`'s parameters (see above).
-HfLoadReport load_hf_weights(CausalLM& model, const std::string& path, const HfWeightRules& rules);
+HfLoadReport load_hf_weights(Model& model, const std::string& path, const HfWeightRules& rules);
 
 // Writes every parameter value (cpu model; quantized weights dequantized to fp32) under its name,
 // in parameters() order, with model.weights_metadata() merged with `extra`, into one safetensors
 // file. Atomic (io/safetensors.h).
-void save_hf_weights(const CausalLM& model, const std::string& path,
+void save_hf_weights(const Model& model, const std::string& path,
                      const std::map<std::string, std::string>& extra = {});
 
 }  // namespace snug

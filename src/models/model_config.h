@@ -8,14 +8,15 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "models/causal_lm.h"
+#include "models/model.h"
 
 namespace snug {
 
 // What a model is trained for: the head on top of the layers and how forward() reads its
-// targets (models/causal_lm.h, "Tasks"). Not every family has every task (Architecture::tasks).
+// targets (models/model.h, "Tasks"). Not every family has every task (Architecture::tasks).
 enum class ModelTask : int { causal_lm, masked_lm, sequence_classification };
 // "causal-lm", "masked-lm", "sequence-classification" (the --task values).
 const char* task_name(ModelTask t);
@@ -43,6 +44,24 @@ struct ModelConfig {
   std::string folder;
   std::string config_path;
 };
+
+// A family's ModelConfig: `shape` (with its model_type), the exact parameter count and the
+// resolved config.json (task causal_lm).
+ModelConfig shape_config(ModelSummary shape, int64_t num_params, nlohmann::json hf);
+// The same for a family config with transformers' common field names (num_hidden_layers,
+// hidden_size, num_attention_heads, vocab_size, max_position_embeddings), its name and
+// num_params(), with the resolved config.json `hf`.
+template <class C>
+ModelConfig common_shape_config(const C& c, std::string model_type, nlohmann::json hf) {
+  return shape_config({.name = c.name,
+                       .model_type = std::move(model_type),
+                       .n_layer = c.num_hidden_layers,
+                       .n_embd = c.hidden_size,
+                       .n_head = c.num_attention_heads,
+                       .vocab_size = c.vocab_size,
+                       .n_positions = c.max_position_embeddings},
+                      c.num_params(), std::move(hf));
+}
 
 // Shape overrides on top of a preset or config.json (--n-layer, --n-embd, --n-head,
 // --vocab-size, --n-positions), so that any shape of a family can be planned from flags alone,

@@ -1,6 +1,8 @@
 #include "models/registry.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <utility>
 
 #include "core/error.h"
 #include "io/json_input.h"
@@ -16,12 +18,38 @@ const Architecture& mistral_architecture();
 const Architecture& qwen2_architecture();
 const Architecture& gpt_neox_architecture();
 
-const std::vector<const Architecture*>& architectures() {
-  static const std::vector<const Architecture*> all = {
+namespace {
+
+std::vector<const Architecture*>& registered() {
+  static std::vector<const Architecture*> all = {
       &gpt2_architecture(),  &llama_architecture(),    &mistral_architecture(),
       &qwen2_architecture(), &gpt_neox_architecture(), &bert_architecture(),
   };
   return all;
+}
+
+}  // namespace
+
+const std::vector<const Architecture*>& architectures() {
+  return registered();
+}
+
+void register_architecture(const Architecture& a) {
+  const std::string type = a.model_type;
+  SNUG_CHECK(!type.empty() && a.parse && a.create && a.flops_per_token && a.layer_activation_bytes,
+             "register_architecture: '", type,
+             "' needs a model_type, parse, create, flops_per_token and layer_activation_bytes");
+  SNUG_CHECK(a.presets.empty() || a.preset_config, "register_architecture: '", type,
+             "' has presets but no preset_config");
+  for (const Architecture* r : registered())
+    SNUG_CHECK(type != r->model_type, "register_architecture: model_type '", type,
+               "' is registered already");
+  registered().push_back(&a);
+}
+
+void unregister_architecture(const Architecture& a) {
+  std::vector<const Architecture*>& all = registered();
+  all.erase(std::remove(all.begin(), all.end(), &a), all.end());
 }
 
 const char* task_name(ModelTask t) {
@@ -59,6 +87,14 @@ ModelTask parse_task(const std::string& name, const std::string& where) {
     if (name == task_name(t)) return t;
   throw Error(detail::concat(where, ": unknown task '", name,
                              "' (causal-lm, masked-lm or sequence-classification)"));
+}
+
+ModelConfig shape_config(ModelSummary shape, int64_t num_params, nlohmann::json hf) {
+  ModelConfig m;
+  m.shape = std::move(shape);
+  m.num_params = num_params;
+  m.hf = std::move(hf);
+  return m;
 }
 
 namespace {
@@ -173,8 +209,8 @@ ModelConfig with_task(const ModelConfig& cfg, ModelTask task, int64_t num_labels
   return r;
 }
 
-std::unique_ptr<CausalLM> create_model(const ModelConfig& cfg, Device& dev, DType param_dtype,
-                                       const std::optional<WeightQuantConfig>& quant) {
+std::unique_ptr<Model> create_model(const ModelConfig& cfg, Device& dev, DType param_dtype,
+                                    const std::optional<WeightQuantConfig>& quant) {
   const Architecture& a = architecture(cfg.shape.model_type);
   bool ok = false;
   std::string tasks;
@@ -187,13 +223,18 @@ std::unique_ptr<CausalLM> create_model(const ModelConfig& cfg, Device& dev, DTyp
   return a.create(cfg, dev, param_dtype, quant);
 }
 
-HfLoadReport load_model_weights(CausalLM& model, const std::string& path, uint64_t init_seed) {
-  return architecture(model.summary().model_type).load_weights(model, path, init_seed);
+HfLoadReport load_model_weights(Model& model, const std::string& path, uint64_t init_seed) {
+  const Architecture& a = architecture(model.summary().model_type);
+  HfWeightRules rules = a.weight_rules ? a.weight_rules(model) : HfWeightRules{};
+  if (rules.model_desc.empty())
+    rules.model_desc = model.summary().name + " (" + model.summary().model_type + ")";
+  rules.init_seed = init_seed;
+  return load_hf_weights(model, path, rules);
 }
 
-void save_model_weights(const CausalLM& model, const std::string& path,
+void save_model_weights(const Model& model, const std::string& path,
                         const std::map<std::string, std::string>& extra) {
-  architecture(model.summary().model_type).save_weights(model, path, extra);
+  save_hf_weights(model, path, extra);
 }
 
 }  // namespace snug

@@ -23,7 +23,7 @@ void fill_values(Parameter& p, const OpTable& ops,
 
 // out(p.numel(), host memory) = p's values in fp32: copied, widened from 16 bits or dequantized,
 // through the device's op table where the host addresses the device's memory (cpu), else into a
-// device temporary or host staging and downloaded. Nothing on meta. (CausalLM::read_values.)
+// device temporary or host staging and downloaded. Nothing on meta. (Model::read_values.)
 void read_values(const Parameter& p, float* out);
 
 }  // namespace snug::nn

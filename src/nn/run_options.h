@@ -1,7 +1,7 @@
 // How a model runs, whatever the family: gradient checkpointing, the attention implementation,
 // how the LM head meets the loss, and the compute precision. These are the Trainer's run options
 // (flags --gradient-checkpointing/--checkpoint-policy, --attention, --logits, --fp16/--bf16); every
-// model behind models/causal_lm.h honours them, and the blocks of nn/ implement them.
+// model behind models/model.h honours them, and the blocks of nn/ implement them.
 #pragma once
 
 #include <cstdint>

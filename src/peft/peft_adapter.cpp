@@ -160,7 +160,7 @@ void adopt_peft_adapter(TrainingArguments& args, const PeftAdapterConfig& a,
   args.target_modules = joined(a.target_modules);
 }
 
-std::string load_peft_adapter(CausalLM& model, const TrainingArguments& args,
+std::string load_peft_adapter(Model& model, const TrainingArguments& args,
                               const PeftAdapterConfig& a) {
   SNUG_ASSERT(args.lora_r == a.r && args.target_modules == joined(a.target_modules),
               "load_peft_adapter: adopt_peft_adapter first");

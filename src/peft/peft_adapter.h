@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "models/causal_lm.h"
+#include "models/model.h"
 #include "train/training_args.h"
 
 namespace snug {
@@ -55,7 +55,7 @@ void adopt_peft_adapter(TrainingArguments& args, const PeftAdapterConfig& a,
 // model with its shape, and every adapter must be in the file. A target that adapts nothing is
 // refused naming adapter_config.json. cpu or meta (shapes only). Returns what the values are,
 // for messages: "the adapter DIR (N LoRA modules, r=R)".
-std::string load_peft_adapter(CausalLM& model, const TrainingArguments& args,
+std::string load_peft_adapter(Model& model, const TrainingArguments& args,
                               const PeftAdapterConfig& a);
 
 }  // namespace snug

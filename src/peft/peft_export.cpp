@@ -84,7 +84,7 @@ nlohmann::json number(double v) {
 
 }  // namespace
 
-int64_t load_values_by_name(CausalLM& model, const std::string& path) {
+int64_t load_values_by_name(Model& model, const std::string& path) {
   const SafetensorsFile f(path);
   const std::string name_of_model = model.summary().name;
   std::set<const Parameter*> loaded;
@@ -113,7 +113,7 @@ int64_t load_values_by_name(CausalLM& model, const std::string& path) {
   return static_cast<int64_t>(loaded.size());
 }
 
-std::string load_checkpoint_values(CausalLM& model, const std::string& dir,
+std::string load_checkpoint_values(Model& model, const std::string& dir,
                                    const TrainingArguments& args) {
   std::error_code ec;
   SNUG_CHECK(fs::is_directory(dir, ec), "--checkpoint ", dir, ": no such directory");
@@ -140,7 +140,7 @@ std::string load_checkpoint_values(CausalLM& model, const std::string& dir,
   return ckpt.string();
 }
 
-nlohmann::json peft_adapter_config(const CausalLM& model) {
+nlohmann::json peft_adapter_config(const Model& model) {
   SNUG_CHECK(!model.lora_adapters().empty(), "the model has no LoRA adapters (--lora-r 0)");
   const LoraConfig& c = model.lora_config();
   // PEFT stores target_modules as a set (written as a list); "all-linear" is resolved to the
@@ -186,7 +186,7 @@ nlohmann::json peft_adapter_config(const CausalLM& model) {
   return j;
 }
 
-void save_peft_adapter(const CausalLM& model, const std::string& dir) {
+void save_peft_adapter(const Model& model, const std::string& dir) {
   SNUG_CHECK(!model.device().is_meta(), "cannot write an adapter to '", dir,
              "' from a model on the meta device (it has no values)");
   const nlohmann::json config = peft_adapter_config(model);
@@ -219,7 +219,7 @@ void save_peft_adapter(const CausalLM& model, const std::string& dir) {
   write_output_file(cfg_path.string(), config.dump(2) + "\n", cfg_path.string());
 }
 
-std::vector<HfTensor> merged_tensors(const CausalLM& model) {
+std::vector<HfTensor> merged_tensors(const Model& model) {
   std::vector<HfTensor> out = hf_model_tensors(model);  // every parameter but the adapters
   for (HfTensor& t : out) {
     const Parameter* p = model.find(t.name);
@@ -233,7 +233,7 @@ std::vector<HfTensor> merged_tensors(const CausalLM& model) {
   return out;
 }
 
-void save_merged_weights(const CausalLM& model, const std::string& path,
+void save_merged_weights(const Model& model, const std::string& path,
                          const std::map<std::string, std::string>& extra) {
   SNUG_CHECK(!model.device().is_meta(), "cannot write merged weights to '", path,
              "' from a model on the meta device (it has no values)");

@@ -76,7 +76,7 @@ MemoryEstimate estimate_memory(const TrainingArguments& args) {
   // Shapes only, for the parameter list the optimizer formula and --freeze work on.
   Device shapes(meta_backend());
   const auto owned = create_model(cfg, shapes, args.param_dtype(), args.weight_quant());
-  CausalLM& model = *owned;
+  Model& model = *owned;
   prepare_model(model, args);  // LoRA adapters, --freeze
   MemoryEstimate est;
   est.params = cfg.num_params;

@@ -103,9 +103,8 @@ nlohmann::json memory_json(const MemoryStats& s, std::optional<int64_t> capacity
   return j;
 }
 
-nlohmann::json make_report(const TrainingArguments& args, const CausalLM& model,
-                           const TrainResult& r, const MemoryStats& mem,
-                           std::optional<int64_t> capacity) {
+nlohmann::json make_report(const TrainingArguments& args, const Model& model, const TrainResult& r,
+                           const MemoryStats& mem, std::optional<int64_t> capacity) {
   nlohmann::json j;
   const ModelSummary m = model.summary();
   j["model"] = {{"name", m.name},

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "core/memory.h"
-#include "models/causal_lm.h"
+#include "models/model.h"
 #include "train/trainer.h"
 #include "train/training_args.h"
 
@@ -24,7 +24,7 @@ int64_t peak_rss_bytes();
 // {"peak_bytes", "peak_phase", "peak_by_category", "max_by_category", "final_by_category",
 //  "capacity_bytes", "alloc_count", "peak_rss_bytes"}.
 nlohmann::json memory_json(const MemoryStats& s, std::optional<int64_t> capacity);
-nlohmann::json make_report(const TrainingArguments& args, const CausalLM& model,
+nlohmann::json make_report(const TrainingArguments& args, const Model& model,
                            const TrainResult& result, const MemoryStats& mem,
                            std::optional<int64_t> capacity);
 // "Time: 12.34\nSamples/second: 64.83\nMemory occupied: 123 MB\n" (the seeds' print_summary,

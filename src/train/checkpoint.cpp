@@ -125,7 +125,7 @@ void verify_checkpoint_file(const std::string& dir, const std::string& name,
   verify_file(fs::path(dir), name, files);
 }
 
-CheckpointModelFiles checkpoint_model_files(const CausalLM& model, const ModelConfig& cfg) {
+CheckpointModelFiles checkpoint_model_files(const Model& model, const ModelConfig& cfg) {
   CheckpointModelFiles f;
   if (!model.lora_adapters().empty() || has_quantized_base(model)) return f;
   // A model that `cfg` does not describe (a Trainer given a model built otherwise) gets no
@@ -161,7 +161,7 @@ int64_t next_save_index(const std::string& dir) {
 }  // namespace
 
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
-                            const CausalLM& model, Optimizer& optimizer,
+                            const Model& model, Optimizer& optimizer,
                             const CheckpointModelFiles& hf) {
   SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");
   const fs::path out(output_dir);
@@ -299,7 +299,7 @@ std::string resolve_checkpoint(const std::string& dir) {
   return last;
 }
 
-CheckpointState load_checkpoint(const std::string& dir, CausalLM& model, Optimizer& optimizer) {
+CheckpointState load_checkpoint(const std::string& dir, Model& model, Optimizer& optimizer) {
   SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");
   const fs::path d(dir);
   const std::string state_path = (d / kStateFile).string();

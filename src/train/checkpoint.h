@@ -54,7 +54,7 @@
 #include <vector>
 
 #include "io/fnv1a.h"
-#include "models/causal_lm.h"
+#include "models/model.h"
 #include "models/model_config.h"
 #include "optim/optimizer.h"
 #include "train/trainer_state.h"
@@ -78,12 +78,12 @@ struct CheckpointModelFiles {
 // folder for a full fine-tune, nothing for a run with LoRA adapters or a quantized base (its
 // model.safetensors holds adapters, or lacks the quantized weights), nor for a model `cfg` does
 // not describe (other shape or parameter count: a Trainer given a model built elsewhere).
-CheckpointModelFiles checkpoint_model_files(const CausalLM& model, const ModelConfig& cfg);
+CheckpointModelFiles checkpoint_model_files(const Model& model, const ModelConfig& cfg);
 
 // Writes output_dir/checkpoint-<state.step> (replacing one of the same step) and returns its
 // path. Meta-device models cannot be saved.
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
-                            const CausalLM& model, Optimizer& optimizer,
+                            const Model& model, Optimizer& optimizer,
                             const CheckpointModelFiles& hf = {});
 
 // The complete checkpoints of output folder `dir` (checkpoint-<N> holding trainer_state.json;
@@ -97,6 +97,6 @@ std::string resolve_checkpoint(const std::string& dir);
 
 // Verifies and loads checkpoint folder `dir` into `model` and `optimizer` (which must be the
 // optimizer named in it, over the model's parameters). Returns the saved state.
-CheckpointState load_checkpoint(const std::string& dir, CausalLM& model, Optimizer& optimizer);
+CheckpointState load_checkpoint(const std::string& dir, Model& model, Optimizer& optimizer);
 
 }  // namespace snug

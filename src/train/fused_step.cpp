@@ -14,7 +14,7 @@ namespace {
 // Sets the model's grad-ready hook for one scope.
 class HookScope {
  public:
-  HookScope(CausalLM& model, std::function<void(Parameter&)> hook) : model_(model) {
+  HookScope(Model& model, std::function<void(Parameter&)> hook) : model_(model) {
     model_.set_grad_ready_hook(std::move(hook));
   }
   ~HookScope() { model_.set_grad_ready_hook(nullptr); }
@@ -22,7 +22,7 @@ class HookScope {
   HookScope& operator=(const HookScope&) = delete;
 
  private:
-  CausalLM& model_;
+  Model& model_;
 };
 
 double grad_sum_squares(const Parameter& p) {
@@ -31,7 +31,7 @@ double grad_sum_squares(const Parameter& p) {
 }
 
 // forward + backward of the batch with `hook`; returns the loss (backward skipped if non-finite).
-float pass(CausalLM& model, const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
+float pass(Model& model, const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
            std::function<void(Parameter&)> hook) {
   int64_t n = 0;
   for (int64_t i = 0; i < B * T; ++i) n += targets[i] >= 0 ? 1 : 0;
@@ -60,9 +60,9 @@ void check_fused_settings(const std::string& optim, int64_t gradient_accumulatio
              "update, and this optimizer updates inside backward; use --bf16");
 }
 
-FusedStepResult fused_optimizer_step(CausalLM& model, InBackwardOptimizer& opt,
-                                     const int32_t* inputs, const int32_t* targets, int64_t B,
-                                     int64_t T, float lr, double max_grad_norm) {
+FusedStepResult fused_optimizer_step(Model& model, InBackwardOptimizer& opt, const int32_t* inputs,
+                                     const int32_t* targets, int64_t B, int64_t T, float lr,
+                                     double max_grad_norm) {
   FusedStepResult r;
   double sq = 0.0;
   float coef = 1.0f;

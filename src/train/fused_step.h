@@ -1,5 +1,5 @@
 // One training step with an optimizer that runs inside backward (LOMO, AdaLOMO; optim/lomo.h).
-// The model's grad-ready hook (CausalLM::set_grad_ready_hook) hands each parameter to the optimizer
+// The model's grad-ready hook (Model::set_grad_ready_hook) hands each parameter to the optimizer
 // as soon as backward has finished its gradient; the optimizer updates it and frees the gradient,
 // so at most one block's gradients are live (the embeddings' at the end) instead of all of them.
 //
@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <string>
 
-#include "models/causal_lm.h"
+#include "models/model.h"
 #include "optim/lomo.h"
 
 namespace snug {
@@ -34,8 +34,8 @@ struct FusedStepResult {
 };
 
 // One optimizer step on the (B,T) batch at learning rate lr (see above).
-FusedStepResult fused_optimizer_step(CausalLM& model, InBackwardOptimizer& opt,
-                                     const int32_t* inputs, const int32_t* targets, int64_t B,
-                                     int64_t T, float lr, double max_grad_norm);
+FusedStepResult fused_optimizer_step(Model& model, InBackwardOptimizer& opt, const int32_t* inputs,
+                                     const int32_t* targets, int64_t B, int64_t T, float lr,
+                                     double max_grad_norm);
 
 }  // namespace snug

@@ -16,7 +16,7 @@ std::string initial_weights_path(const TrainingArguments& args, const ModelConfi
   return !cfg.folder.empty() && hf_folder_has_weights(cfg.folder) ? cfg.folder : "";
 }
 
-std::string load_initial_weights(CausalLM& model, const TrainingArguments& args,
+std::string load_initial_weights(Model& model, const TrainingArguments& args,
                                  const ModelConfig& cfg) {
   const std::string path = initial_weights_path(args, cfg);
   if (path.empty() || !args.resume_from.empty()) {
@@ -38,14 +38,14 @@ namespace {
 
 // --bf16-full computes as --bf16 (and needs a model built with bf16 parameters); a 16-bit
 // --torch-dtype computes in its dtype.
-void set_compute(CausalLM& model, const TrainingArguments& args) {
+void set_compute(Model& model, const TrainingArguments& args) {
   model.set_compute_dtype(args.compute_dtype());
   model.set_gemm_path(kernels::resolve_gemm_path(args.gemm_path));
 }
 
 }  // namespace
 
-void configure_model(CausalLM& model, const TrainingArguments& args) {
+void configure_model(Model& model, const TrainingArguments& args) {
   model.set_attention(parse_attention_impl(args.attention));
   model.set_logits_mode(parse_logits_mode(args.logits));
   set_compute(model, args);
@@ -57,7 +57,7 @@ void configure_model(CausalLM& model, const TrainingArguments& args) {
         parse_checkpoint_policy(args.checkpoint_policy, model.summary().n_layer));
 }
 
-void prepare_model(CausalLM& model, const TrainingArguments& args) {
+void prepare_model(Model& model, const TrainingArguments& args) {
   bool quantized = false;
   for (const Parameter* p : model.parameters()) quantized = quantized || p->quantized();
   SNUG_CHECK(!quantized || args.lora_r > 0,
@@ -83,7 +83,7 @@ void prepare_model(CausalLM& model, const TrainingArguments& args) {
   model.set_neftune_noise_alpha(args.neftune_noise_alpha);
 }
 
-void prepare_generation(CausalLM& model, const TrainingArguments& args) {
+void prepare_generation(Model& model, const TrainingArguments& args) {
   if (args.lora_r > 0) {
     if (model.lora_adapters().empty()) prepare_model(model, args);  // else: a PEFT adapter's
   } else {

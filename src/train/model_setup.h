@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "models/causal_lm.h"
+#include "models/model.h"
 #include "models/model_config.h"
 #include "train/training_args.h"
 
@@ -36,7 +36,7 @@ std::string initial_weights_path(const TrainingArguments& args, const ModelConfi
 // as transformers warns). Under --resume-from the weights are not read (the checkpoint's replace
 // them) and the model is initialized from the seed as before. On meta only names and shapes are
 // checked. Returns what the values are, for messages: "seed 42" or "the weights of PATH".
-std::string load_initial_weights(CausalLM& model, const TrainingArguments& args,
+std::string load_initial_weights(Model& model, const TrainingArguments& args,
                                  const ModelConfig& cfg);
 
 // The switches of a run that change how the model computes, not what it holds (the Trainer sets
@@ -44,12 +44,12 @@ std::string load_initial_weights(CausalLM& model, const TrainingArguments& args,
 // --bf16-full, --torch-dtype), --gemm-path, and --gradient-checkpointing's --checkpoint-policy.
 // Throws snug::Error when the model's parameters are not stored in the run's dtype (--bf16-full
 // needs a model built with bf16 parameters), or for a bad policy.
-void configure_model(CausalLM& model, const TrainingArguments& args);
+void configure_model(Model& model, const TrainingArguments& args);
 
 // Throws snug::Error naming the flag when the combination cannot train: a quantized base without
 // adapters, or a 16-bit parameter that would train other than under --bf16-full (the base of a
 // LoRA run on a 16-bit base is frozen; its adapters are fp32).
-void prepare_model(CausalLM& model, const TrainingArguments& args);
+void prepare_model(Model& model, const TrainingArguments& args);
 
 // What `snug generate` and `snug plan --inference` do to a freshly built and loaded model before
 // generating (one place, so that the plan builds exactly the model the generation runs):
@@ -59,6 +59,6 @@ void prepare_model(CausalLM& model, const TrainingArguments& args);
 // is built in TrainingArguments::generation_param_dtype(): 16-bit weights under --bf16/--fp16 (no
 // fp32 master, as transformers generates), fp32 masters with 16-bit compute copies only under
 // --torch-dtype float32 --bf16/--fp16.
-void prepare_generation(CausalLM& model, const TrainingArguments& args);
+void prepare_generation(Model& model, const TrainingArguments& args);
 
 }  // namespace snug

@@ -31,7 +31,7 @@ const char* st_dtype(DType t) {
 }
 
 // One description of the base's quantization (all quantized parameters share the run's config).
-std::string describe_quantization(const CausalLM& model) {
+std::string describe_quantization(const Model& model) {
   for (const Parameter* p : model.parameters())
     if (p->quantized()) return p->quant->cfg.describe();
   return "";
@@ -39,13 +39,13 @@ std::string describe_quantization(const CausalLM& model) {
 
 }  // namespace
 
-bool has_quantized_base(const CausalLM& model) {
+bool has_quantized_base(const Model& model) {
   for (const Parameter* p : model.parameters())
     if (p->quantized()) return true;
   return false;
 }
 
-void save_quantized_base(const std::string& path, const CausalLM& model) {
+void save_quantized_base(const std::string& path, const Model& model) {
   SNUG_CHECK(!model.device().is_meta(), "cannot write the quantized base to '", path,
              "' from a model on the meta device");
   std::vector<std::pair<std::string, const Tensor*>> tensors;
@@ -55,7 +55,7 @@ void save_quantized_base(const std::string& path, const CausalLM& model) {
   save_safetensors(path, tensors, {{"quantization", describe_quantization(model)}});
 }
 
-void load_quantized_base(const std::string& path, CausalLM& model) {
+void load_quantized_base(const std::string& path, Model& model) {
   if (model.device().is_meta()) return;
   const SafetensorsFile f(path);
   const std::string want = describe_quantization(model);

@@ -11,22 +11,22 @@
 #include <string>
 
 #include "io/safetensors.h"
-#include "models/causal_lm.h"
+#include "models/model.h"
 
 namespace snug {
 
 inline constexpr const char* kQuantizedBaseFile = "quantized_base.safetensors";
 
 // Whether any parameter of the model is stored quantized.
-bool has_quantized_base(const CausalLM& model);
+bool has_quantized_base(const Model& model);
 
 // Writes every quantized parameter's tensors to `path` (atomically, as save_safetensors).
-void save_quantized_base(const std::string& path, const CausalLM& model);
+void save_quantized_base(const std::string& path, const Model& model);
 
 // Loads `path` into the model's quantized parameters, bit for bit. The file must hold exactly
 // their tensors, with the model's quantization, dtypes and byte sizes; errors name the file and
 // the tensor. No-op on meta.
-void load_quantized_base(const std::string& path, CausalLM& model);
+void load_quantized_base(const std::string& path, Model& model);
 
 // Copies the raw bytes of tensor `name` (any dtype) of an opened safetensors file into `t`,
 // whose byte size must match; errors name the file and the tensor.

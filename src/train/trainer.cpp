@@ -33,14 +33,14 @@ std::unique_ptr<TrainData> borrow(const TokenSource* s) {
 
 }  // namespace
 
-Trainer::Trainer(const TrainingArguments& args, CausalLM& model, const TokenSource* data)
+Trainer::Trainer(const TrainingArguments& args, Model& model, const TokenSource* data)
     : Trainer(args, model, borrow(data), nullptr, nullptr) {}
 
-Trainer::Trainer(const TrainingArguments& args, CausalLM& model, const TrainData* data,
+Trainer::Trainer(const TrainingArguments& args, Model& model, const TrainData* data,
                  const TrainData* eval)
     : Trainer(args, model, nullptr, data, eval) {}
 
-Trainer::Trainer(const TrainingArguments& args, CausalLM& model, std::unique_ptr<TrainData> owned,
+Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<TrainData> owned,
                  const TrainData* data, const TrainData* eval)
     : args_(args),
       model_(model),
@@ -160,15 +160,14 @@ void Trainer::prepare_batch(int32_t* inputs, int32_t* targets, int64_t T, int64_
   }
 }
 
-double accumulate_gradients(CausalLM& model, const int32_t* inputs, const int32_t* targets,
-                            int64_t B, int64_t T, int64_t accum, int64_t window_targets,
-                            double loss_scale) {
+double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets, int64_t B,
+                            int64_t T, int64_t accum, int64_t window_targets, double loss_scale) {
   return accumulate_gradients(model, inputs, targets, nullptr,
                               std::vector<int64_t>(static_cast<size_t>(accum), T), B, T,
                               window_targets, loss_scale);
 }
 
-double accumulate_gradients(CausalLM& model, const int32_t* inputs, const int32_t* targets,
+double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets,
                             const int32_t* positions, const std::vector<int64_t>& cols, int64_t B,
                             int64_t T, int64_t window_targets, double loss_scale) {
   double loss_sum = 0.0;  // sum of per-token losses over the window
@@ -196,7 +195,7 @@ double accumulate_gradients(CausalLM& model, const int32_t* inputs, const int32_
   return window_targets > 0 ? loss_sum / static_cast<double>(window_targets) : 0.0;
 }
 
-EvalLog evaluate(CausalLM& model, const TrainData& data, int64_t B, int64_t T, uint64_t seed,
+EvalLog evaluate(Model& model, const TrainData& data, int64_t B, int64_t T, uint64_t seed,
                  const EvalOptions& options) {
   const std::unique_ptr<BatchSource> src = data.batches(B, T, seed, false);
   const int64_t items = src->items_per_epoch();

@@ -18,7 +18,7 @@
 
 #include "data/batches.h"
 #include "data/dataset.h"
-#include "models/causal_lm.h"
+#include "models/model.h"
 #include "optim/lomo.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
@@ -86,12 +86,12 @@ struct TrainResult {
 // loss is the sum of per-token losses divided by `window_targets`, the number of targets >= 0 in
 // the whole window, times `loss_scale` (fp16's dynamic loss scale; 1 otherwise). Returns that
 // window loss, unscaled (non-finite: stopped at that micro-batch).
-double accumulate_gradients(CausalLM& model, const int32_t* inputs, const int32_t* targets,
-                            int64_t B, int64_t T, int64_t accum, int64_t window_targets,
+double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets, int64_t B,
+                            int64_t T, int64_t accum, int64_t window_targets,
                             double loss_scale = 1.0);
 // The same with micro-batch m holding cols[m] <= T tokens per row ((B, cols[m]) at offset m*B*T)
 // and, when `positions` is not null, its position ids laid out as the inputs (packed rows).
-double accumulate_gradients(CausalLM& model, const int32_t* inputs, const int32_t* targets,
+double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets,
                             const int32_t* positions, const std::vector<int64_t>& cols, int64_t B,
                             int64_t T, int64_t window_targets, double loss_scale = 1.0);
 // What evaluate() does beyond a causal LM's next-token loss (the Trainer sets it per --task).
@@ -113,19 +113,19 @@ struct EvalOptions {
 
 // eval_loss of `data` (every row once, in order, batches of B): the mean of the batches' mean
 // token losses weighted by their rows (batches without any target are left out). No gradients.
-EvalLog evaluate(CausalLM& model, const TrainData& data, int64_t B, int64_t T, uint64_t seed,
+EvalLog evaluate(Model& model, const TrainData& data, int64_t B, int64_t T, uint64_t seed,
                  const EvalOptions& options = {});
 
 class Trainer {
  public:
   // `data` may be null on the meta device only (a dry run without data: full rows, nothing
   // read).
-  Trainer(const TrainingArguments& args, CausalLM& model, const TokenSource* data);
+  Trainer(const TrainingArguments& args, Model& model, const TokenSource* data);
   // Any data (data/batches.h: token streams or jsonl examples), and optionally evaluation data
   // (evaluated every --eval-steps and at the end). Packed data needs a model that takes
   // position ids. On meta the data is read and evaluated as on a real device (shapes only), so
   // that a dry run sees the run's batches (plan/dry_run.h).
-  Trainer(const TrainingArguments& args, CausalLM& model, const TrainData* data,
+  Trainer(const TrainingArguments& args, Model& model, const TrainData* data,
           const TrainData* eval);
   int64_t total_steps() const { return total_steps_; }
   // The step training starts from (the checkpoint's with --resume-from, else 0).
@@ -145,7 +145,7 @@ class Trainer {
   TrainResult train(TrainCallback* callback = nullptr);
 
  private:
-  Trainer(const TrainingArguments& args, CausalLM& model, std::unique_ptr<TrainData> owned,
+  Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<TrainData> owned,
           const TrainData* data, const TrainData* eval);
   double clip_gradients();  // returns the pre-clip global norm
   // --resume-from: checks the checkpoint's run record against this run's, loads it and sets the
@@ -163,7 +163,7 @@ class Trainer {
                      int64_t epoch, int64_t position, const BatchSource& source) const;
 
   TrainingArguments args_;
-  CausalLM& model_;
+  Model& model_;
   ModelTask task_ = ModelTask::causal_lm;
   int64_t num_labels_ = 0, mask_token_id_ = -1, vocab_ = 0;
   std::unique_ptr<TrainData> owned_data_;  // the TokenSource constructor's wrapper

@@ -140,7 +140,7 @@ struct TrainingArguments {
   bool bnb_4bit_use_double_quant = false;
   std::string bnb_4bit_compute_dtype = "fp32";
   bool qlora = false;
-  // NEFTune (CausalLM::set_neftune_noise_alpha): embedding noise alpha while training; 0 = off.
+  // NEFTune (Model::set_neftune_noise_alpha): embedding noise alpha while training; 0 = off.
   double neftune_noise_alpha = 0.0;
 
   // QLoRA (Dettmers et al. 2023): 4-bit NF4 base with double quantization, bf16 compute, and

@@ -39,7 +39,7 @@ std::vector<std::vector<int32_t>> golden_prompts_of_length(size_t n) {
 }
 
 // Row b of generate_batch equals generate() of prompt b alone, and the cache has rows x context.
-void expect_rows_equal_alone(CausalLM& m, const std::vector<std::vector<int32_t>>& prompts,
+void expect_rows_equal_alone(Model& m, const std::vector<std::vector<int32_t>>& prompts,
                              const GenerationConfig& g) {
   std::vector<std::vector<int32_t>> streamed(prompts.size());
   const BatchGenerationResult r = generate_batch(
@@ -63,7 +63,7 @@ class BatchGenerate : public ::testing::Test {
     load_model_weights(*m_, kDir + "/model.safetensors");
   }
   Device dev_{cpu_backend()};
-  std::unique_ptr<CausalLM> m_;
+  std::unique_ptr<Model> m_;
 };
 
 TEST_F(BatchGenerate, GreedyRowsEqualEachPromptAlone) {

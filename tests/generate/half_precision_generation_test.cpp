@@ -113,8 +113,8 @@ std::string fixture(const std::string& name) {
 }
 
 // A fixture folder's model with `dtype` parameters computing in `compute`.
-std::unique_ptr<CausalLM> fixture_model(const std::string& name, Device& dev, DType dtype,
-                                        ComputeDType compute, kernels::GemmPath path) {
+std::unique_ptr<Model> fixture_model(const std::string& name, Device& dev, DType dtype,
+                                     ComputeDType compute, kernels::GemmPath path) {
   auto m = create_model(resolve_model(fixture(name)), dev, dtype);
   load_model_weights(*m, fixture(name));
   m->set_compute_dtype(compute);
@@ -123,7 +123,7 @@ std::unique_ptr<CausalLM> fixture_model(const std::string& name, Device& dev, DT
 }
 
 // (B, V) logits of the prefill of 5 tokens, then of 4 single tokens, through `cache`.
-std::vector<std::vector<float>> cached_logits(CausalLM& m, nn::KVCache& cache) {
+std::vector<std::vector<float>> cached_logits(Model& m, nn::KVCache& cache) {
   const int64_t B = 2, V = m.summary().vocab_size;
   std::vector<std::vector<float>> out;
   for (int64_t t0 = 0; t0 < 9;) {
@@ -166,7 +166,7 @@ TEST(KVCache, SixteenBitModelCachesInItsDtypeAndEqualsAnFp32Cache) {
 }
 
 // The values a 16-bit model holds, written into an fp32 model's parameters.
-void copy_values(const CausalLM& from, CausalLM& to) {
+void copy_values(const Model& from, Model& to) {
   for (const Parameter* p : from.parameters()) {
     Parameter* q = to.find(p->name);
     ASSERT_NE(q, nullptr) << p->name;

@@ -112,7 +112,7 @@ ModelSummary summary_of(const test::BlockLMSpec& b, const char* name) {
 
 // Prefill 5 tokens, then 1 at a time: every step's logits equal the full forward's at that
 // position (B = 2 rows), within `tol` (max difference over max magnitude).
-void expect_cached_equals_full(CausalLM& m, int64_t T = 11, float tol = 1e-5f) {
+void expect_cached_equals_full(Model& m, int64_t T = 11, float tol = 1e-5f) {
   const int64_t B = 2, V = m.summary().vocab_size;
   std::vector<int32_t> tokens(B * T);
   for (int64_t i = 0; i < B * T; ++i) tokens[i] = static_cast<int32_t>((i * 7 + 3) % V);

@@ -32,7 +32,7 @@ def main():
                      bos_token_id=0, eos_token_id=0)
     model = GPT2LMHeadModel(cfg).eval()
     os.makedirs(OUT, exist_ok=True)
-    # snug's GPT-2 config.json keys (models/gpt2_config.h) and the weights in HF names, tied head
+    # snug's GPT-2 config.json keys (models/gpt2/gpt2_config.h) and the weights in HF names, tied head
     # left out as save_pretrained does.
     with open(os.path.join(OUT, "config.json"), "w") as f:
         json.dump({"model_type": "gpt2", "vocab_size": 97, "n_positions": 64, "n_embd": 32,

@@ -42,7 +42,7 @@ expected.safetensors (F32 unless noted; __metadata__: case, model_type, batch, s
 dtype, and the relative sensitivities below):
   causal cases:
     input_ids     I32 (B,T)
-    targets       I32 (B,T) what snug's CausalLM::forward takes: targets[b,t] is the token
+    targets       I32 (B,T) what snug's Model::forward takes: targets[b,t] is the token
                   position t predicts (already shifted), -100 ignored; one is -100. In
                   transformers' terms labels[:, 1:] == targets[:, :-1] (checked here against
                   the model's own `labels` loss).

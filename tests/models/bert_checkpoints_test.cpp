@@ -82,7 +82,7 @@ ModelConfig config(ModelTask task) {
 // A model of the fixtures' shape for `task`, loaded from `file` with --seed 7.
 struct Loaded {
   Device dev{cpu_backend()};
-  std::unique_ptr<CausalLM> model;
+  std::unique_ptr<Model> model;
   HfLoadReport report;
   Loaded(ModelTask task, const std::string& file) {
     model = create_model(config(task), dev);

@@ -136,7 +136,7 @@ TEST(Bert, NaiveDropoutKeepsEagerAttentionsTensors) {
 }
 
 // Loss with the dropout masks of forward count 0 every time.
-double loss_at(CausalLM& m, const Batch& b) {
+double loss_at(Model& m, const Batch& b) {
   m.set_forward_count(0);
   const double l = m.forward(b.ids.data(), b.targets.data(), b.B, b.T, true, 1.0f);
   m.free_activations();

@@ -304,7 +304,7 @@ double std_of(const std::vector<float>& v) {
   return std::sqrt(s / static_cast<double>(v.size()));
 }
 
-std::vector<float> values(const CausalLM& m, const Parameter& p) {
+std::vector<float> values(const Model& m, const Parameter& p) {
   std::vector<float> v(static_cast<size_t>(p.numel()));
   m.read_values(p, v.data());
   return v;

@@ -14,7 +14,7 @@
 #include "core/tensor.h"
 #include "io/safetensors.h"
 #include "kernels/backends.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 
 namespace snug {
 namespace {

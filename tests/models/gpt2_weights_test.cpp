@@ -1,7 +1,7 @@
-// Hugging Face-named GPT-2 weights (models/gpt2_weights.h): a saved model loads back bit for bit
-// into a differently initialized one, Hub spellings load, and every mismatch is one clear error
+// Hugging Face-named GPT-2 weights (models/gpt2/gpt2_weights.h): a saved model loads back bit for
+// bit into a differently initialized one, Hub spellings load, and every mismatch is one clear error
 // naming the file and the tensor.
-#include "models/gpt2_weights.h"
+#include "models/gpt2/gpt2_weights.h"
 
 #include <gtest/gtest.h>
 

@@ -104,7 +104,7 @@ TEST_P(HfFamilyParity, LogitsLossAndGradientsMatchTransformers) {
   const ModelConfig cfg = resolve_model(dir());
   EXPECT_EQ(cfg.shape.model_type, ex.metadata().at("model_type"));
   Device cpu(cpu_backend());
-  const std::unique_ptr<CausalLM> model = create_model(cfg, cpu);
+  const std::unique_ptr<Model> model = create_model(cfg, cpu);
   load_model_weights(*model, dir());
 
   // Exactly transformers' named_parameters(), in any order (a tied head is the embedding).

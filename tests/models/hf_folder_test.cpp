@@ -21,6 +21,7 @@
 #include "io/safetensors.h"
 #include "kernels/backends.h"
 #include "models/registry.h"
+#include "support/param_bytes.h"
 #include "support/run_cli.h"
 
 namespace snug {
@@ -56,16 +57,6 @@ ModelConfig odd_model() {
   o.n_layer = 3;
   o.n_head = 6;
   return resolve_model("gpt2-tiny", o);
-}
-
-// The parameters' raw bytes, by name.
-std::map<std::string, std::vector<uint8_t>> raw(const CausalLM& m) {
-  std::map<std::string, std::vector<uint8_t>> out;
-  for (const Parameter* p : m.parameters()) {
-    const auto* b = static_cast<const uint8_t*>(p->value.raw());
-    out[p->name] = std::vector<uint8_t>(b, b + p->value.nbytes());
-  }
-  return out;
 }
 
 TEST(HfFolder, ShardSizesParseAsTransformersReadsThem) {
@@ -141,7 +132,7 @@ TEST(HfFolder, AFolderLoadsBackBitForBitWholeOrSharded) {
   const auto back = create_model(resolve_model(dir), cpu);
   back->init_weights(8);
   load_model_weights(*back, dir);
-  EXPECT_EQ(raw(*back), raw(*src));
+  EXPECT_EQ(test::param_bytes(*back), test::param_bytes(*src));
 
   // Saved again in one file: the shards and the index of the first save are gone.
   w = save_hf_folder(dir, hf_config_json(cfg, DType::f32), hf_model_tensors(*src), "", {});
@@ -151,7 +142,7 @@ TEST(HfFolder, AFolderLoadsBackBitForBitWholeOrSharded) {
   EXPECT_EQ(left, (std::set<std::string>{"config.json", "model.safetensors"}));
   const auto again = create_model(resolve_model(dir), cpu);
   load_model_weights(*again, dir);
-  EXPECT_EQ(raw(*again), raw(*src));
+  EXPECT_EQ(test::param_bytes(*again), test::param_bytes(*src));
   // And sharded once more: model.safetensors goes, the index is back.
   w = save_hf_folder(dir, hf_config_json(cfg, DType::f32), hf_model_tensors(*src), "", o);
   EXPECT_EQ(w.weight_files.size(), 13u);

@@ -26,7 +26,7 @@ namespace {
 
 using test::TempDir;
 
-bool same_values(const CausalLM& a, const CausalLM& b) {
+bool same_values(const Model& a, const Model& b) {
   for (size_t i = 0; i < a.parameters().size(); ++i) {
     const Tensor& x = a.parameters()[i]->value;
     const Tensor& y = b.parameters()[i]->value;
@@ -39,7 +39,7 @@ bool same_values(const CausalLM& a, const CausalLM& b) {
 
 // Writes the model's parameters as two shards (the first `split` parameters, then the rest) and
 // an index mapping each name to its shard, as save_pretrained(max_shard_size=...) does.
-void save_sharded(const CausalLM& m, const std::filesystem::path& dir, size_t split,
+void save_sharded(const Model& m, const std::filesystem::path& dir, size_t split,
                   const nlohmann::json& index_patch = {}) {
   std::filesystem::create_directories(dir);
   std::vector<std::pair<std::string, const Tensor*>> a, b;
@@ -58,7 +58,7 @@ void save_sharded(const CausalLM& m, const std::filesystem::path& dir, size_t sp
   std::ofstream(dir / "model.safetensors.index.json") << index.dump(2);
 }
 
-std::string load_error(CausalLM& m, const std::string& path) {
+std::string load_error(Model& m, const std::string& path) {
   try {
     load_model_weights(m, path);
   } catch (const Error& e) {
@@ -70,7 +70,7 @@ std::string load_error(CausalLM& m, const std::string& path) {
 struct Models {
   Device dev{cpu_backend()};
   ModelConfig cfg = resolve_model("gpt2-tiny");
-  std::unique_ptr<CausalLM> a = create_model(cfg, dev), b = create_model(cfg, dev);
+  std::unique_ptr<Model> a = create_model(cfg, dev), b = create_model(cfg, dev);
   Models() {
     a->init_weights(1);
     b->init_weights(2);

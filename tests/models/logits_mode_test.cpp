@@ -6,7 +6,7 @@
 
 #include "core/device.h"
 #include "kernels/backends.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "support/random.h"
 
 namespace snug {

@@ -11,7 +11,7 @@
 
 #include "core/device.h"
 #include "kernels/backends.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "support/block_lm.h"
 #include "support/configs.h"
 

@@ -10,7 +10,7 @@
 #include "core/device.h"
 #include "data/dataset.h"
 #include "kernels/backends.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "train/trainer.h"
 
 namespace snug {

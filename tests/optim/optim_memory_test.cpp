@@ -7,7 +7,7 @@
 
 #include "core/device.h"
 #include "kernels/backends.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "optim/optimizer.h"
 
 namespace snug {

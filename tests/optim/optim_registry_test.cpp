@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "kernels/backends.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "optim/lomo.h"
 #include "optim/registry.h"
 #include "support/configs.h"

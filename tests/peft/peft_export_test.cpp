@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "kernels/backends.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "models/registry.h"
 #include "support/configs.h"
 #include "support/random.h"

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "models/gpt2_config.h"
+#include "models/gpt2/gpt2_config.h"
 #include "plan/what_if.h"
 #include "support/configs.h"
 

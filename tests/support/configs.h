@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "models/gpt2_config.h"
+#include "models/gpt2/gpt2_config.h"
 #include "models/model_config.h"
 #include "train/training_args.h"
 

@@ -4,12 +4,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "models/causal_lm.h"
+#include "models/model.h"
 
 namespace snug::test {
 
 // (B,T,V) logits of an evaluation forward of `tokens` (B,T), full logits mode.
-inline std::vector<float> logits_of(CausalLM& m, const std::vector<int32_t>& tokens, int64_t B,
+inline std::vector<float> logits_of(Model& m, const std::vector<int32_t>& tokens, int64_t B,
                                     int64_t T) {
   m.set_logits_mode(LogitsMode::full);
   m.forward(tokens.data(), nullptr, B, T, /*for_backward=*/false);

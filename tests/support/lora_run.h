@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "support/run_cli.h"
 
 namespace snug::test {

@@ -10,7 +10,7 @@
 #include "core/device.h"
 #include "data/batches.h"
 #include "kernels/backends.h"
-#include "models/causal_lm.h"
+#include "models/model.h"
 #include "models/model_config.h"
 #include "train/trainer.h"
 #include "train/training_args.h"
@@ -25,7 +25,7 @@ struct TrainRun {
   TrainingArguments args;
   Device dev{cpu_backend()};
   ModelConfig cfg;
-  std::unique_ptr<CausalLM> model;
+  std::unique_ptr<Model> model;
   OpenedData data;
 };
 

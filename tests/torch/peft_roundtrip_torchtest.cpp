@@ -13,7 +13,7 @@
 #include "core/device.h"
 #include "io/safetensors.h"
 #include "kernels/backends.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "support/lora_run.h"
 #include "support/random.h"
 #include "torch/torch_python.h"

@@ -11,7 +11,7 @@
 #include "core/device.h"
 #include "data/dataset.h"
 #include "kernels/backends.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "support/run_cli.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"

@@ -21,7 +21,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "kernels/backends.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "support/configs.h"
 #include "support/run_cli.h"
 #include "train/trainer.h"

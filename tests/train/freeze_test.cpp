@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "kernels/backends.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "optim/optimizer.h"
 #include "plan/what_if.h"
 #include "train/trainer.h"

@@ -8,7 +8,7 @@
 
 #include "core/device.h"
 #include "kernels/backends.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "optim/optimizer.h"
 #include "support/random.h"
 #include "train/trainer.h"

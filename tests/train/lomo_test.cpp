@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "kernels/backends.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "support/configs.h"
 #include "train/fused_step.h"
 #include "train/trainer.h"

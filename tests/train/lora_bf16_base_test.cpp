@@ -39,7 +39,7 @@ int64_t at(const ByCategory& b, Category c) {
 }
 
 // The fp32 LoRA adapters of a model: A and B parameter elements.
-int64_t adapter_params(const CausalLM& m) {
+int64_t adapter_params(const Model& m) {
   int64_t n = 0;
   for (const LoraAdapter& a : m.lora_adapters()) n += a.A->numel() + a.B->numel();
   return n;
@@ -92,7 +92,7 @@ struct RunOutcome {
   std::vector<std::vector<float>> base_before, base_after;  // cpu only
 };
 
-std::vector<std::vector<float>> base_values(const CausalLM& m) {
+std::vector<std::vector<float>> base_values(const Model& m) {
   std::vector<std::vector<float>> v;
   for (const Parameter* p : m.parameters()) {
     if (p->name.find(".lora_") != std::string::npos || p->quantized()) continue;
@@ -184,8 +184,8 @@ TEST(LoraBf16Base, MetaReportsWhatCpuMeasures) {
 }
 
 // A GPT-2 or Llama model with `dtype` parameters, LoRA on every Linear with B nonzero.
-std::unique_ptr<CausalLM> adapted(const std::string& name, Device& dev, DType dtype,
-                                  ComputeDType compute) {
+std::unique_ptr<Model> adapted(const std::string& name, Device& dev, DType dtype,
+                               ComputeDType compute) {
   auto m = create_model(resolve_model(name), dev, dtype);
   m->init_weights(5);
   LoraConfig c;
@@ -204,7 +204,7 @@ std::unique_ptr<CausalLM> adapted(const std::string& name, Device& dev, DType dt
 }
 
 // Sets every parameter of `to` to `from`'s values (fp32 parameters holding 16-bit ones exactly).
-void copy_values(const CausalLM& from, CausalLM& to) {
+void copy_values(const Model& from, Model& to) {
   for (const Parameter* p : from.parameters()) {
     Parameter* q = to.find(p->name);
     ASSERT_NE(q, nullptr) << p->name;

@@ -15,7 +15,7 @@
 #include "core/device.h"
 #include "data/dataset.h"
 #include "kernels/backends.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "support/compare.h"
 #include "support/configs.h"
 #include "support/memory_checks.h"

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "data/batches.h"
 #include "kernels/backends.h"
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "nn/init.h"
 #include "nn/param_fill.h"
 #include "report/report.h"
@@ -59,7 +59,7 @@ Example example(std::vector<int32_t> ids, int masked) {
   return e;
 }
 
-std::vector<float> grads(const CausalLM& m) {
+std::vector<float> grads(const Model& m) {
   std::vector<float> g;
   for (Parameter* p : m.parameters())
     if (p->grad.defined())

@@ -50,7 +50,7 @@ struct Expected {
 
 // eval_loss and eval_accuracy of `model` on `eval` as the Trainer should compute them, from the
 // logits of forwards without targets (one row at a time) and dummy_eval_label.
-Expected expected(CausalLM& model, const TrainData& eval, const TrainingArguments& a) {
+Expected expected(Model& model, const TrainData& eval, const TrainingArguments& a) {
   const std::unique_ptr<BatchSource> src = eval.batches(1, a.seq_len, a.seed, false);
   Expected e;
   int64_t correct = 0;

@@ -20,9 +20,7 @@ constexpr int64_t kEmbeddingsDropoutLayer = -1, kPoolerDropoutLayer = -2;
 
 }  // namespace
 
-struct Bert::Saved {
-  int64_t B = 0, T = 0;
-  bool has_targets = false, for_backward = false;
+struct Bert::Saved : SavedRun {
   nn::Embedding::Saved words, types;
   nn::NormSaved emb_norm;
   Tensor emb_mask;  // (B,T,C) uint8
@@ -45,16 +43,19 @@ struct Bert::Saved {
 
 Bert::Bert(const BertConfig& cfg, Device& dev, DType param_dtype,
            const std::optional<WeightQuantConfig>& quant)
-    : cfg_(cfg), dev_(&dev), ps_(dev) {
+    : BlockModel(dev, cfg.name, "bert.encoder.layer.", "layer.", AttentionImpl::flash,
+                 LogitsMode::full),
+      cfg_(cfg) {
+  ParameterStore& ps = store();
   cfg_.validate();
   const int64_t V = cfg_.vocab_size, C = cfg_.hidden_size;
   dev.pool().set_phase("init weights");
-  ps_.set_param_dtype(param_dtype);
-  words_.emplace(ps_, "bert.embeddings.word_embeddings.weight", V, C,
+  ps.set_param_dtype(param_dtype);
+  words_.emplace(ps, "bert.embeddings.word_embeddings.weight", V, C,
                  "bert.embeddings.position_embeddings.weight", cfg_.max_position_embeddings);
-  types_.emplace(ps_, "bert.embeddings.token_type_embeddings.weight", cfg_.type_vocab_size, C);
-  emb_norm_.emplace(ps_, "bert.embeddings.LayerNorm", C, nn::NormKind::layer, cfg_.layer_norm_eps);
-  ps_.set_weight_quant(quant);  // the layers' Linear weights only
+  types_.emplace(ps, "bert.embeddings.token_type_embeddings.weight", cfg_.type_vocab_size, C);
+  emb_norm_.emplace(ps, "bert.embeddings.LayerNorm", C, nn::NormKind::layer, cfg_.layer_norm_eps);
+  ps.set_weight_quant(quant);  // the layers' Linear weights only
   layers_.reserve(static_cast<size_t>(cfg_.num_hidden_layers));
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     nn::EncoderLayerConfig lc;
@@ -64,7 +65,7 @@ Bert::Bert(const BertConfig& cfg, Device& dev, DType param_dtype,
                .causal = false,
                .qkv_bias = true,
                .o_bias = true,
-               .kernel = attention_,
+               .kernel = attention(),
                .layout = nn::LinearLayout::linear,
                .q_name = "self.query",
                .k_name = "self.key",
@@ -83,40 +84,30 @@ Bert::Bert(const BertConfig& cfg, Device& dev, DType param_dtype,
               .down_name = "output.dense"};
     lc.hidden_dropout = cfg_.hidden_dropout_prob;
     lc.index = l;
-    const size_t begin = ps_.list().size();
-    layers_.emplace_back(ps_, "bert.encoder.layer." + std::to_string(l), lc);
-    layer_params_.emplace_back(begin, ps_.list().size());
+    const size_t begin = ps.list().size();
+    layers_.emplace_back(ps, layer_prefix() + std::to_string(l), lc);
+    add_layer(begin, ps.list().size(), layers_.back().linears());
   }
-  ps_.set_weight_quant(std::nullopt);
-  head_params_begin_ = ps_.list().size();
+  ps.set_weight_quant(std::nullopt);
+  head_params_begin_ = ps.list().size();
   if (classifies()) {
-    pooler_.emplace(ps_, "bert.pooler.dense", C, C, true, nn::LinearLayout::linear);
-    classifier_.emplace(ps_, "classifier", C, cfg_.num_labels, true, nn::LinearLayout::linear);
+    pooler_.emplace(ps, "bert.pooler.dense", C, C, true, nn::LinearLayout::linear);
+    classifier_.emplace(ps, "classifier", C, cfg_.num_labels, true, nn::LinearLayout::linear);
   } else {
     // BertLMPredictionHead registers its own bias before its submodules (HF's order).
-    mlm_bias_ = ps_.add("cls.predictions.bias", {V}, false);
-    transform_.emplace(ps_, "cls.predictions.transform.dense", C, C, true,
-                       nn::LinearLayout::linear);
-    transform_norm_.emplace(ps_, "cls.predictions.transform.LayerNorm", C, nn::NormKind::layer,
+    mlm_bias_ = ps.add("cls.predictions.bias", {V}, false);
+    transform_.emplace(ps, "cls.predictions.transform.dense", C, C, true, nn::LinearLayout::linear);
+    transform_norm_.emplace(ps, "cls.predictions.transform.LayerNorm", C, nn::NormKind::layer,
                             cfg_.layer_norm_eps);
-    decoder_.emplace(ps_, "cls.predictions.decoder", C, V, words_->weight(), mlm_bias_);
+    decoder_.emplace(ps, "cls.predictions.decoder", C, V, words_->weight(), mlm_bias_);
   }
-  for (nn::EncoderLayer& layer : layers_) linears_.push_back(layer.linears());
   SNUG_ASSERT(count_params(parameters()) == cfg_.num_params(), "BERT parameter count");
 }
 
 Bert::~Bert() = default;
 
 ModelSummary Bert::summary() const {
-  ModelSummary s;
-  s.name = cfg_.name;
-  s.model_type = "bert";
-  s.n_layer = cfg_.num_hidden_layers;
-  s.n_embd = cfg_.hidden_size;
-  s.n_head = cfg_.num_attention_heads;
-  s.vocab_size = cfg_.vocab_size;
-  s.n_positions = cfg_.max_position_embeddings;
-  return s;
+  return common_shape_config(cfg_, "bert", nullptr).shape;
 }
 
 std::map<std::string, std::string> Bert::weights_metadata() const {
@@ -133,18 +124,13 @@ void Bert::init_weights(uint64_t seed) {
   const int64_t C = cfg_.hidden_size, pad = cfg_.pad_token_id;
   for (Parameter* p : parameters()) {
     const std::string& n = p->name;
-    auto ends_with = [&](const char* s) {
-      const std::string suffix(s);
-      return n.size() >= suffix.size() &&
-             n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
-    };
     const bool norm = n.find("LayerNorm") != std::string::npos;
     const bool words = n == words_->weight()->name;
     int64_t at = 0;  // elements filled so far (the padding row of the word embeddings is 0)
     nn::fill_values(*p, device().ops(), [&](float* d, int64_t cnt) {
       if (norm) {
-        for (int64_t i = 0; i < cnt; ++i) d[i] = ends_with(".weight") ? 1.0f : 0.0f;
-      } else if (ends_with("bias")) {
+        for (int64_t i = 0; i < cnt; ++i) d[i] = n.ends_with(".weight") ? 1.0f : 0.0f;
+      } else if (n.ends_with("bias")) {
         for (int64_t i = 0; i < cnt; ++i) d[i] = 0.0f;
       } else {
         rng.fill(d, cnt, 0.0f, std);
@@ -157,16 +143,8 @@ void Bert::init_weights(uint64_t seed) {
   }
 }
 
-void Bert::set_attention(AttentionImpl a) {
-  attention_ = a;
+void Bert::apply_attention(AttentionImpl a) {
   for (nn::EncoderLayer& layer : layers_) layer.set_attention(a);
-}
-
-void Bert::set_checkpointing(const CheckpointConfig& c) {
-  SNUG_CHECK(c.policy == CheckpointPolicy::none || c.policy == CheckpointPolicy::selective ||
-                 c.every_k >= 1,
-             "gradient checkpointing: segment length must be >= 1, got ", c.every_k);
-  ckpt_ = c;
 }
 
 const Tensor& Bert::logits() const {
@@ -175,38 +153,13 @@ const Tensor& Bert::logits() const {
   return classifies() ? saved_->probs : saved_->head.probs;
 }
 
-void Bert::free_activations() {
+void Bert::drop_saved() {
   saved_.reset();
-  ctx().clear();
 }
 
-std::vector<const Parameter*> Bert::gemm_weights() const {
-  std::vector<const Parameter*> w;
-  if (classifies()) {
-    w = {pooler_->weight(), classifier_->weight()};
-  } else {
-    w = {words_->weight(), transform_->weight()};
-  }
-  for (const auto& layer : linears_)
-    for (const nn::Linear* lin : layer) w.push_back(lin->weight());
-  return w;
-}
-
-int64_t Bert::num_compute_copy_params() const {
-  if (ps_.param_dtype() != DType::f32) return 0;
-  int64_t n = 0;
-  for (const Parameter* p : gemm_weights())
-    if (!p->quantized()) n += p->numel();
-  return n;
-}
-
-std::string Bert::phase(const char* what, size_t l) const {
-  return detail::concat(what, " layer.", l);
-}
-
-bool Bert::segment_end(size_t l) const {
-  if (l + 1 == layers_.size()) return true;
-  return (l + 1) % static_cast<size_t>(ckpt_.every_k) == 0;
+std::vector<const Parameter*> Bert::head_gemm_weights() const {
+  if (classifies()) return {pooler_->weight(), classifier_->weight()};
+  return {words_->weight(), transform_->weight()};
 }
 
 void Bert::layer_forward(size_t l, Saved& s) {
@@ -214,20 +167,10 @@ void Bert::layer_forward(size_t l, Saved& s) {
   s.outs[l] = layers_[l].forward(x, s.layers[l]);
 }
 
-void Bert::ready(Parameter* p) {
-  if (grad_ready_ && p->requires_grad && p->grad.defined()) grad_ready_(*p);
-}
-
 float Bert::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
                     bool for_backward, float loss_scale) {
   const int64_t V = cfg_.vocab_size, C = cfg_.hidden_size, N = B * T;
-  SNUG_CHECK(B > 0 && T > 0, "forward: batch ", B, " and sequence length ", T, " must be positive");
-  SNUG_CHECK(T <= cfg_.max_position_embeddings, "forward: sequence length ", T,
-             " exceeds the model's ", cfg_.max_position_embeddings,
-             " positions (max_position_embeddings of ", cfg_.name, ")");
-  for (int64_t i = 0; i < N; ++i)
-    SNUG_CHECK(tokens[i] >= 0 && tokens[i] < V, "forward: token id ", tokens[i], " at position ", i,
-               " is outside the vocabulary [0, ", V, ")");
+  check_tokens(tokens, B, T, V, cfg_.max_position_embeddings, "max_position_embeddings");
   if (!token_types_.empty()) {
     SNUG_CHECK(static_cast<int64_t>(token_types_.size()) == N, "forward: ", token_types_.size(),
                " token type ids for a batch of ", B, " x ", T);
@@ -259,72 +202,50 @@ float Bert::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
     }
   }
   saved_.reset();
-  nn::RunContext& c = ctx();
-  const OpTable& ops = c.ops();
-  c.training = for_backward;
-  if (for_backward) ++c.forward_count;  // keys this forward's dropout masks
-  MemoryPool& pool = dev_->pool();
-  if (c.low_precision()) {
-    pool.set_phase("forward cast weights");
-    c.cast_compute_weights(gemm_weights());
-  }
   auto s = std::make_unique<Saved>();
-  s->B = B;
-  s->T = T;
-  s->has_targets = targets != nullptr;
-  s->for_backward = for_backward;
-  pool.set_phase("forward embeddings");
-  Tensor tokens_t = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
-  Tensor types_t = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
-  Tensor targets_t;
-  if (targets) {
-    if (classifies()) {
-      targets_t = Tensor::empty({B}, DType::i32, Category::input_data, *dev_);
-      dev_->upload(targets_t.data<int32_t>(), labels.data(), B);
-    } else {
-      targets_t = Tensor::empty({B, T}, DType::i32, Category::input_data, *dev_);
-      dev_->upload(targets_t.data<int32_t>(), targets, N);
-    }
-  }
-  dev_->upload(tokens_t.data<int32_t>(), tokens, N);
+  begin_forward(*s, B, T, targets != nullptr, for_backward);
+  Tensor tokens_t = host_ids(tokens, {B, T});
+  Tensor types_t;
   {
     const std::vector<int32_t> zeros(token_types_.empty() ? static_cast<size_t>(N) : 0, 0);
-    dev_->upload(types_t.data<int32_t>(), token_types_.empty() ? zeros.data() : token_types_.data(),
-                 N);
+    types_t = host_ids(token_types_.empty() ? zeros.data() : token_types_.data(), {B, T});
   }
+  Tensor targets_t;
+  if (targets) targets_t = classifies() ? host_ids(labels.data(), {B}) : host_ids(targets, {B, T});
+  nn::RunContext& c = ctx();
+  const OpTable& ops = c.ops();
+  Device& dev = device();
+  MemoryPool& pool = dev.pool();
   {
     // x0 = dropout(LayerNorm(words[ids] + positions[t] + types[type ids])).
-    const Tensor e = nn::activation(*dev_, {B, T, C});  // the LayerNorm's saved input
+    const Tensor e = nn::activation(dev, {B, T, C});  // the LayerNorm's saved input
     words_->forward(tokens_t, e, s->words);
     // NEFTune on the word embeddings (nn/neftune.h); after the positions is the same sum.
-    if (for_backward && neftune_alpha_ > 0) nn::add_neftune_noise(c, e, neftune_alpha_);
-    Tensor te = nn::temporary(*dev_, {B, T, C});
+    if (for_backward && neftune_alpha() > 0) nn::add_neftune_noise(c, e, neftune_alpha());
+    Tensor te = nn::temporary(dev, {B, T, C});
     types_->forward(types_t, te, s->types);
     ops.add(nn::f32(e), nn::f32(e), nn::f32(te), N * C);
     te.reset();
     tokens_t.reset();  // the Saveds keep the ids
     types_t.reset();
-    s->x0 = nn::activation(*dev_, {B, T, C});
+    s->x0 = nn::activation(dev, {B, T, C});
     emb_norm_->forward(e, s->x0, s->emb_norm);
     if (for_backward && cfg_.hidden_dropout_prob > 0) {
-      s->emb_mask = Tensor::empty({B, T, C}, DType::u8, Category::activations, *dev_);
+      s->emb_mask = Tensor::empty({B, T, C}, DType::u8, Category::activations, dev);
       ops.dropout_forward(nn::f32(s->x0), s->emb_mask.data<uint8_t>(), nn::f32(s->x0), N * C,
                           cfg_.hidden_dropout_prob, c.dropout_key(kEmbeddingsDropoutLayer, 0));
     }
     if (!for_backward) s->emb_norm = {};
   }
 
-  const bool segments = for_backward && (ckpt_.policy == CheckpointPolicy::every_layer ||
-                                         ckpt_.policy == CheckpointPolicy::every_k);
-  const size_t L = layers_.size();
-  s->layers.resize(L);
-  s->outs.resize(L);
+  const bool segments = segmented(for_backward);
+  const size_t L = layer_slots(*s);
   for (size_t l = 0; l < L; ++l) {
     pool.set_phase(phase("forward", l));
     layer_forward(l, *s);
     if (l == 0 && !for_backward) s->x0.reset();
     if (!for_backward || segments) s->layers[l] = {};
-    if (for_backward && ckpt_.policy == CheckpointPolicy::selective)
+    if (for_backward && ckpt().policy == CheckpointPolicy::selective)
       layers_[l].drop_selective(s->layers[l]);
     // A layer's input is kept by its attention's Saved (or, checkpointing, as a segment input).
     if (l > 0 && !(segments && segment_end(l - 1))) s->outs[l - 1].reset();
@@ -344,6 +265,7 @@ float Bert::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
 
 double Bert::head_forward(const Tensor& x, const Tensor& targets, bool for_backward, float scale,
                           Saved& s) {
+  Device& dev = device();
   nn::RunContext& c = ctx();
   const OpTable& ops = c.ops();
   const int64_t B = s.B, T = s.T, C = cfg_.hidden_size;
@@ -351,11 +273,11 @@ double Bert::head_forward(const Tensor& x, const Tensor& targets, bool for_backw
   s.loss_scale = scale;
   if (!classifies()) {
     // cls.predictions: LayerNorm(gelu(dense(x))) -> decoder (tied) + bias.
-    s.pre = nn::activation(*dev_, {B, T, C});
+    s.pre = nn::activation(dev, {B, T, C});
     transform_->forward(x, s.pre, s.transform_lin);
-    const Tensor g = nn::activation(*dev_, {B, T, C});  // the LayerNorm's saved input
+    const Tensor g = nn::activation(dev, {B, T, C});  // the LayerNorm's saved input
     ops.gelu_erf_forward(nn::f32(g), nn::f32(s.pre), B * T * C);
-    const Tensor xf = nn::activation(*dev_, {B, T, C});
+    const Tensor xf = nn::activation(dev, {B, T, C});
     transform_norm_->forward(g, xf, s.transform_norm);
     c.round_half(xf);
     if (!for_backward) {
@@ -368,23 +290,23 @@ double Bert::head_forward(const Tensor& x, const Tensor& targets, bool for_backw
   }
   // Pooler on each row's first token, tanh, dropout, classifier.
   const int64_t NL = cfg_.num_labels;
-  const Tensor first = nn::activation(*dev_, {B, C});
+  const Tensor first = nn::activation(dev, {B, C});
   for (int64_t b = 0; b < B; ++b)
-    dev_->copy(nn::offset(nn::f32(first), b * C), nn::offset(nn::f32(x), b * T * C), C);
-  s.pooled = nn::activation(*dev_, {B, C});
+    dev.copy(nn::offset(nn::f32(first), b * C), nn::offset(nn::f32(x), b * T * C), C);
+  s.pooled = nn::activation(dev, {B, C});
   pooler_->forward(first, s.pooled, s.pooler_lin);
   ops.tanh_forward(nn::f32(s.pooled), nn::f32(s.pooled), B * C);
-  const Tensor pd = nn::activation(*dev_, {B, C});  // the classifier's saved input
+  const Tensor pd = nn::activation(dev, {B, C});  // the classifier's saved input
   const double p = cfg_.pooler_dropout();
   if (for_backward && p > 0) {
-    s.cls_mask = Tensor::empty({B, C}, DType::u8, Category::activations, *dev_);
+    s.cls_mask = Tensor::empty({B, C}, DType::u8, Category::activations, dev);
     ops.dropout_forward(nn::f32(pd), s.cls_mask.data<uint8_t>(), nn::f32(s.pooled), B * C, p,
                         c.dropout_key(kPoolerDropoutLayer, 0));
   } else {
-    dev_->copy(nn::f32(pd), nn::f32(s.pooled), B * C);
+    device().copy(nn::f32(pd), nn::f32(s.pooled), B * C);
   }
   c.round_gemm_input(pd);
-  s.probs = nn::activation(*dev_, {B, NL});  // logits, then probabilities, then their gradient
+  s.probs = nn::activation(dev, {B, NL});  // logits, then probabilities, then their gradient
   classifier_->forward(pd, s.probs, s.cls_lin);
   if (!for_backward) {
     s.pooler_lin = {};
@@ -393,20 +315,21 @@ double Bert::head_forward(const Tensor& x, const Tensor& targets, bool for_backw
   }
   if (!targets.defined()) return 0.0;
   s.labels = targets;
-  s.losses = nn::activation(*dev_, {B});
+  s.losses = nn::activation(dev, {B});
   const double sum = ops.softmax_xent_forward(nn::f32(s.losses), nn::f32(s.probs), nn::f32(s.probs),
                                               targets.data<int32_t>(), B, NL);
   return s.valid > 0 ? sum / static_cast<double>(s.valid) : 0.0;
 }
 
 void Bert::head_backward(const Tensor& dres, Saved& s) {
+  Device& dev = device();
   nn::RunContext& c = ctx();
   const OpTable& ops = c.ops();
   const int64_t B = s.B, T = s.T, C = cfg_.hidden_size;
   if (!classifies()) {
     Tensor dxf = decoder_->backward(s.head);
     s.head = {};
-    Tensor dg = nn::temporary(*dev_, {B, T, C});
+    Tensor dg = nn::temporary(dev, {B, T, C});
     dg.zero_();
     transform_norm_->backward(dxf, s.transform_norm, dg);
     dxf.reset();
@@ -421,7 +344,7 @@ void Bert::head_backward(const Tensor& dres, Saved& s) {
   ops.softmax_xent_backward(nn::f32(s.probs), nn::f32(s.probs), s.labels.data<int32_t>(), scale, B,
                             NL);
   s.losses.reset();
-  Tensor dpd = nn::temporary(*dev_, {B, C});
+  Tensor dpd = nn::temporary(dev, {B, C});
   {
     const Tensor g16 = c.half_grad(s.probs, classifier_->weight(), false);
     classifier_->backward(g16, s.cls_lin, dpd, false);
@@ -434,31 +357,31 @@ void Bert::head_backward(const Tensor& dres, Saved& s) {
   }
   ops.tanh_backward(nn::f32(dpd), nn::f32(s.pooled), nn::f32(dpd), B * C);
   s.pooled.reset();
-  Tensor dfirst = nn::temporary(*dev_, {B, C});
+  Tensor dfirst = nn::temporary(dev, {B, C});
   {
     const Tensor g16 = c.half_grad(dpd, pooler_->weight(), false);
     pooler_->backward(g16, s.pooler_lin, dfirst, false);
   }
   Tensor(dres).zero_();  // a handle on the same storage
   for (int64_t b = 0; b < B; ++b)
-    dev_->copy(nn::offset(nn::f32(dres), b * T * C), nn::offset(nn::f32(dfirst), b * C), C);
+    device().copy(nn::offset(nn::f32(dres), b * T * C), nn::offset(nn::f32(dfirst), b * C), C);
 }
 
 void Bert::backward(float loss_scale) {
-  SNUG_CHECK(saved_ && saved_->has_targets && saved_->for_backward,
-             "backward: needs a forward pass with targets and for_backward=true before it");
+  check_backward(saved_.get());
   Saved& s = *saved_;
   nn::RunContext& c = ctx();
   const OpTable& ops = c.ops();
-  MemoryPool& pool = dev_->pool();
+  Device& dev = device();
+  MemoryPool& pool = dev.pool();
   pool.set_phase("backward head");
   s.loss_scale = loss_scale;
   s.head.loss_scale = loss_scale;
   const int64_t B = s.B, T = s.T, C = cfg_.hidden_size, n = B * T * C;
-  Tensor dres = nn::temporary(*dev_, {B, T, C});  // reused layer to layer
+  Tensor dres = nn::temporary(dev, {B, T, C});  // reused layer to layer
   head_backward(dres, s);
   c.flush_grads();
-  const ParameterList& list = ps_.list();
+  const ParameterList& list = parameters();
   for (size_t i = head_params_begin_; i < list.size(); ++i)
     if (list[i] != words_->weight()) ready(list[i]);
 
@@ -467,7 +390,7 @@ void Bert::backward(float loss_scale) {
     if (!a.attn.q.defined()) {
       // Segment checkpointing: recompute this layer's segment from its saved input.
       pool.set_phase(phase("recompute", li));
-      const size_t k = static_cast<size_t>(ckpt_.every_k);
+      const size_t k = static_cast<size_t>(ckpt().every_k);
       s.outs[li].reset();
       const size_t start = li - li % k;
       for (size_t j = start; j <= li; ++j) layer_forward(j, s);
@@ -477,7 +400,7 @@ void Bert::backward(float loss_scale) {
       if (start > 0) s.outs[start - 1].reset();
     } else {
       layers_[li].widen(a);
-      if (ckpt_.policy == CheckpointPolicy::selective) {
+      if (ckpt().policy == CheckpointPolicy::selective) {
         pool.set_phase(phase("recompute", li));
         layers_[li].recompute_selective(a);
       }
@@ -486,12 +409,7 @@ void Bert::backward(float loss_scale) {
     s.outs[li].reset();
     layers_[li].backward(dres, a);
     c.flush_grads();
-    for (size_t i = layer_params_[li].first; i < layer_params_[li].second; ++i) ready(list[i]);
-    for (const nn::Linear* lin : linears_[li])
-      if (const LoraAdapter* ad = lin->lora()) {
-        ready(ad->A);
-        ready(ad->B);
-      }
+    layer_ready(li);
   }
 
   pool.set_phase("backward embeddings");
@@ -502,7 +420,7 @@ void Bert::backward(float loss_scale) {
   }
   s.x0.reset();
   {
-    Tensor de = nn::temporary(*dev_, {B, T, C});
+    Tensor de = nn::temporary(dev, {B, T, C});
     de.zero_();
     emb_norm_->backward(dres, s.emb_norm, de);
     dres.reset();
@@ -510,61 +428,10 @@ void Bert::backward(float loss_scale) {
     types_->backward(de, s.types);
   }
   c.flush_grads();
-  for (size_t i = 0; i < layer_params_.front().first; ++i) ready(list[i]);
+  ready_range(0, first_layer_param());
   saved_.reset();
   c.free_compute_weights();
   pool.set_phase("backward done");
-}
-
-void Bert::add_lora(const LoraConfig& cfg, uint64_t seed) {
-  cfg.validate();
-  SNUG_CHECK(lora_.empty(), "add_lora: the model has LoRA adapters already");
-  for (const std::string& key : cfg.target_modules) {
-    bool hit = false;
-    for (const auto& layer : linears_)
-      for (const nn::Linear* lin : layer) hit = hit || lora_target_matches({key}, lin->name());
-    if (hit) continue;
-    std::string names;
-    const std::string first = "bert.encoder.layer.0.";
-    for (const nn::Linear* lin : linears_.front())
-      names += (names.empty() ? "" : ", ") + lin->name().substr(first.size());
-    throw Error(detail::concat("--target-modules: '", key, "' matches no Linear of ", cfg_.name,
-                               " (its layers' Linears are ", names, "; or all-linear)"));
-  }
-  // PEFT: the base is frozen, but for the task's modules_to_save (the classifier: a head
-  // initialized for this task has to learn too), which stay trainable in full.
-  const std::vector<std::string>& keep = peft_modules_to_save(cfg_.task);
-  for (Parameter* p : ps_.list()) {
-    const std::string module = p->name.substr(0, p->name.rfind('.'));
-    p->requires_grad = std::find(keep.begin(), keep.end(), module) != keep.end();
-  }
-  nn::RunContext& c = ctx();
-  c.lora = cfg;
-  c.lora_seed = seed;
-  dev_->pool().set_phase("init lora");
-  SplitMix64 rng(splitmix64_mix(seed ^ 0x4c6f526131ull));
-  for (size_t l = 0; l < linears_.size(); ++l)
-    for (size_t slot = 0; slot < linears_[l].size(); ++slot) {
-      nn::Linear& lin = *linears_[l][slot];
-      if (!lora_target_matches(cfg.target_modules, lin.name())) continue;
-      const LoraAdapter& ad =
-          lin.add_lora(ps_, cfg.r, static_cast<int64_t>(l), static_cast<int>(slot));
-      const double bound = 1.0 / std::sqrt(static_cast<double>(lin.in_features()));
-      std::vector<float> av(static_cast<size_t>(ad.A->value.numel()));
-      for (float& v : av) v = static_cast<float>((2.0 * rng.uniform() - 1.0) * bound);
-      dev_->upload(ad.A->value.data<float>(), av.data(), ad.A->value.numel());
-      ad.B->value.zero_();
-      lora_.push_back(ad);
-    }
-  c.has_lora = !lora_.empty();
-}
-
-std::vector<float> Bert::merged_weight(const LoraAdapter& a) const {
-  return linears_[static_cast<size_t>(a.layer)][static_cast<size_t>(a.slot)]->merged_weight();
-}
-
-void Bert::read_values(const Parameter& p, float* out) const {
-  nn::read_values(p, out);
 }
 
 }  // namespace snug

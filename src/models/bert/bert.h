@@ -8,9 +8,11 @@
 //   sequence-classification  bert.pooler.dense on each row's first token, tanh, dropout,
 //                            classifier; mean cross-entropy over the rows' labels.
 //
-// How the one CausalLM interface carries these tasks (models/causal_lm.h, "Tasks"): forward()'s
-// targets (B,T) are per-token labels for masked-lm (-100 where not masked), and for
-// sequence-classification one label per row in column 0 (targets[b*T]), every other entry -100.
+// The encoder composition on the models' one base (models/block_model.h: parameter store, run
+// options, grad-ready hook, LoRA). How the Model interface carries these tasks (models/model.h,
+// "Tasks"): forward()'s targets (B,T) are per-token labels for masked-lm (-100 where not
+// masked), and for sequence-classification one label per row in column 0 (targets[b*T]), every
+// other entry -100.
 // Token type ids default to 0; set_token_type_ids() gives others for the forwards that follow.
 //
 // Parameter names are the Hugging Face state_dict keys, in named_parameters() order.
@@ -40,7 +42,7 @@
 
 #include "core/error.h"
 #include "models/bert/bert_config.h"
-#include "models/causal_lm.h"
+#include "models/block_model.h"
 #include "nn/embedding.h"
 #include "nn/encoder_layer.h"
 #include "nn/linear.h"
@@ -51,19 +53,14 @@
 
 namespace snug {
 
-class Bert final : public CausalLM {
+class Bert final : public BlockModel {
  public:
   Bert(const BertConfig& cfg, Device& dev, DType param_dtype = DType::f32,
        const std::optional<WeightQuantConfig>& quant = std::nullopt);
   ~Bert() override;
-  Bert(const Bert&) = delete;
-  Bert& operator=(const Bert&) = delete;
 
   const BertConfig& config() const { return cfg_; }
   ModelSummary summary() const override;
-  Device& device() const override { return *dev_; }
-  const ParameterList& parameters() const override { return ps_.list(); }
-  Parameter* find(const std::string& name) const override { return ps_.find(name); }
   // transformers' BertPreTrainedModel._init_weights: Linear and Embedding weights
   // normal(0, initializer_range) (the pad_token_id row of the word embeddings 0), biases 0,
   // LayerNorm 1/0, the MLM bias 0. Also seeds the dropout masks (RunContext::dropout_seed).
@@ -72,31 +69,12 @@ class Bert final : public CausalLM {
 
   float forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
                 bool for_backward = true, float loss_scale = 1.0f) override;
-  int64_t last_valid_targets() const override { return valid_targets_; }
   // masked-lm: (B,T,V) probabilities; seq-cls: (B,labels) probabilities (logits without targets).
+  // The MLM decoder has a bias: its logits are always full (the chunked kernels have none),
+  // whatever set_logits_mode() says.
   const Tensor& logits() const override;
   void backward(float loss_scale = 1.0f) override;
-  void free_activations() override;
-  void zero_grad() override { ps_.zero_grad(); }
 
-  void set_attention(AttentionImpl a) override;
-  AttentionImpl attention() const override { return attention_; }
-  // The MLM decoder has a bias: its logits are always full (the chunked kernels have none).
-  void set_logits_mode(LogitsMode m) override { logits_ = m; }
-  LogitsMode logits_mode() const override { return logits_; }
-  void set_checkpointing(const CheckpointConfig& c) override;
-  const CheckpointConfig& checkpointing() const override { return ckpt_; }
-  void set_compute_dtype(ComputeDType d) override { ctx().compute = d; }
-  ComputeDType compute_dtype() const override { return ctx().compute; }
-  void set_gemm_path(kernels::GemmPath p) override { ctx().gemm_path = p; }
-  kernels::GemmPath gemm_path() const override { return ctx().gemm_path; }
-  int64_t num_compute_copy_params() const override;
-  DType param_dtype() const override { return ps_.param_dtype(); }
-  void set_grad_ready_hook(std::function<void(Parameter&)> hook) override {
-    grad_ready_ = std::move(hook);
-  }
-  void set_neftune_noise_alpha(double alpha) override { neftune_alpha_ = alpha; }
-  void set_forward_count(uint64_t n) override { ctx().forward_count = n; }
   // Packing is for causal LMs: BERT attends both ways over learned positions.
   void set_position_ids(std::vector<int32_t> ids) override {
     SNUG_CHECK(ids.empty(), "position ids: ", position_ids_unsupported());
@@ -104,41 +82,30 @@ class Bert final : public CausalLM {
   std::string position_ids_unsupported() const override {
     return cfg_.name + " (BERT) has learned positions and bidirectional attention";
   }
-
-  void add_lora(const LoraConfig& cfg, uint64_t seed) override;
-  const std::vector<LoraAdapter>& lora_adapters() const override { return lora_; }
-  const LoraConfig& lora_config() const override { return ctx().lora; }
   ModelTask task() const override { return cfg_.task; }
-  std::vector<float> merged_weight(const LoraAdapter& a) const override;
-  void set_dequant_bf16(bool on) override { ctx().dequant_bf16 = on; }
-  void read_values(const Parameter& p, float* out) const override;
 
   // Token type ids (B,T) for the forwards that follow (each in [0, type_vocab_size)); empty: 0.
   void set_token_type_ids(std::vector<int32_t> ids) { token_types_ = std::move(ids); }
 
  private:
   struct Saved;
-  nn::RunContext& ctx() const { return ps_.context(); }
   bool classifies() const { return cfg_.task == ModelTask::sequence_classification; }
-  bool segment_end(size_t l) const;
+  void drop_saved() override;
+  void apply_attention(AttentionImpl a) override;
+  // The heads' GEMM weights: the pooler's and classifier's, or the tied decoder's and the
+  // transform's.
+  std::vector<const Parameter*> head_gemm_weights() const override;
   void layer_forward(size_t l, Saved& s);
-  void ready(Parameter* p);
-  std::vector<const Parameter*> gemm_weights() const;
-  std::string phase(const char* what, size_t l) const;
   double head_forward(const Tensor& x, const Tensor& targets, bool for_backward, float scale,
                       Saved& s);
   // d/d(last layer's output) into dres (B,T,C).
   void head_backward(const Tensor& dres, Saved& s);
 
   BertConfig cfg_;
-  Device* dev_;
-  mutable ParameterStore ps_;
   std::optional<nn::Embedding> words_;  // word + position embeddings
   std::optional<nn::Embedding> types_;
   std::optional<nn::Norm> emb_norm_;
   std::vector<nn::EncoderLayer> layers_;
-  std::vector<std::pair<size_t, size_t>> layer_params_;
-  std::vector<std::vector<nn::Linear*>> linears_;
   size_t head_params_begin_ = 0;
   // masked-lm
   Parameter* mlm_bias_ = nullptr;
@@ -149,14 +116,7 @@ class Bert final : public CausalLM {
   std::optional<nn::Linear> pooler_, classifier_;
 
   std::unique_ptr<Saved> saved_;
-  AttentionImpl attention_ = AttentionImpl::flash;
-  CheckpointConfig ckpt_;
-  LogitsMode logits_ = LogitsMode::full;
-  std::vector<LoraAdapter> lora_;
   std::vector<int32_t> token_types_;
-  int64_t valid_targets_ = 0;
-  double neftune_alpha_ = 0.0;
-  std::function<void(Parameter&)> grad_ready_;
 };
 
 }  // namespace snug

@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "models/config_reader.h"
+#include "models/presets.h"
 
 namespace snug {
 
@@ -79,52 +81,34 @@ void BertConfig::validate() const {
 
 BertConfig parse_bert_config(const nlohmann::json& j, const std::string& spec,
                              const std::string& name) {
-  SNUG_CHECK(j.is_object(), spec, ": a config.json must be a JSON object");
+  const ConfigKeys k(j, spec, true);
   BertConfig c;
   c.name = name;
-  auto get_int = [&](const char* key, int64_t& out, bool required) {
-    if (!j.contains(key) || j[key].is_null()) {
-      SNUG_CHECK(!required, spec, ": missing key '", key, "'");
-      return;
-    }
-    SNUG_CHECK(j[key].is_number_integer(), spec, ": key '", key, "' must be an integer");
-    out = j[key].get<int64_t>();
-  };
-  auto get_num = [&](const char* key, double& out) {
-    if (!j.contains(key) || j[key].is_null()) return;
-    SNUG_CHECK(j[key].is_number(), spec, ": key '", key, "' must be a number");
-    out = j[key].get<double>();
-  };
-  auto get_str = [&](const char* key, const char* dflt) {
-    if (!j.contains(key) || j[key].is_null()) return std::string(dflt);
-    SNUG_CHECK(j[key].is_string(), spec, ": key '", key, "' must be a string");
-    return j[key].get<std::string>();
-  };
   auto refuse_true = [&](const char* key) {
     if (!j.contains(key)) return;
     SNUG_CHECK(j[key].is_boolean(), spec, ": key '", key, "' must be true or false");
     SNUG_CHECK(!j[key].get<bool>(), spec, ": ", key, " true is not supported (BERT here is an ",
                "encoder without cross-attention)");
   };
-  get_int("vocab_size", c.vocab_size, true);
-  get_int("hidden_size", c.hidden_size, true);
-  get_int("num_hidden_layers", c.num_hidden_layers, true);
-  get_int("num_attention_heads", c.num_attention_heads, true);
-  get_int("intermediate_size", c.intermediate_size, true);
-  get_int("max_position_embeddings", c.max_position_embeddings, false);
-  get_int("type_vocab_size", c.type_vocab_size, false);
-  get_int("pad_token_id", c.pad_token_id, false);
-  get_num("hidden_dropout_prob", c.hidden_dropout_prob);
-  get_num("attention_probs_dropout_prob", c.attention_probs_dropout_prob);
-  get_num("classifier_dropout", c.classifier_dropout);
-  get_num("initializer_range", c.initializer_range);
+  k.integer("vocab_size", c.vocab_size, true);
+  k.integer("hidden_size", c.hidden_size, true);
+  k.integer("num_hidden_layers", c.num_hidden_layers, true);
+  k.integer("num_attention_heads", c.num_attention_heads, true);
+  k.integer("intermediate_size", c.intermediate_size, true);
+  k.integer("max_position_embeddings", c.max_position_embeddings, false);
+  k.integer("type_vocab_size", c.type_vocab_size, false);
+  k.integer("pad_token_id", c.pad_token_id, false);
+  k.number("hidden_dropout_prob", c.hidden_dropout_prob);
+  k.number("attention_probs_dropout_prob", c.attention_probs_dropout_prob);
+  k.number("classifier_dropout", c.classifier_dropout);
+  k.number("initializer_range", c.initializer_range);
   double eps = c.layer_norm_eps;
-  get_num("layer_norm_eps", eps);
+  k.number("layer_norm_eps", eps);
   c.layer_norm_eps = static_cast<float>(eps);
-  const std::string act = get_str("hidden_act", "gelu");
+  const std::string act = k.string("hidden_act", "gelu");
   SNUG_CHECK(act == "gelu", spec, ": hidden_act '", act,
              "' is not supported (BERT's 'gelu', the exact erf form)");
-  const std::string pos = get_str("position_embedding_type", "absolute");
+  const std::string pos = k.string("position_embedding_type", "absolute");
   SNUG_CHECK(pos == "absolute", spec, ": position_embedding_type '", pos,
              "' is not supported (only 'absolute')");
   refuse_true("is_decoder");
@@ -150,9 +134,9 @@ BertConfig parse_bert_config(const nlohmann::json& j, const std::string& spec,
   if (j.contains("id2label") && j["id2label"].is_object()) {
     c.num_labels = static_cast<int64_t>(j["id2label"].size());
   }
-  get_int("num_labels", c.num_labels, false);
+  k.integer("num_labels", c.num_labels, false);
   if (j.contains("problem_type") && !j["problem_type"].is_null()) {
-    const std::string pt = get_str("problem_type", "");
+    const std::string pt = k.string("problem_type", "");
     SNUG_CHECK(pt == "single_label_classification", spec, ": problem_type '", pt,
                "' is not supported (single_label_classification)");
   }
@@ -188,28 +172,19 @@ nlohmann::json bert_config_json(const BertConfig& c) {
 }
 
 const std::vector<std::pair<std::string, std::string>>& bert_presets() {
-  static const std::vector<std::pair<std::string, std::string>> names = [] {
-    std::vector<std::pair<std::string, std::string>> v;
-    for (const auto& p : kPresets) v.emplace_back(p.name, p.alias);
-    return v;
-  }();
+  static const auto names = preset_names(kPresets);
   return names;
 }
 
 nlohmann::json bert_preset_config(const std::string& name) {
-  for (const auto& p : kPresets) {
-    if (name != p.name) continue;
-    BertConfig c;
-    c.name = p.name;
-    c.vocab_size = p.vocab;
-    c.max_position_embeddings = p.positions;
-    c.hidden_size = p.hidden;
-    c.num_hidden_layers = p.layers;
-    c.num_attention_heads = p.heads;
-    c.intermediate_size = p.intermediate;
-    return bert_config_json(c);
-  }
-  throw Error("unknown BERT preset '" + name + "'");
+  const Preset& p = find_preset(kPresets, name, "BERT");
+  return bert_config_json({.name = p.name,
+                           .vocab_size = p.vocab,
+                           .hidden_size = p.hidden,
+                           .num_hidden_layers = p.layers,
+                           .num_attention_heads = p.heads,
+                           .intermediate_size = p.intermediate,
+                           .max_position_embeddings = p.positions});
 }
 
 BertConfig bert_config(const ModelConfig& cfg) {

@@ -1,35 +1,16 @@
 // BERT's entry in the registry of model families (models/registry.h).
 #include <cstdint>
-#include <type_traits>
 
-#include "core/error.h"
 #include "models/bert/bert.h"
 #include "models/bert/bert_config.h"
-#include "models/hf_weights.h"
-#include "models/registry.h"
+#include "models/family.h"
 
 namespace snug {
 
 namespace {
 
-template <class M>
-auto& as_bert(M& m) {
-  auto* g = dynamic_cast<std::conditional_t<std::is_const_v<M>, const Bert, Bert>*>(&m);
-  SNUG_ASSERT(g != nullptr, "a bert model that is not a Bert");
-  return *g;
-}
-
 ModelConfig to_model_config(const BertConfig& c) {
-  ModelConfig m;
-  m.shape.name = c.name;
-  m.shape.model_type = "bert";
-  m.shape.n_layer = c.num_hidden_layers;
-  m.shape.n_embd = c.hidden_size;
-  m.shape.n_head = c.num_attention_heads;
-  m.shape.vocab_size = c.vocab_size;
-  m.shape.n_positions = c.max_position_embeddings;
-  m.num_params = c.num_params();
-  m.hf = bert_config_json(c);
+  ModelConfig m = common_shape_config(c, "bert", bert_config_json(c));
   m.task = c.task;
   m.num_labels = c.num_labels;
   m.mask_token_id = bert_mask_token_id(c);
@@ -48,11 +29,6 @@ ModelConfig set_task(const ModelConfig& cfg, ModelTask task, int64_t num_labels)
   return to_model_config(c);
 }
 
-std::unique_ptr<CausalLM> create(const ModelConfig& cfg, Device& dev, DType param_dtype,
-                                 const std::optional<WeightQuantConfig>& quant) {
-  return std::make_unique<Bert>(bert_config(cfg), dev, param_dtype, quant);
-}
-
 // A transformers BERT file may also hold the MLM decoder tied to the word embeddings (accepted
 // only equal to them), its bias (the same tensor as cls.predictions.bias: transformers ties it)
 // and the position_ids / token_type_ids buffers. The checkpoints people start from are rarely of
@@ -61,12 +37,12 @@ std::unique_ptr<CausalLM> create(const ModelConfig& cfg, Device& dev, DType para
 // BertModel (no "bert." prefix, no head). As BertFor*.from_pretrained does, the task's own head
 // may be absent (initialized from the seed) and the other heads are dropped, both reported; the
 // encoder itself must be complete.
-HfWeightRules rules(const Bert& m, uint64_t seed) {
+HfWeightRules weight_rules(const Model& model) {
+  const Bert& m = family_model<Bert>(model);
   HfWeightRules r;
   r.model_desc = m.config().name + " (BERT, " + task_name(m.config().task) + ")";
   r.optional_prefix = "bert.";
   r.legacy_norm_names = true;
-  r.init_seed = seed;
   r.ignored_suffixes = {"embeddings.position_ids", "embeddings.token_type_ids",
                         "cls.predictions.decoder.bias"};
   r.unused_prefixes = {"cls.seq_relationship."};
@@ -81,15 +57,6 @@ HfWeightRules rules(const Bert& m, uint64_t seed) {
     r.unused_prefixes.push_back("cls.predictions.");
   }
   return r;
-}
-
-HfLoadReport load_weights(CausalLM& model, const std::string& path, uint64_t seed) {
-  return load_hf_weights(model, path, rules(as_bert(model), seed));
-}
-
-void save_weights(const CausalLM& model, const std::string& path,
-                  const std::map<std::string, std::string>& extra) {
-  save_hf_weights(model, path, extra);
 }
 
 // Per token: 4 C^2 (q, k, v, o) + 2 C I (intermediate, output) per layer, 2 FLOPs each; the MLM
@@ -112,34 +79,24 @@ FlopsPerToken flops_per_token(const ModelConfig& cfg, int64_t T) {
 // attention output, the LayerNorm inputs h1 and h2, n1, and 4 + 4 for the intermediate pre- and
 // post-activation (I = 4h), plus two one-byte hidden dropout masks: s b h (16 e + 2), Korthikanti
 // et al. 2022's count with dropout; with the scores kept (naive attention) the probabilities, the
-// one-byte mask and the dropped probabilities, a s^2 b (2 e + 1).
-int64_t layer_activation_bytes(const ModelConfig& cfg, int64_t s, int64_t b, int64_t e,
-                               bool keep_scores) {
-  const int64_t h = cfg.shape.n_embd, a = cfg.shape.n_head;
-  return s * b * h * (16 * e + 2) + (keep_scores ? a * s * s * b * (2 * e + 1) : 0);
-}
+// one-byte mask and the dropped probabilities, a s^2 b (2 e + 1): gpt_block_activation_bytes
+// (models/family.h).
 
 }  // namespace
 
 const Architecture& bert_architecture() {
-  static const Architecture a{"bert",
-                              bert_presets(),
-                              bert_preset_config,
-                              parse,
-                              "num_hidden_layers",
-                              "hidden_size",
-                              "num_attention_heads",
-                              "vocab_size",
-                              "max_position_embeddings",
-                              create,
-                              load_weights,
-                              save_weights,
-                              flops_per_token,
-                              layer_activation_bytes,
-                              {ModelTask::masked_lm, ModelTask::sequence_classification},
-                              set_task,
-                              nullptr,  // architectures comes from the task (set_task)
-                              "query,value"};
+  static const Architecture a{.model_type = "bert",
+                              .presets = bert_presets(),
+                              .preset_config = bert_preset_config,
+                              .parse = parse,
+                              .create = create_model_as<Bert, bert_config>,
+                              .weight_rules = weight_rules,
+                              .flops_per_token = flops_per_token,
+                              .layer_activation_bytes = gpt_block_activation_bytes,
+                              .tasks = {ModelTask::masked_lm, ModelTask::sequence_classification},
+                              .set_task = set_task,
+                              .hf_class = nullptr,  // architectures comes from the task (set_task)
+                              .default_lora_targets = "query,value"};
   return a;
 }
 

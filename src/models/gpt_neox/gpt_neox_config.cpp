@@ -4,13 +4,11 @@
 
 #include "core/error.h"
 #include "models/config_reader.h"
+#include "models/presets.h"
 
 namespace snug {
 
 namespace {
-
-constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
-constexpr long double kMaxParams = 0x1p58L;
 
 long double params_exact(const GPTNeoXConfig& c) {
   const long double H = static_cast<long double>(c.hidden_size);
@@ -107,16 +105,12 @@ GPTNeoXConfig parse_gpt_neox_config(const nlohmann::json& j, const std::string& 
   c.hf = r.resolved();
   c.hf["model_type"] = "gpt_neox";
 
-  auto positive = [&](const char* key, int64_t v) {
-    if (v <= 0 || v > kMaxDim)
-      r.fail(key, detail::concat(v, " must be positive (and at most ", kMaxDim, ")"));
-  };
-  positive("vocab_size", c.vocab_size);
-  positive("hidden_size", c.hidden_size);
-  positive("intermediate_size", c.intermediate_size);
-  positive("num_hidden_layers", c.num_hidden_layers);
-  positive("num_attention_heads", c.num_attention_heads);
-  positive("max_position_embeddings", c.max_position_embeddings);
+  r.dimensions({{"vocab_size", c.vocab_size},
+                {"hidden_size", c.hidden_size},
+                {"intermediate_size", c.intermediate_size},
+                {"num_hidden_layers", c.num_hidden_layers},
+                {"num_attention_heads", c.num_attention_heads},
+                {"max_position_embeddings", c.max_position_embeddings}});
   if (c.hidden_size % c.num_attention_heads != 0)
     r.fail("num_attention_heads",
            detail::concat(c.num_attention_heads, " does not divide hidden_size ", c.hidden_size));
@@ -132,9 +126,7 @@ GPTNeoXConfig parse_gpt_neox_config(const nlohmann::json& j, const std::string& 
     r.fail("layer_norm_eps", detail::concat(c.layer_norm_eps, " must be positive"));
   if (!(c.initializer_range >= 0))
     r.fail("initializer_range", detail::concat(c.initializer_range, " must be >= 0"));
-  if (params_exact(c) > kMaxParams)
-    throw Error(detail::concat(spec, ": about ", static_cast<double>(params_exact(c)),
-                               " parameters, out of range (at most 2^58)"));
+  r.param_count(params_exact(c));
   return c;
 }
 
@@ -145,36 +137,18 @@ GPTNeoXConfig gpt_neox_config(const ModelConfig& cfg) {
 }
 
 ModelConfig gpt_neox_model_config(const GPTNeoXConfig& c) {
-  ModelConfig m;
-  m.shape.name = c.name;
-  m.shape.model_type = "gpt_neox";
-  m.shape.n_layer = c.num_hidden_layers;
-  m.shape.n_embd = c.hidden_size;
-  m.shape.n_head = c.num_attention_heads;
-  m.shape.vocab_size = c.vocab_size;
-  m.shape.n_positions = c.max_position_embeddings;
-  m.num_params = c.num_params();
-  m.hf = c.hf;
-  return m;
+  return common_shape_config(c, "gpt_neox", c.hf);
 }
 
 const std::vector<std::pair<std::string, std::string>>& gpt_neox_presets() {
-  static const std::vector<std::pair<std::string, std::string>> v = [] {
-    std::vector<std::pair<std::string, std::string>> l;
-    for (const Preset& p : kPresets) l.emplace_back(p.name, p.alias);
-    return l;
-  }();
-  return v;
+  static const auto names = preset_names(kPresets);
+  return names;
 }
 
 nlohmann::json gpt_neox_preset_config(const std::string& name) {
-  for (const Preset& p : kPresets)
-    if (name == p.name) {
-      nlohmann::json j = nlohmann::json::parse(p.config);
-      j["model_type"] = "gpt_neox";
-      return j;
-    }
-  throw Error("unknown gpt_neox preset '" + name + "'");
+  nlohmann::json j = nlohmann::json::parse(find_preset(kPresets, name, "gpt_neox").config);
+  j["model_type"] = "gpt_neox";
+  return j;
 }
 
 }  // namespace snug

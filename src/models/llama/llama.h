@@ -9,37 +9,18 @@
 // (.weight, .bias where the config has them), .mlp.{gate,up,down}_proj, .input_layernorm,
 // .post_attention_layernorm, model.norm.weight, lm_head.weight (absent when tied). Linear weights
 // are nn.Linear's (out, in).
+//
+// The model is its spec: SpecDecoderLM (models/family.h) gives it the resolved config.json as
+// weights metadata and transformers' _init_weights (normal(0, initializer_range) for every Linear
+// and Embedding weight, lm_head too when untied; zero biases; RMSNorm weights 1).
 #pragma once
 
-#include <cstdint>
-#include <map>
-#include <optional>
-#include <string>
-
-#include "core/device.h"
 #include "models/decoder_lm.h"
-#include "models/llama/llama_config.h"
-#include "quant/weight_quant.h"
+#include "models/model_config.h"
 
 namespace snug {
 
-DecoderLMSpec llama_spec(const LlamaConfig& cfg);
-
-class LlamaLM final : public DecoderLM {
- public:
-  LlamaLM(const LlamaConfig& cfg, Device& dev, DType param_dtype = DType::f32,
-          const std::optional<WeightQuantConfig>& quant = std::nullopt);
-
-  const LlamaConfig& config() const { return cfg_; }
-  ModelSummary summary() const override;
-  // "format": "pt", the model's name and model_type, and the resolved config.json.
-  std::map<std::string, std::string> weights_metadata() const override;
-  // transformers' _init_weights: normal(0, initializer_range) for every Linear and Embedding
-  // weight (lm_head too when untied), zero biases, RMSNorm weights 1.
-  void init_weights(uint64_t seed) override;
-
- private:
-  LlamaConfig cfg_;
-};
+// The spec of a resolved llama, mistral or qwen2 ModelConfig.
+DecoderLMSpec llama_spec(const ModelConfig& cfg);
 
 }  // namespace snug

@@ -11,7 +11,6 @@ namespace snug {
 namespace {
 
 constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
-constexpr long double kMaxParams = 0x1p58L;
 
 // transformers' class defaults (configuration_{llama,mistral,qwen2}.py).
 struct Defaults {
@@ -243,22 +242,18 @@ LlamaConfig parse_llama_config(LlamaVariant variant, const nlohmann::json& j,
   // Qwen2Config has no head_dim argument: a null one would reach Qwen2Attention as None.
   if (variant == LlamaVariant::qwen2 && c.hf["head_dim"].is_null()) c.hf.erase("head_dim");
 
-  auto positive = [&](const char* key, int64_t v) {
-    if (v <= 0 || v > kMaxDim)
-      r.fail(key, detail::concat(v, " must be positive (and at most ", kMaxDim, ")"));
-  };
-  positive("vocab_size", c.vocab_size);
-  positive("hidden_size", c.hidden_size);
-  positive("intermediate_size", c.intermediate_size);
-  positive("num_hidden_layers", c.num_hidden_layers);
-  positive("num_attention_heads", c.num_attention_heads);
-  positive("num_key_value_heads", c.num_key_value_heads);
-  positive("max_position_embeddings", c.max_position_embeddings);
+  r.dimensions({{"vocab_size", c.vocab_size},
+                {"hidden_size", c.hidden_size},
+                {"intermediate_size", c.intermediate_size},
+                {"num_hidden_layers", c.num_hidden_layers},
+                {"num_attention_heads", c.num_attention_heads},
+                {"num_key_value_heads", c.num_key_value_heads},
+                {"max_position_embeddings", c.max_position_embeddings}});
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     r.fail("num_key_value_heads", detail::concat(c.num_key_value_heads, " does not divide the ",
                                                  c.num_attention_heads, " attention heads"));
   if (head_dim) {
-    positive("head_dim", *head_dim);
+    r.dimension("head_dim", *head_dim);
     c.head_dim = *head_dim;
   } else {
     if (c.hidden_size % c.num_attention_heads != 0)
@@ -279,9 +274,7 @@ LlamaConfig parse_llama_config(LlamaVariant variant, const nlohmann::json& j,
     r.fail("rms_norm_eps", detail::concat(c.rms_norm_eps, " must be positive"));
   if (!(c.initializer_range >= 0))
     r.fail("initializer_range", detail::concat(c.initializer_range, " must be >= 0"));
-  if (params_exact(c) > kMaxParams)
-    throw Error(detail::concat(spec, ": about ", static_cast<double>(params_exact(c)),
-                               " parameters, out of range (at most 2^58)"));
+  r.param_count(params_exact(c));
   return c;
 }
 
@@ -297,17 +290,7 @@ LlamaConfig llama_config(const ModelConfig& cfg) {
 }
 
 ModelConfig llama_model_config(const LlamaConfig& c) {
-  ModelConfig m;
-  m.shape.name = c.name;
-  m.shape.model_type = c.model_type();
-  m.shape.n_layer = c.num_hidden_layers;
-  m.shape.n_embd = c.hidden_size;
-  m.shape.n_head = c.num_attention_heads;
-  m.shape.vocab_size = c.vocab_size;
-  m.shape.n_positions = c.max_position_embeddings;
-  m.num_params = c.num_params();
-  m.hf = c.hf;
-  return m;
+  return common_shape_config(c, c.model_type(), c.hf);
 }
 
 }  // namespace snug

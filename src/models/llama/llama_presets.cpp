@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "models/llama/llama_config.h"
+#include "models/presets.h"
 
 namespace snug {
 
@@ -83,15 +84,12 @@ const std::vector<std::pair<std::string, std::string>>& llama_presets(LlamaVaria
 }
 
 nlohmann::json llama_preset_config(const std::string& name) {
-  for (const Preset& p : kPresets) {
-    if (name != p.name) continue;
-    nlohmann::json j = nlohmann::json::parse(p.config);
-    LlamaConfig c;
-    c.variant = p.variant;
-    j["model_type"] = c.model_type();
-    return j;
-  }
-  throw Error("unknown llama/mistral/qwen2 preset '" + name + "'");
+  const Preset& p = find_preset(kPresets, name, "llama/mistral/qwen2");
+  nlohmann::json j = nlohmann::json::parse(p.config);
+  LlamaConfig c;
+  c.variant = p.variant;
+  j["model_type"] = c.model_type();
+  return j;
 }
 
 }  // namespace snug

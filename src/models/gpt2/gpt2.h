@@ -18,13 +18,15 @@
 
 #include "core/device.h"
 #include "models/decoder_lm.h"
-#include "models/gpt2_config.h"
+#include "models/gpt2/gpt2_config.h"
 #include "quant/weight_quant.h"
 
 namespace snug {
 
 // GPT-2's DecoderLMSpec for a config (validated).
 DecoderLMSpec gpt2_spec(const GPT2Config& cfg);
+// The same of a resolved gpt2 ModelConfig.
+DecoderLMSpec gpt2_spec(const ModelConfig& cfg);
 
 class GPT2 final : public DecoderLM {
  public:
@@ -37,7 +39,7 @@ class GPT2 final : public DecoderLM {
 
   const GPT2Config& config() const { return cfg_; }
   ModelSummary summary() const override;
-  // gpt2_weights_metadata(config()) (models/gpt2_weights.h).
+  // gpt2_weights_metadata(config()) (models/gpt2/gpt2_weights.h).
   std::map<std::string, std::string> weights_metadata() const override;
 
   // GPT-2's initialization as in Hugging Face (_init_weights): normal(0, 0.02) for embeddings and

@@ -20,7 +20,7 @@
 #include <map>
 #include <string>
 
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "models/hf_weights.h"
 
 namespace snug {

@@ -12,7 +12,7 @@
 namespace snug {
 
 struct GPT2Config {
-  std::string name;
+  std::string name = {};
   int64_t vocab_size = 50257;
   int64_t n_positions = 1024;  // maximum context
   int64_t n_embd = 768;        // C
@@ -45,5 +45,7 @@ const std::vector<std::pair<std::string, std::string>>& gpt2_presets();
 nlohmann::json gpt2_preset_config(const std::string& name);
 // GPT2Config as config.json keys (model_type "gpt2").
 nlohmann::json gpt2_config_json(const GPT2Config& c);
+// The ModelConfig of a GPT-2 shape (the registry's entry parses into it).
+ModelConfig gpt2_model_config(const GPT2Config& c);
 
 }  // namespace snug

@@ -1,4 +1,4 @@
-#include "models/gpt2.h"
+#include "models/gpt2/gpt2.h"
 
 #include <cmath>
 #include <string>
@@ -51,10 +51,18 @@ DecoderLMSpec gpt2_spec(const GPT2Config& config) {
           .tie_word_embeddings = true};
 }
 
+DecoderLMSpec gpt2_spec(const ModelConfig& cfg) {
+  return gpt2_spec(gpt2_config(cfg));
+}
+
 GPT2::GPT2(const GPT2Config& cfg, Device& dev, DType param_dtype,
            const std::optional<WeightQuantConfig>& quant)
     : DecoderLM(gpt2_spec(cfg), dev, param_dtype, quant), cfg_(cfg) {
   SNUG_ASSERT(count_params(parameters()) == cfg_.num_params());
+}
+
+ModelSummary GPT2::summary() const {
+  return gpt2_model_config(cfg_).shape;
 }
 
 void GPT2::init_weights(uint64_t seed) {
@@ -62,18 +70,13 @@ void GPT2::init_weights(uint64_t seed) {
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg_.n_layer));
   for (Parameter* p : parameters()) {
     const std::string& n = p->name;
-    auto ends_with = [&](const char* s) {
-      const std::string suffix(s);
-      return n.size() >= suffix.size() &&
-             n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
-    };
     nn::fill_values(*p, device().ops(), [&](float* d, int64_t cnt) {
-      if (ends_with(".bias")) {
+      if (n.ends_with(".bias")) {
         for (int64_t i = 0; i < cnt; ++i) d[i] = 0.0f;
       } else if (n.find(".ln_") != std::string::npos) {
         for (int64_t i = 0; i < cnt; ++i) d[i] = 1.0f;
       } else {
-        const float std = ends_with("c_proj.weight") ? proj_std : 0.02f;
+        const float std = n.ends_with("c_proj.weight") ? proj_std : 0.02f;
         rng.fill(d, cnt, 0.0f, std);
       }
     });

@@ -10,8 +10,8 @@
 //   - the run options of nn/run_options.h are honoured, bitwise identically where they promise
 //     it (checkpoint policies recompute with the same kernels).
 //
-// Tasks (ModelConfig::task, --task): the name says causal LM, but the interface carries every
-// head a family builds through the same per-token targets (B,T), -100 ignored:
+// Tasks (ModelConfig::task, --task): one interface for decoders and encoders alike; it carries
+// every head a family builds through the same per-token targets (B,T), -100 ignored:
 //   causal-lm                targets[b,t] = the next token (the data loader shifts them);
 //   masked-lm                targets[b,t] = the original token at masked positions, -100
 //                            elsewhere (data/collator.h); the loss is the mean over those;
@@ -56,9 +56,9 @@ struct ModelSummary {
   int64_t n_positions = 0;  // maximum context
 };
 
-class CausalLM {
+class Model {
  public:
-  virtual ~CausalLM() = default;
+  virtual ~Model() = default;
 
   virtual ModelSummary summary() const = 0;
   virtual Device& device() const = 0;
@@ -67,7 +67,8 @@ class CausalLM {
   // nullptr when no parameter has that name.
   virtual Parameter* find(const std::string& name) const = 0;
   // The family's initialization as in transformers' _init_weights; deterministic for a seed on
-  // every platform. No-op on meta.
+  // every platform. On meta the values are made and dropped (the op table has no storage to
+  // write), so a dry run may skip it.
   virtual void init_weights(uint64_t seed) = 0;
   // Metadata a safetensors file of this model's weights carries (what transformers writes).
   virtual std::map<std::string, std::string> weights_metadata() const = 0;

@@ -1,9 +1,11 @@
-#include "models/gpt2_config.h"
+#include "models/gpt2/gpt2_config.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "models/config_reader.h"
+#include "models/presets.h"
 #include "models/registry.h"
 
 namespace snug {
@@ -59,11 +61,7 @@ void GPT2Config::validate() const {
 }
 
 const std::vector<std::pair<std::string, std::string>>& gpt2_presets() {
-  static const std::vector<std::pair<std::string, std::string>> names = [] {
-    std::vector<std::pair<std::string, std::string>> v;
-    for (const auto& p : kPresets) v.emplace_back(p.name, p.alias);
-    return v;
-  }();
+  static const auto names = preset_names(kPresets);
   return names;
 }
 
@@ -78,44 +76,40 @@ nlohmann::json gpt2_config_json(const GPT2Config& c) {
 }
 
 nlohmann::json gpt2_preset_config(const std::string& name) {
-  for (const auto& p : kPresets) {
-    if (name != p.name) continue;
-    GPT2Config c;
-    c.vocab_size = p.vocab;
-    c.n_positions = p.positions;
-    c.n_embd = p.embd;
-    c.n_layer = p.layers;
-    c.n_head = p.heads;
-    return gpt2_config_json(c);
-  }
-  throw Error("unknown GPT-2 preset '" + name + "'");
+  const Preset& p = find_preset(kPresets, name, "GPT-2");
+  return gpt2_config_json({.vocab_size = p.vocab,
+                           .n_positions = p.positions,
+                           .n_embd = p.embd,
+                           .n_layer = p.layers,
+                           .n_head = p.heads});
 }
 
 GPT2Config parse_gpt2_config(const nlohmann::json& j, const std::string& spec,
                              const std::string& name) {
-  SNUG_CHECK(j.is_object(), spec, ": a config.json must be a JSON object");
+  const ConfigKeys k(j, spec, false);
   GPT2Config c;
   c.name = name;
-  auto get = [&](const char* key, int64_t& out, bool required) {
-    if (j.contains(key)) {
-      SNUG_CHECK(j[key].is_number_integer(), spec, ": key '", key, "' must be an integer");
-      out = j[key].get<int64_t>();
-    } else {
-      SNUG_CHECK(!required, spec, ": missing key '", key, "'");
-    }
-  };
-  get("vocab_size", c.vocab_size, true);
-  get("n_embd", c.n_embd, true);
-  get("n_layer", c.n_layer, true);
-  get("n_head", c.n_head, true);
-  get("n_positions", c.n_positions, false);
-  if (j.contains("layer_norm_epsilon")) {
-    SNUG_CHECK(j["layer_norm_epsilon"].is_number(), spec,
-               ": key 'layer_norm_epsilon' must be a number");
-    c.layer_norm_epsilon = j["layer_norm_epsilon"].get<float>();
-  }
+  k.integer("vocab_size", c.vocab_size, true);
+  k.integer("n_embd", c.n_embd, true);
+  k.integer("n_layer", c.n_layer, true);
+  k.integer("n_head", c.n_head, true);
+  k.integer("n_positions", c.n_positions, false);
+  double eps = c.layer_norm_epsilon;
+  k.number("layer_norm_epsilon", eps);
+  c.layer_norm_epsilon = static_cast<float>(eps);
   c.validate();
   return c;
+}
+
+ModelConfig gpt2_model_config(const GPT2Config& c) {
+  return shape_config({.name = c.name,
+                       .model_type = "gpt2",
+                       .n_layer = c.n_layer,
+                       .n_embd = c.n_embd,
+                       .n_head = c.n_head,
+                       .vocab_size = c.vocab_size,
+                       .n_positions = c.n_positions},
+                      c.num_params(), gpt2_config_json(c));
 }
 
 GPT2Config gpt2_config(const ModelConfig& cfg) {

@@ -1,4 +1,4 @@
-#include "models/gpt2_weights.h"
+#include "models/gpt2/gpt2_weights.h"
 
 #include <sstream>
 
@@ -50,22 +50,6 @@ void save_gpt2_weights(const GPT2& model, const std::string& path,
 
 HfLoadReport load_gpt2_weights(GPT2& model, const std::string& path) {
   return load_hf_weights(model, path, gpt2_weight_rules(model.config()));
-}
-
-}  // namespace snug
-
-namespace snug {
-
-ModelSummary GPT2::summary() const {
-  ModelSummary s;
-  s.name = cfg_.name;
-  s.model_type = "gpt2";
-  s.n_layer = cfg_.n_layer;
-  s.n_embd = cfg_.n_embd;
-  s.n_head = cfg_.n_head;
-  s.vocab_size = cfg_.vocab_size;
-  s.n_positions = cfg_.n_positions;
-  return s;
 }
 
 std::map<std::string, std::string> GPT2::weights_metadata() const {
