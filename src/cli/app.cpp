@@ -31,10 +31,10 @@ SnugApp build_app() {
            kernels::gemm_summary(kernels::resolve_gemm_path("auto"));
   });
   a.commands = {
-      add_train_command(app),    add_plan_command(app),        add_bench_command(app),
+      add_train_command(app),       add_plan_command(app),        add_bench_command(app),
       add_export_init_command(app), add_quantize_command(app),    add_plot_memory_command(app),
-      add_estimate_command(app), add_peft_export_command(app), add_info_command(app),
-      add_tokenize_command(app), add_generate_command(app)};
+      add_estimate_command(app),    add_peft_export_command(app), add_info_command(app),
+      add_tokenize_command(app),    add_generate_command(app)};
   return a;
 }
 

@@ -100,6 +100,14 @@ void print_search(const char* what, const FitSearchResult& r, const std::string&
   std::printf(" - %lld dry runs\n", static_cast<long long>(r.dry_runs));
 }
 
+void report_search(nlohmann::json& j, const std::string& key, const std::string& what,
+                   const FitSearchResult& r, const std::string& device, int64_t capacity,
+                   int64_t overhead, const char* cap_reason) {
+  print_search(what.c_str(), r, device, overhead, cap_reason);
+  j[key] = r.value;
+  j[key + "_search"] = search_json(r, capacity, overhead);
+}
+
 std::vector<Verdict> plan_verdicts(const std::string& device_memory, bool all_gpus, int64_t need) {
   std::vector<Verdict> verdicts;
   if (!device_memory.empty())
@@ -170,20 +178,16 @@ void run_plan_extras(const PlanExtras& x, const TrainingArguments& args,
       // 2^20 sequences per device: far past any capacity, a bound for the doubling only.
       const FitSearchResult r =
           find_max_fit(args, FitDimension::batch, capacity, overhead, int64_t{1} << 20, data);
-      print_search("largest --per-device-train-batch-size", r, device_memory, overhead,
-                   "the search's bound");
-      j["max_batch"] = r.value;
-      j["max_batch_search"] = search_json(r, capacity, overhead);
+      report_search(j, "max_batch", "largest --per-device-train-batch-size", r, device_memory,
+                    capacity, overhead, "the search's bound");
     }
     if (x.find_max_seq_len) {
       const int64_t n_positions = args.model_config().shape.n_positions;
       const FitSearchResult r =
           find_max_fit(args, FitDimension::seq_len, capacity, overhead, n_positions);
-      print_search("largest --seq-len", r, device_memory, overhead,
-                   "the model's n_positions; --n-positions raises it");
+      report_search(j, "max_seq_len", "largest --seq-len", r, device_memory, capacity, overhead,
+                    "the model's n_positions; --n-positions raises it");
       if (replayed) std::printf("  (--find-max-seq-len assumes full rows: no data replayed)\n");
-      j["max_seq_len"] = r.value;
-      j["max_seq_len_search"] = search_json(r, capacity, overhead);
     }
   }
   if (x.advise) run_advisor(x, args, device_memory, data, j);

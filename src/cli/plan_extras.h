@@ -40,6 +40,10 @@ nlohmann::json verdict_json(const Verdict& v);
 void print_search(const char* what, const FitSearchResult& r, const std::string& device,
                   int64_t overhead, const char* cap_reason);
 nlohmann::json search_json(const FitSearchResult& r, int64_t capacity, int64_t overhead);
+// Both: prints the search and sets j[key] (the value) and j[key + "_search"].
+void report_search(nlohmann::json& j, const std::string& key, const std::string& what,
+                   const FitSearchResult& r, const std::string& device, int64_t capacity,
+                   int64_t overhead, const char* cap_reason);
 
 struct PlanExtras {
   bool find_max_batch = false;

@@ -40,10 +40,8 @@ void find_max(const PlanExtras& x, const TrainingArguments& args, const Inferenc
           return inference_dry_run(args, s).memory.peak_total;
         },
         capacity, overhead, int64_t{1} << 20);
-    print_search("largest --per-device-eval-batch-size", r, device_memory, overhead,
-                 "the search's bound");
-    j["max_batch"] = r.value;
-    j["max_batch_search"] = search_json(r, capacity, overhead);
+    report_search(j, "max_batch", "largest --per-device-eval-batch-size", r, device_memory,
+                  capacity, overhead, "the search's bound");
   }
   if (x.find_max_seq_len) {
     // Over the prompt's length, the new tokens fixed: the context is prompt + max_new_tokens.
@@ -59,10 +57,8 @@ void find_max(const PlanExtras& x, const TrainingArguments& args, const Inferenc
     if (r.above > 0) r.above += shape.max_new_tokens;
     const std::string what =
         detail::concat("largest --seq-len (prompt + ", shape.max_new_tokens, " new tokens)");
-    print_search(what.c_str(), r, device_memory, overhead,
-                 "the model's n_positions; --n-positions raises it");
-    j["max_seq_len"] = r.value;
-    j["max_seq_len_search"] = search_json(r, capacity, overhead);
+    report_search(j, "max_seq_len", what, r, device_memory, capacity, overhead,
+                  "the model's n_positions; --n-positions raises it");
   }
 }
 

@@ -13,29 +13,20 @@
 namespace snug {
 
 NumberRange NumberRange::integer(int64_t lo, int64_t hi) {
-  NumberRange r;
-  r.kind = NumberKind::integer;
-  r.min_int = lo;
-  r.max_int = hi;
-  return r;
+  return {.kind = NumberKind::integer, .min_int = lo, .max_int = hi};
 }
 
 NumberRange NumberRange::unsigned_integer(uint64_t hi) {
-  NumberRange r;
-  r.kind = NumberKind::unsigned_integer;
-  r.max_uint = hi;
-  return r;
+  return {.kind = NumberKind::unsigned_integer, .max_uint = hi};
 }
 
 NumberRange NumberRange::real(double lo, double hi, bool lo_open, bool hi_open, bool as_float) {
-  NumberRange r;
-  r.kind = NumberKind::real;
-  r.min_real = lo;
-  r.max_real = hi;
-  r.min_open = lo_open;
-  r.max_open = hi_open;
-  r.as_float = as_float;
-  return r;
+  return {.kind = NumberKind::real,
+          .min_real = lo,
+          .max_real = hi,
+          .min_open = lo_open,
+          .max_open = hi_open,
+          .as_float = as_float};
 }
 
 std::string NumberRange::describe() const {

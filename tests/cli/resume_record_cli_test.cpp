@@ -15,16 +15,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 // Item 4: editing the model folder's config.json between save and --resume-from resumed with
 // exit 0 and no note; the run record holds the content of the folder's config and tokenizer files.
 TEST(HostileRoundTwoCli, ResumeFromAnEditedModelFolderIsRefused) {

@@ -23,16 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 // Item 3: a model.safetensors that is a dangling symlink (a Hugging Face cache snapshot whose blob
 // is missing), a FIFO or a directory was taken for "no weights": train fine-tuned a random model
 // and generate printed from seed 42, exit 0.

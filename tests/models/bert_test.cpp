@@ -22,6 +22,7 @@
 #include "models/registry.h"
 #include "plan/what_if.h"
 #include "support/gradcheck.h"
+#include "support/train_run.h"
 #include "train/model_setup.h"
 #include "train/trainer.h"
 
@@ -327,13 +328,8 @@ TEST(Bert, TrainerRunsBothTasks) {
     a.max_steps = 12;
     a.learning_rate = 1e-3;
     a.gradient_accumulation_steps = 2;
-    const ModelConfig cfg = a.model_config();
-    Device dev(cpu_backend());
-    auto m = create_model(cfg, dev);
-    m->init_weights(a.seed);
-    const auto data = open_dataset("dummy", cfg.shape.vocab_size, a.seed);
-    Trainer t(a, *m, data.get());
-    const TrainResult r = t.train();
+    test::TrainRun run(a);
+    const TrainResult r = run.train();
     ASSERT_TRUE(r.error.empty()) << r.error;
     ASSERT_EQ(r.loss.size(), 12u);
     for (double l : r.loss) EXPECT_TRUE(std::isfinite(l));
@@ -421,15 +417,10 @@ TEST(Bert, PlanEqualsTheMeasuredPeakToTheByte) {
         a.fp16 = true;
       }
       const MemoryStats plan = dry_run(a);
-      const ModelConfig cfg = a.model_config();
-      Device dev(cpu_backend());
-      auto m = create_model(cfg, dev);
-      m->init_weights(a.seed);
-      const auto data = open_dataset("dummy", cfg.shape.vocab_size, a.seed);
-      Trainer t(a, *m, data.get());
-      const TrainResult r = t.train();
+      test::TrainRun run(a);
+      const TrainResult r = run.train();
       ASSERT_TRUE(r.error.empty()) << r.error;
-      const MemoryStats got = dev.pool().stats();
+      const MemoryStats got = run.dev.pool().stats();
       EXPECT_EQ(plan.peak_total, got.peak_total);
       for (size_t c = 0; c < got.max_by_category.size(); ++c) {
         EXPECT_EQ(plan.max_by_category[c], got.max_by_category[c]) << c;

@@ -19,6 +19,7 @@
 #include "data/loader.h"
 #include "io/safetensors.h"
 #include "kernels/backends.h"
+#include "support/param_bytes.h"
 #include "support/run_cli.h"
 
 namespace snug {
@@ -28,17 +29,6 @@ using test::TempDir;
 
 GPT2Config tiny() {
   return resolve_gpt2("gpt2-tiny");
-}
-
-bool same_values(const GPT2& a, const GPT2& b) {
-  for (size_t i = 0; i < a.parameters().size(); ++i) {
-    const Tensor& x = a.parameters()[i]->value;
-    const Tensor& y = b.parameters()[i]->value;
-    if (x.nbytes() != y.nbytes() ||
-        std::memcmp(x.data<float>(), y.data<float>(), static_cast<size_t>(x.nbytes())) != 0)
-      return false;
-  }
-  return true;
 }
 
 // Writes the model's parameters under rename(name) (skipping names mapped to ""), plus extras.
@@ -68,10 +58,10 @@ TEST(Gpt2Weights, SaveThenLoadRestoresEveryParameterExactly) {
   GPT2 a(tiny(), dev), b(tiny(), dev);
   a.init_weights(42);
   b.init_weights(7);
-  ASSERT_FALSE(same_values(a, b));
+  ASSERT_FALSE(test::same_values(a, b));
   save_gpt2_weights(a, tmp.path("w.safetensors"), {{"seed", "42"}});
   load_gpt2_weights(b, tmp.path("w.safetensors"));
-  EXPECT_TRUE(same_values(a, b));
+  EXPECT_TRUE(test::same_values(a, b));
 
   const SafetensorsFile f(tmp.path("w.safetensors"));
   EXPECT_EQ(f.names().size(), a.parameters().size());  // no lm_head.weight: tied
@@ -103,7 +93,7 @@ TEST(Gpt2Weights, HubSpellingsLoad) {
                 {"h.0.attn.masked_bias", &mask},
                 {"lm_head.weight", &a.find("transformer.wte.weight")->value}});
   load_gpt2_weights(b, tmp.path("hub.safetensors"));
-  EXPECT_TRUE(same_values(a, b));
+  EXPECT_TRUE(test::same_values(a, b));
 }
 
 TEST(Gpt2Weights, MismatchesAreClearErrors) {

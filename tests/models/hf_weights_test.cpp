@@ -19,23 +19,13 @@
 #include "io/safetensors.h"
 #include "kernels/backends.h"
 #include "models/registry.h"
+#include "support/param_bytes.h"
 #include "support/run_cli.h"
 
 namespace snug {
 namespace {
 
 using test::TempDir;
-
-bool same_values(const Model& a, const Model& b) {
-  for (size_t i = 0; i < a.parameters().size(); ++i) {
-    const Tensor& x = a.parameters()[i]->value;
-    const Tensor& y = b.parameters()[i]->value;
-    if (x.nbytes() != y.nbytes() ||
-        std::memcmp(x.data<float>(), y.data<float>(), static_cast<size_t>(x.nbytes())) != 0)
-      return false;
-  }
-  return true;
-}
 
 // Writes the model's parameters as two shards (the first `split` parameters, then the rest) and
 // an index mapping each name to its shard, as save_pretrained(max_shard_size=...) does.
@@ -83,7 +73,7 @@ TEST(HfWeights, ShardedFolderLoadsAsOneFileDoes) {
   save_sharded(*m.a, tmp.path("sharded"), 5);
   EXPECT_EQ(hf_weight_files(tmp.path("sharded")).size(), 2u);
   load_model_weights(*m.b, tmp.path("sharded"));
-  EXPECT_TRUE(same_values(*m.a, *m.b));
+  EXPECT_TRUE(test::same_values(*m.a, *m.b));
 }
 
 TEST(HfWeights, FolderWithModelSafetensorsLoads) {
@@ -94,7 +84,7 @@ TEST(HfWeights, FolderWithModelSafetensorsLoads) {
   EXPECT_EQ(hf_weight_files(tmp.path("single")),
             std::vector<std::string>{tmp.path("single") + "/model.safetensors"});
   load_model_weights(*m.b, tmp.path("single"));
-  EXPECT_TRUE(same_values(*m.a, *m.b));
+  EXPECT_TRUE(test::same_values(*m.a, *m.b));
 }
 
 TEST(HfWeights, Bf16TensorsConvertAsTheyLoad) {

@@ -242,15 +242,7 @@ TEST(Lora, GradientsAndOptimizerStateHoldAdaptersOnlyExactly) {
 }
 
 TEST(Lora, LossFallsOnTheBuiltInData) {
-  TrainingArguments a;
-  a.lora_r = 8;
-  a.lora_alpha = 16;
-  a.target_modules = "all-linear";
-  a.learning_rate = 3e-3;
-  a.max_steps = 30;
-  a.per_device_train_batch_size = 4;
-  a.seq_len = 64;
-  a.logging_steps = 1000;
+  const TrainingArguments a = test::small_lora_run(/*r=*/8, /*max_steps=*/30);
   Device cpu(cpu_backend());
   GPT2 model(a.model_config(), cpu);
   model.init_weights(a.seed);

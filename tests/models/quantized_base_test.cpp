@@ -14,6 +14,7 @@
 #include "plan/what_if.h"
 #include "support/configs.h"
 #include "support/random.h"
+#include "support/train_run.h"
 #include "train/trainer.h"
 
 namespace snug {
@@ -130,30 +131,18 @@ TEST(QuantizedBase, LoadsAndQuantizesAWeightsFile) {
 }
 
 TrainingArguments qlora_args() {
-  TrainingArguments a;
-  a.apply_qlora_recipe();
-  a.lora_r = 4;
-  a.lora_alpha = 8;
-  a.target_modules = "all-linear";
-  a.learning_rate = 3e-3;
-  a.max_steps = 20;
-  a.per_device_train_batch_size = 4;
-  a.seq_len = 64;
-  a.logging_steps = 1000;
+  TrainingArguments a = test::small_lora_run(/*r=*/4, /*max_steps=*/20);
+  a.apply_qlora_recipe();  // keeps the rank and targets given
   return a;
 }
 
 TEST(QuantizedBase, QloraTrainsAndItsPlanIsExact) {
   const TrainingArguments a = qlora_args();
-  Device cpu(cpu_backend());
-  GPT2 model(a.model_config(), cpu, DType::f32, a.weight_quant());
-  model.init_weights(a.seed);
-  const auto data = open_dataset(a.data, model.config().vocab_size, a.seed);
-  Trainer t(a, model, data.get());
-  const TrainResult r = t.train();
+  test::TrainRun run(a);
+  const TrainResult r = run.train();
   ASSERT_TRUE(r.error.empty()) << r.error;
   EXPECT_LT(r.loss.back(), 0.9 * r.loss.front()) << r.loss.front() << " -> " << r.loss.back();
-  const MemoryStats real = cpu.pool().stats();
+  const MemoryStats real = run.dev.pool().stats();
   const MemoryStats plan = dry_run(a);
   EXPECT_EQ(plan.peak_total, real.peak_total);
   for (int c = 0; c < kNumCategories; ++c)
@@ -189,16 +178,12 @@ TEST(QuantizedBase, QloraResumeIsBitExact) {
     a.save_steps = steps;
     a.output_dir = out;
     a.resume_from = resume;
-    Device cpu(cpu_backend());
-    GPT2 model(a.model_config(), cpu, DType::f32, a.weight_quant());
-    model.init_weights(a.seed);
-    const auto data = open_dataset(a.data, model.config().vocab_size, a.seed);
-    Trainer t(a, model, data.get());
-    const TrainResult r = t.train();
+    test::TrainRun tr(a);
+    const TrainResult r = tr.train();
     EXPECT_TRUE(r.error.empty()) << r.error;
     *losses = r.loss;
     std::vector<float> adapters;
-    for (const auto& ad : model.lora_adapters())
+    for (const auto& ad : tr.model->lora_adapters())
       for (const Parameter* p : {ad.A, ad.B})
         adapters.insert(adapters.end(), p->value.data<float>(),
                         p->value.data<float>() + p->numel());

@@ -59,4 +59,20 @@ inline TrainingArguments tiny_run(int64_t max_steps, const std::string& out) {
   return a;
 }
 
+// gpt2-tiny (the default model) on the built-in data with LoRA rank r (alpha 2r) on every linear
+// layer, seq 64, batch 4, learning rate 3e-3, `max_steps` steps, no logging: the small adapter run
+// whose loss must fall (LoRA, and QLoRA with apply_qlora_recipe()).
+inline TrainingArguments small_lora_run(int64_t r, int64_t max_steps) {
+  TrainingArguments a;
+  a.lora_r = r;
+  a.lora_alpha = 2.0 * static_cast<double>(r);
+  a.target_modules = "all-linear";
+  a.learning_rate = 3e-3;
+  a.max_steps = max_steps;
+  a.per_device_train_batch_size = 4;
+  a.seq_len = 64;
+  a.logging_steps = 1000;
+  return a;
+}
+
 }  // namespace snug::test

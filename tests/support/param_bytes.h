@@ -19,4 +19,9 @@ inline std::map<std::string, std::vector<uint8_t>> param_bytes(const Model& m) {
   return out;
 }
 
+// Whether two models hold the same parameters, bit for bit.
+inline bool same_values(const Model& a, const Model& b) {
+  return param_bytes(a) == param_bytes(b);
+}
+
 }  // namespace snug::test

@@ -12,14 +12,12 @@
 
 namespace snug::test {
 
-namespace {
 std::string slurp(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
-}  // namespace
 
 TempDir::TempDir() {
   static std::atomic<int> counter{0};

@@ -35,6 +35,8 @@ class TempDir {
 
 // Writes `bytes` to `path` (a file a test hands to the command).
 void write_file(const std::string& path, const std::string& bytes);
+// The bytes of `path` ("" when it cannot be read).
+std::string slurp(const std::string& path);
 
 // The JSON document in `path` (a report, plan, timeline or quantize output).
 nlohmann::json read_json(const std::string& path);

@@ -7,7 +7,7 @@ namespace snug::test {
 TrainRun::TrainRun(const TrainingArguments& a)
     : args(a),
       cfg(a.model_config()),
-      model(create_model(cfg, dev)),
+      model(create_model(cfg, dev, a.param_dtype(), a.weight_quant())),
       data(open_data(a.data_options(cfg.shape.vocab_size))) {
   model->init_weights(a.seed);
 }
