@@ -126,7 +126,8 @@ int run_generate(const TrainingArguments& args, GenerateFlags f,
   g.validate();
   const std::vector<std::string> prompts = read_prompts(f);
 
-  Device dev(backend_named(args.device));
+  const std::unique_ptr<Device> dev_owner = make_device(args.device);
+  Device& dev = *dev_owner;
   dev.pool().set_capacity(args.device_memory);
   // In the dtype asked (--bf16: bf16 weights, no fp32 master; train/training_args.h).
   auto model = create_model(cfg, dev, args.generation_param_dtype(), args.weight_quant());

@@ -48,7 +48,7 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
   set_num_threads(args.threads);
   const ModelConfig cfg = args.model_config();
   check_seq_len(args.seq_len, cfg);
-  dev_ptr = std::make_unique<Device>(backend_named(args.device));
+  dev_ptr = make_device(args.device);
   Device& dev = *dev_ptr;
   dev.pool().set_capacity(args.device_memory);
   dev.pool().enable_timeline(!memory_timeline.empty());

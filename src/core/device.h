@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +48,11 @@ class Device {
   // pool the report shows beside the device's.
   Device& host() { return host_ ? *host_ : *this; }
   void set_host(Device& host) { host_ = &host; }
+  // set_host with a host device this one owns (kernels/backends.h make_device).
+  void own_host(std::unique_ptr<Device> host) {
+    owned_host_ = std::move(host);
+    host_ = owned_host_.get();
+  }
 
   // Typed transfers of n elements (no-ops on meta): host -> device, device -> host, and
   // device -> device (dst may equal src, the ranges must not otherwise overlap).
@@ -70,6 +76,7 @@ class Device {
   MemoryPool pool_;
   const OpTable* ops_;
   Device* host_ = nullptr;
+  std::unique_ptr<Device> owned_host_;
 };
 
 // Device memory presets (nominal capacities of common GPUs), e.g. "v100-16gb" -> 16 GiB, and any

@@ -1,8 +1,11 @@
 #include "kernels/backends.h"
 
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/error.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/op_table.h"
 
 namespace snug {
@@ -41,7 +44,70 @@ class MetaBackend final : public Backend {
   const OpTable& ops() const override { return meta_op_table(); }
 };
 
+// cpu-remote: the cpu kernels on host memory whose addresses the host cannot dereference. Every
+// pointer it hands out carries a tag in bits no x86-64 address uses, so host code that reads or
+// writes a tensor without Device::upload/download or core/host_staging.h faults at once, as it
+// would on an accelerator; its copies and its op table strip the tag before the host touches
+// the bytes. A CI stand-in for a GPU: a run on it proves the run's host work goes through the
+// backend (tests/core/cpu_remote_test.cpp).
+constexpr uintptr_t kRemoteTag = uintptr_t{1} << 62;
+
+template <typename T>
+T untag(T v) {
+  if constexpr (std::is_pointer_v<T>) {
+    const auto u = reinterpret_cast<uintptr_t>(v);
+    return reinterpret_cast<T>(u & ~kRemoteTag);
+  } else {
+    return v;
+  }
+}
+
+void* tag(void* p) {
+  return p ? reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | kRemoteTag) : nullptr;
+}
+
+template <auto F>
+struct Untagged;
+template <typename R, typename... A, R (*F)(A...)>
+struct Untagged<F> {
+  static R run(A... a) { return F(untag(a)...); }
+};
+
+const OpTable kRemoteOps = {
+    "fast",
+#define SNUG_OP(ret, name, params) &Untagged<&kernels::name>::run,
+#include "kernels/all_ops.inc"
+#undef SNUG_OP
+};
+
+class CpuRemoteBackend final : public Backend {
+ public:
+  const char* name() const override { return "cpu-remote"; }
+  bool backed() const override { return true; }
+  bool host_addressable() const override { return false; }
+  void* allocate(int64_t bytes) const override { return tag(host_allocate(bytes)); }
+  void release(void* p, int64_t) const override { host_release(untag(p)); }
+  void zero(void* dst, int64_t bytes) const override {
+    if (bytes > 0) std::memset(untag(dst), 0, static_cast<size_t>(bytes));
+  }
+  void upload(void* dst, const void* src, int64_t bytes) const override {
+    if (bytes > 0) std::memcpy(untag(dst), src, static_cast<size_t>(bytes));
+  }
+  void download(void* dst, const void* src, int64_t bytes) const override {
+    if (bytes > 0) std::memcpy(dst, untag(src), static_cast<size_t>(bytes));
+  }
+  void copy(void* dst, const void* src, int64_t bytes) const override {
+    if (bytes > 0 && dst != src) std::memcpy(untag(dst), untag(src), static_cast<size_t>(bytes));
+  }
+  const OpTable& ops() const override { return kRemoteOps; }
+};
+
 }  // namespace
+
+const Backend& cpu_remote_backend() {
+  static const CpuRemoteBackend b;
+  return b;
+}
 
 const Backend& cpu_backend() {
   static const CpuBackend b;
@@ -53,10 +119,34 @@ const Backend& meta_backend() {
   return b;
 }
 
+// "cuda" is cuda:0; "cuda:N" the N-th GPU (digits only).
+std::optional<int> cuda_index(const std::string& name) {
+  if (name == "cuda") return 0;
+  if (name.rfind("cuda:", 0) != 0 || name.size() == 5 || name.size() > 9) return std::nullopt;
+  int i = 0;
+  for (size_t k = 5; k < name.size(); ++k) {
+    if (name[k] < '0' || name[k] > '9') return std::nullopt;
+    i = i * 10 + (name[k] - '0');
+  }
+  return i;
+}
+
+std::unique_ptr<Device> make_device(const std::string& name) {
+  auto dev = std::make_unique<Device>(backend_named(name));
+  if (!dev->host_addressable()) dev->own_host(std::make_unique<Device>(cpu_backend()));
+  return dev;
+}
+
+bool is_device_name(const std::string& name) {
+  return name == "cpu" || name == "meta" || name == "cpu-remote" || cuda_index(name).has_value();
+}
+
 const Backend& backend_named(const std::string& name) {
   if (name == "cpu") return cpu_backend();
   if (name == "meta") return meta_backend();
-  throw Error("unknown device '" + name + "' (expected cpu or meta)");
+  if (name == "cpu-remote") return cpu_remote_backend();
+  if (const std::optional<int> i = cuda_index(name)) return cuda_backend(*i);
+  throw Error("unknown device '" + name + "' (expected cpu, cuda, cuda:N or meta)");
 }
 
 }  // namespace snug

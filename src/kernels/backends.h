@@ -10,15 +10,30 @@
 // host-only ops (kernels/op_table.h) run on staged copies.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "core/backend.h"
+#include "core/device.h"
 
 namespace snug {
 
 const Backend& cpu_backend();
 const Backend& meta_backend();
-// The backend a --device value names ("cpu", "meta"); anything else is refused by name.
+// The cpu kernels behind addresses the host cannot dereference (kernels/backends.cpp): a stand-in
+// for an accelerator, for tests and `--device cpu-remote`.
+const Backend& cpu_remote_backend();
+// The backend a --device value names: "cpu", "meta", "cpu-remote", "cuda" (= cuda:0) or "cuda:N"
+// (kernels/cuda/cuda_backend.h; refused with the reason where there is no GPU or no CUDA build);
+// anything else is refused by name.
 const Backend& backend_named(const std::string& name);
+// The GPU index of "cuda"/"cuda:N", nullopt for other names.
+std::optional<int> cuda_index(const std::string& name);
+// The Device a --device value names, with a host device of its own for staging where the host
+// does not address its memory (cuda, cpu-remote): the run's host pool, reported beside it.
+std::unique_ptr<Device> make_device(const std::string& name);
+// True when `name` is a device name backend_named knows (whether or not it can be used here).
+bool is_device_name(const std::string& name);
 
 }  // namespace snug

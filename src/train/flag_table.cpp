@@ -393,7 +393,8 @@ std::vector<TrainingFlag> make_table() {
        .range = NumberRange::unsigned_integer(UINT64_MAX)},
       {.names = "--device",
        .key = "device",
-       .help = "cpu (real run) or meta (shapes only, exact memory)",
+       .help = "cpu or cuda / cuda:N (a real run on the host or a GPU), or meta (shapes only, "
+               "exact memory)",
        .target = &TA::device},
       // Shown by train_command_line as the user gave it (a preset name), not in bytes.
       {.names = "--device-memory",

@@ -105,7 +105,10 @@ void TrainingArguments::validate() const {
   parse_logits_mode(logits);
   parse_compute_dtype(fp16, bf16);
   kernels::resolve_gemm_path(gemm_path);  // known, and available on this CPU
-  backend_named(device);
+  // Known by name; whether it can be used here (a GPU, a CUDA build) is asked where the run
+  // makes it: `plan --device cuda` needs no GPU.
+  SNUG_CHECK(is_device_name(device), "--device: unknown device '", device,
+             "' (expected cpu, cuda, cuda:N or meta)");
   optimizer_entry(optim);  // throws the message listing the known names
   SNUG_CHECK(!(bf16_full && fp16),
              "--fp16 and --bf16-full are exclusive: --bf16-full stores and computes in bf16");
