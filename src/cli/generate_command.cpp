@@ -36,6 +36,7 @@
 #include "models/registry.h"
 #include "peft/peft_adapter.h"
 #include "peft/peft_export.h"
+#include "report/device_memory.h"
 #include "report/report.h"
 #include "train/model_setup.h"
 
@@ -178,9 +179,10 @@ int run_generate(const TrainingArguments& args, GenerateFlags f,
   std::fprintf(stderr, "snug: %lld tokens in %.3f s, %.1f tokens/s\n",
                static_cast<long long>(total), seconds, seconds > 0 ? total / seconds : 0.0);
   std::fprintf(stderr, "\n%s", memory_table(dev.pool().stats(), args.device_memory).c_str());
+  std::fprintf(stderr, "%s", device_memory_lines(dev).c_str());
   if (!args.report_json.empty()) {
     // docs/report.md, "snug generate": the run's memory as training reports it, and per prompt.
-    const nlohmann::json j = {
+    nlohmann::json j = {
         {"config", args.to_json()},
         {"system", system_info(args.gemm_path)},
         {"memory", memory_json(dev.pool().stats(), args.device_memory)},
@@ -189,6 +191,7 @@ int run_generate(const TrainingArguments& args, GenerateFlags f,
           {"new_tokens", total},
           {"seconds", seconds},
           {"tokens_per_second", seconds > 0 ? static_cast<double>(total) / seconds : 0.0}}}};
+    add_device_memory(j["memory"], dev);
     write_json_file(args.report_json, j);
     std::fprintf(stderr, "report written to %s\n", args.report_json.c_str());
   }

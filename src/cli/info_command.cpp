@@ -1,13 +1,16 @@
-// `snug info`: what this machine gives snug: CPU and ISA flags, oneDNN's ISA, the GEMM each dtype
-// runs on (--gemm-path auto) and, with --gemm-peak, the measured peak of each of those GEMMs
-// (the denominators of snug's MFU in bench/peers/run). --json FILE writes the same as JSON.
+// `snug info`: what this machine gives snug: CPU and ISA flags, the GPUs (or why none), oneDNN's
+// ISA, the GEMM each dtype runs on (--gemm-path auto) and, with --gemm-peak, the measured peak of
+// each of those GEMMs (the denominators of snug's MFU in bench/peers/run). --json FILE writes the
+// same as JSON.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/number_flag.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "core/parallel.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/gemm_path.h"
 #include "kernels/peak.h"
 #include "report/report.h"
@@ -40,6 +43,30 @@ int run_info(const InfoArgs& a) {
     std::printf("GEMM %-7s %s\n", dt, j["gemm_path"][dt].get<std::string>().c_str());
   if (!kernels::bf16_matmul_support().native)
     std::printf("             (%s)\n", kernels::bf16_matmul_support().reason.c_str());
+  // The GPUs --device cuda:N can use, or why there is none.
+  if (const std::string why = cuda_unavailable_reason(); !why.empty()) {
+    std::printf("GPU          none: %s\n", why.c_str());
+    j["gpus"] = nlohmann::json::array();
+    j["gpu_unavailable"] = why;
+  } else {
+    j["gpus"] = nlohmann::json::array();
+    for (int i = 0; i < cuda_device_count(); ++i) {
+      const CudaDeviceInfo g = cuda_device_info(i);
+      std::printf(
+          "GPU cuda:%d   %s, compute capability %d.%d, %d multiprocessors, %s, driver "
+          "%d, runtime %d\n",
+          i, g.name.c_str(), g.compute_major, g.compute_minor, g.multiprocessors,
+          format_bytes(g.total_bytes).c_str(), g.driver_version, g.runtime_version);
+      j["gpus"].push_back({{"device", "cuda:" + std::to_string(i)},
+                           {"name", g.name},
+                           {"compute_capability", std::to_string(g.compute_major) + "." +
+                                                      std::to_string(g.compute_minor)},
+                           {"multiprocessors", g.multiprocessors},
+                           {"memory_bytes", g.total_bytes},
+                           {"driver_version", g.driver_version},
+                           {"runtime_version", g.runtime_version}});
+    }
+  }
   if (a.gemm_peak) {
     // Square 1024 and 2048 products, the better of the two, as bench/peers/run measures torch.
     auto peak = [](kernels::GemmPath p) {

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "data/batches.h"
 #include "kernels/backends.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "models/registry.h"
 #include "plan/dry_run.h"
 #include "plan/what_if.h"
@@ -32,6 +33,7 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
              const InferenceFlags& inference) {
   if (inference.on)
     return run_inference_plan(args, inference, device_memory, all_gpus, json_path, extras);
+  const bool on_gpu = cuda_index(args.device).has_value();
   const ModelConfig cfg = prepare_dry_run(args);
   // jsonl examples are read (tokenized) and replayed: their batches are not full rows
   // (plan/dry_run.h). Token streams are planned as full rows without reading them.
@@ -55,6 +57,11 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
                 static_cast<double>(trainable) / 1e6);
   std::printf("%s\n\n", describe_batches(planned.batches).c_str());
   std::printf("%s\n", memory_table(mem, std::nullopt).c_str());
+  if (on_gpu)
+    std::printf(
+        "on cuda, beside this peak: cuBLASLt's workspace (%s) and the CUDA context "
+        "(the driver's, measured by `snug train --device cuda`: memory.driver)\n\n",
+        format_bytes(kCudaLibraryWorkspaceBytes).c_str());
 
   const std::vector<Verdict> verdicts = plan_verdicts(device_memory, all_gpus, mem.peak_total);
   for (const Verdict& v : verdicts) print_verdict(v);
@@ -78,6 +85,7 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
     j["devices"] = nlohmann::json::array();
     for (const Verdict& v : verdicts) j["devices"].push_back(verdict_json(v));
     j["what_if"] = what_if_json(alternatives, mem.peak_total);
+    if (on_gpu) j["cuda"] = {{"library_workspace_bytes", kCudaLibraryWorkspaceBytes}};
     write_json_file(json_path, j);
   }
   return 0;

@@ -14,6 +14,7 @@
 #include "models/registry.h"
 #include "optim/optimizer.h"
 #include "plan/what_if.h"
+#include "report/device_memory.h"
 #include "report/memory_timeline.h"
 #include "report/report.h"
 #include "train/model_setup.h"
@@ -118,6 +119,7 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
     std::printf("--load-best-model-at-end: loaded %s (%s %.4f)\n", r.best_model_checkpoint.c_str(),
                 args.best_metric_key().c_str(), r.best_metric);
   std::printf("\n%s", memory_table(mem, capacity).c_str());
+  std::printf("%s", device_memory_lines(dev).c_str());
   // What each memory switch that is off would change, from dry runs of the same arguments that
   // replay this run's data (its batch shapes): the baseline is the peak measured above.
   const DryRunData replayed{data.train.get(), data.eval.get()};
@@ -129,6 +131,7 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
     nlohmann::json report = make_report(args, *model, r, mem, capacity);
     report["what_if"] = what_if_json(alternatives, baseline);
     report["step_end_s"] = times.ends;
+    add_device_memory(report["memory"], dev);
     write_json_file(args.report_json, report);
     std::printf("report written to %s\n", args.report_json.c_str());
   }

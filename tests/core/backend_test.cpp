@@ -3,6 +3,7 @@
 // (core/host_staging.h) on a device the host does not address: a stand-in accelerator whose bytes
 // live on the host heap but which says the host may not touch them, so every host-side path must
 // go through its upload and download (counted here) and a host pool of its own.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "core/tensor.h"
 #include "io/safetensors.h"
 #include "kernels/backends.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/op_table.h"
 #include "support/run_cli.h"
 
@@ -95,7 +97,23 @@ TEST(Backend, NamedByTheDeviceFlag) {
     backend_named("gpu");
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "unknown device 'gpu' (expected cpu or meta)");
+    EXPECT_STREQ(e.what(), "unknown device 'gpu' (expected cpu, cuda, cuda:N or meta)");
+  }
+  EXPECT_EQ(&backend_named("cpu-remote"), &cpu_remote_backend());
+  EXPECT_EQ(cuda_index("cuda"), 0);
+  EXPECT_EQ(cuda_index("cuda:3"), 3);
+  for (const char* bad : {"cuda:", "cuda:x", "cuda:-1", "cuda:12345", "cudax"}) {
+    EXPECT_FALSE(cuda_index(bad).has_value()) << bad;
+    EXPECT_FALSE(is_device_name(bad)) << bad;
+  }
+  // Without a GPU (or a CUDA build) the name is known but refused with the reason.
+  if (cuda_device_count() == 0) {
+    try {
+      backend_named("cuda:1");
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), ::testing::StartsWith("--device cuda: "));
+    }
   }
 }
 

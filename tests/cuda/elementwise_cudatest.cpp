@@ -48,16 +48,15 @@ TEST(CudaGemm, AllTransposesAndStrides) {
             {67, 45, 131, -1.25f, 1.0f},
             {1, 37, 5, 0.7f, 0.3f},
             {256, 768, 512, 1.0f, 0.0f}}) {
-        SCOPED_TRACE(testing::Message() << "ta=" << ta << " tb=" << tb << " M=" << M << " N=" << N
-                                        << " K=" << K);
+        SCOPED_TRACE(testing::Message()
+                     << "ta=" << ta << " tb=" << tb << " M=" << M << " N=" << N << " K=" << K);
         const int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
         const auto A = random_floats((ta ? K : M) * lda, ++seed);
         const auto B = random_floats((tb ? N : K) * ldb, ++seed);
         auto C = random_floats(M * ldc, ++seed);
         if (beta == 0.0f) C.assign(C.size(), std::numeric_limits<float>::quiet_NaN());
         std::vector<float> want = C;
-        ref::gemm_f32(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, want.data(),
-                      ldc);
+        ref::gemm_f32(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, want.data(), ldc);
         GpuBuffer<float> dA(gpu, A), dB(gpu, B), dC(gpu, C);
         gpu.ops().gemm_f32(ta, tb, M, N, K, alpha, dA, lda, dB, ldb, beta, dC, ldc);
         const auto got = dC.host();

@@ -17,9 +17,9 @@
 namespace snug::test {
 
 // In a TEST body: the GPU's backend as `gpu`, or skip naming why there is none.
-#define SNUG_REQUIRE_GPU(gpu)                                                 \
+#define SNUG_REQUIRE_GPU(gpu)                                                  \
   if (const std::string why = ::snug::cuda_unavailable_reason(); !why.empty()) \
-    GTEST_SKIP() << "no GPU: " << why;                                       \
+    GTEST_SKIP() << "no GPU: " << why;                                         \
   [[maybe_unused]] const ::snug::Backend& gpu = ::snug::cuda_backend(0)
 
 // n elements of T in a backend's memory, freed with the buffer. Made from a host vector (uploaded)

@@ -18,8 +18,7 @@ namespace cuda {
 
 namespace {
 
-// 32 MiB: cuBLASLt's recommendation for Hopper (its docs ask at least 32 MiB there).
-constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
+constexpr size_t kLtWorkspaceBytes = static_cast<size_t>(kCudaLibraryWorkspaceBytes);
 
 struct Context {
   int index = -1;
@@ -27,6 +26,8 @@ struct Context {
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
   bool debug_alloc = false;
+  int64_t context_bytes = 0;
+  cudaMemPool_t pool = nullptr;
 };
 
 Context& ctx() {
@@ -79,9 +80,9 @@ class CudaBackend final : public Backend {
   }
   void download(void* dst, const void* src, int64_t bytes) const override {
     if (bytes <= 0) return;
-    check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost,
-                          ctx().stream),
-          "download (cudaMemcpyAsync device to host)");
+    check(
+        cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, ctx().stream),
+        "download (cudaMemcpyAsync device to host)");
     sync("download");
   }
   void copy(void* dst, const void* src, int64_t bytes) const override {
@@ -96,11 +97,16 @@ class CudaBackend final : public Backend {
 void init_context(int index) {
   Context& c = ctx();
   check(cudaSetDevice(index), "cudaSetDevice");
+  check(cudaFree(nullptr), "making the CUDA context");
+  size_t free_b = 0, total_b = 0;
+  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  c.context_bytes = static_cast<int64_t>(total_b - free_b);
   check(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "cudaStreamCreate");
   // Keep freed blocks in the pool for reuse (the default threshold 0 returns them to the driver at
   // every synchronisation, which costs a driver call per tensor per step).
   cudaMemPool_t pool = nullptr;
   check(cudaDeviceGetDefaultMemPool(&pool, index), "cudaDeviceGetDefaultMemPool");
+  c.pool = pool;
   uint64_t threshold = UINT64_MAX;
   check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold),
         "cudaMemPoolSetAttribute");
@@ -190,8 +196,8 @@ const Backend& cuda_backend(int index) {
              " GPU(s) (cuda:0 to cuda:", n - 1, ")");
   cuda::Context& c = cuda::ctx();
   if (c.index < 0) cuda::init_context(index);
-  SNUG_CHECK(c.index == index, "--device cuda:", index, ": this process already uses cuda:",
-             c.index, " (one GPU per process)");
+  SNUG_CHECK(c.index == index, "--device cuda:", index,
+             ": this process already uses cuda:", c.index, " (one GPU per process)");
   return backend;
 }
 
@@ -217,6 +223,14 @@ CudaMemoryInfo cuda_memory_info() {
   m.device_total = static_cast<int64_t>(total_b);
   m.device_used = static_cast<int64_t>(total_b - free_b);
   m.library_workspace = static_cast<int64_t>(cuda::kLtWorkspaceBytes);
+  m.context = cuda::ctx().context_bytes;
+  uint64_t used = 0, reserved = 0;
+  cuda::check(cudaMemPoolGetAttribute(cuda::ctx().pool, cudaMemPoolAttrUsedMemHigh, &used),
+              "cudaMemPoolGetAttribute");
+  cuda::check(cudaMemPoolGetAttribute(cuda::ctx().pool, cudaMemPoolAttrReservedMemHigh, &reserved),
+              "cudaMemPoolGetAttribute");
+  m.pool_used_high = static_cast<int64_t>(used);
+  m.pool_reserved_high = static_cast<int64_t>(reserved);
   return m;
 }
 

@@ -36,6 +36,12 @@ inline unsigned blocks_for(int64_t n, int threads = 256) {
   return static_cast<unsigned>(b < 1 ? 1 : (b > 2147483647 ? 2147483647 : b));
 }
 
+// blocks_for capped at `cap` blocks, for grid-stride loops.
+inline unsigned capped_blocks(int64_t n, unsigned cap, int threads = 256) {
+  const unsigned b = blocks_for(n, threads);
+  return b > cap ? cap : b;
+}
+
 // A device scratch buffer of the stream-ordered allocator, for the few kernels that need one
 // (reductions that return a value to the host). Freed on the stream at scope exit; it is not a
 // tensor, so the pool does not count it: keep it to a handful of bytes per call.

@@ -23,6 +23,10 @@
 
 namespace snug {
 
+// cuBLASLt's workspace, allocated once per GPU outside the pool (its documentation asks at least
+// 32 MiB on Hopper). A constant, so that `plan --device cuda` names it without a GPU.
+constexpr int64_t kCudaLibraryWorkspaceBytes = int64_t{32} << 20;
+
 // True when this snug was built with the CUDA backend.
 bool cuda_built();
 // GPUs the driver shows (0 without the backend, without a driver or without a GPU).
@@ -35,22 +39,32 @@ const Backend& cuda_backend(int index);
 
 // What `snug info` and the report say about a GPU.
 struct CudaDeviceInfo {
-  std::string name;           // "NVIDIA H100 80GB HBM3"
-  int compute_major = 0;      // 9
-  int compute_minor = 0;      // 0
+  std::string name;       // "NVIDIA H100 80GB HBM3"
+  int compute_major = 0;  // 9
+  int compute_minor = 0;  // 0
   int multiprocessors = 0;
-  int64_t total_bytes = 0;    // device memory
-  int driver_version = 0;     // 13000
+  int64_t total_bytes = 0;  // device memory
+  int driver_version = 0;   // 13000
   int runtime_version = 0;
 };
 CudaDeviceInfo cuda_device_info(int index);
 
-// The driver's view of the GPU in use: bytes in use on the device (total - free, all processes),
-// and the workspace bytes snug's libraries hold outside the pool (cuBLASLt).
+// The driver's view of the GPU in use (all zero before cuda_backend made its context):
+//   device_used        total - free now, every process's use included;
+//   context            device_used when the context was made, before snug allocated anything
+//                      (the CUDA context and what other processes held);
+//   library_workspace  what snug's libraries hold outside the pool (cuBLASLt's workspace);
+//   pool_used_high     the stream-ordered pool's high-water mark of bytes handed to tensors (the
+//                      driver's count of the tracked peak, with its rounding; 0 with the debug
+//                      backing);
+//   pool_reserved_high the pool's high-water mark of memory taken from the device.
 struct CudaMemoryInfo {
   int64_t device_used = 0;
   int64_t device_total = 0;
+  int64_t context = 0;
   int64_t library_workspace = 0;
+  int64_t pool_used_high = 0;
+  int64_t pool_reserved_high = 0;
 };
 CudaMemoryInfo cuda_memory_info();
 

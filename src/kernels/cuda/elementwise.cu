@@ -37,8 +37,7 @@ __global__ void sum_squares_kernel(const float* x, int64_t n, double* out) {
 }
 
 unsigned grid_for(int64_t n) {
-  const unsigned b = blocks_for(n);
-  return b > 4096 ? 4096 : b;
+  return capped_blocks(n, 4096);
 }
 
 void add(float* out, const float* a, const float* b, int64_t n) {
@@ -57,8 +56,7 @@ double sum_squares(const float* x, int64_t n) {
   if (n <= 0) return 0.0;
   Scratch acc(sizeof(double));
   check(cudaMemsetAsync(acc.as<double>(), 0, sizeof(double), stream()), "sum_squares memset");
-  sum_squares_kernel<<<grid_for(n) > 1024 ? 1024 : grid_for(n), 256, 0, stream()>>>(
-      x, n, acc.as<double>());
+  sum_squares_kernel<<<capped_blocks(n, 1024), 256, 0, stream()>>>(x, n, acc.as<double>());
   check_launch("sum_squares");
   double h = 0.0;
   check(cudaMemcpyAsync(&h, acc.as<double>(), sizeof(double), cudaMemcpyDeviceToHost, stream()),

@@ -45,8 +45,20 @@ void gemm_lt(cudaDataType_t ab, bool transA, bool transB, int64_t M, int64_t N, 
              " K=", K, " lda=", lda, " ldb=", ldb, " ldc=", ldc, ")");
   static std::mutex mu;
   static std::map<Key, Plan> plans;
-  const Key key{transA, transB, M, N, K, lda, ldb, ldc, static_cast<int>(ab),
-                alignment_of(A), alignment_of(B), alignment_of(C), 0, beta != 0.0f};
+  const Key key{transA,
+                transB,
+                M,
+                N,
+                K,
+                lda,
+                ldb,
+                ldc,
+                static_cast<int>(ab),
+                alignment_of(A),
+                alignment_of(B),
+                alignment_of(C),
+                0,
+                beta != 0.0f};
   std::lock_guard<std::mutex> lock(mu);
   auto it = plans.find(key);
   if (it == plans.end()) {
@@ -92,8 +104,8 @@ void gemm_lt(cudaDataType_t ab, bool transA, bool transB, int64_t M, int64_t N, 
                                                              pref, 1, &res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     SNUG_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, what,
-               ": cuBLASLt has no algorithm for M=", M, " N=", N, " K=", K,
-               " (status ", static_cast<int>(st), ")");
+               ": cuBLASLt has no algorithm for M=", M, " N=", N, " K=", K, " (status ",
+               static_cast<int>(st), ")");
     p.algo = res.algo;
     it = plans.emplace(key, p).first;
   }
@@ -115,8 +127,7 @@ __global__ void scale_rows_kernel(float* C, int64_t M, int64_t N, int64_t ldc, f
 
 void empty_k(float* C, int64_t M, int64_t N, int64_t ldc, float beta) {
   if (M <= 0 || N <= 0 || beta == 1.0f) return;
-  scale_rows_kernel<<<blocks_for(M * N) > 4096 ? 4096 : blocks_for(M * N), 256, 0, stream()>>>(
-      C, M, N, ldc, beta);
+  scale_rows_kernel<<<capped_blocks(M * N, 4096), 256, 0, stream()>>>(C, M, N, ldc, beta);
   check_launch("gemm (empty K)");
 }
 
@@ -128,8 +139,8 @@ void gemm_f32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float a
 }
 
 void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
-               const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta,
-               float* C, int64_t ldc) {
+               const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C,
+               int64_t ldc) {
   if (K == 0) return empty_k(C, M, N, ldc, beta);
   gemm_lt(CUDA_R_16BF, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, "gemm_bf16");
 }
@@ -162,8 +173,7 @@ __global__ void column_sums_kernel(float* db, const T* dout, int64_t N, int64_t 
 void add_bias(float* out, const float* b, int64_t N, int64_t OC) {
   if (!b || N <= 0 || OC <= 0) return;
   const int64_t total = N * OC;
-  add_bias_kernel<<<blocks_for(total) > 8192 ? 8192 : blocks_for(total), 256, 0, stream()>>>(
-      out, b, N, OC);
+  add_bias_kernel<<<capped_blocks(total, 8192), 256, 0, stream()>>>(out, b, N, OC);
   check_launch("linear bias");
 }
 
@@ -176,15 +186,15 @@ void add_column_sums(float* db, const T* dout, int64_t N, int64_t OC) {
 
 // The Linear as GEMMs, as kernels/linear_ops.h does it on the host (same calls, same order).
 template <typename T, typename Gemm>
-void linear_fwd(Gemm gemm, bool nt, float* out, const T* inp, const T* w, const float* b,
-                int64_t N, int64_t IC, int64_t OC) {
+void linear_fwd(Gemm gemm, bool nt, float* out, const T* inp, const T* w, const float* b, int64_t N,
+                int64_t IC, int64_t OC) {
   gemm(false, nt, N, OC, IC, 1.0f, inp, IC, w, nt ? IC : OC, 0.0f, out, OC);
   add_bias(out, b, N, OC);
 }
 
 template <typename T, typename Gemm>
-void linear_bwd(Gemm gemm, bool nt, float* dinp, float* dw, float* db, const T* dout,
-                const T* inp, const T* w, int64_t N, int64_t IC, int64_t OC, float dinp_beta) {
+void linear_bwd(Gemm gemm, bool nt, float* dinp, float* dw, float* db, const T* dout, const T* inp,
+                const T* w, int64_t N, int64_t IC, int64_t OC, float dinp_beta) {
   if (dinp) gemm(false, !nt, N, IC, OC, 1.0f, dout, OC, w, nt ? IC : OC, dinp_beta, dinp, IC);
   if (dw) {
     if (nt)

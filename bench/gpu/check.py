@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""Every GPU check of issue 27 in one run on the GPU machine, writing one JSON (bench/gpu/check.sh
+calls this; see there for the parts). Each part records what it ran, its figures and its
+verdicts; a part that fails does not stop the others.
+
+  ops     snug_cuda_tests (every CUDA op against snug::ref), then the same under
+          compute-sanitizer memcheck with one cudaMalloc per tensor (SNUG_CUDA_ALLOC=debug).
+  parity  3 training steps on cuda and on cpu per configuration: losses within 1e-5 relative;
+          a second cuda run bit-identical.
+  memory  `snug plan --device cuda` against the cuda run's tracked peak (to the byte), and the
+          driver's figure beside it.
+  speed   gpt2-124m, B=16, T=1024: snug against PyTorch (bench/gpu/torch_gpt2_cuda.py), tokens/s
+          as the median of the timed steps, peaks.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+FIX = os.path.join(ROOT, "tests", "fixtures", "hf")
+
+# Configurations of the parity and memory parts: a name and snug train flags.
+PARITY = [
+    ("gpt2-tiny", "--model gpt2-tiny --seq-len 128 --per-device-train-batch-size 8"),
+    ("gpt2-tiny-accum-ckpt", "--model gpt2-tiny --seq-len 64 --per-device-train-batch-size 4 "
+     "--gradient-accumulation-steps 2 --gradient-checkpointing"),
+    ("gpt2-tiny-naive-attn", "--model gpt2-tiny --seq-len 64 --attention naive"),
+    ("gpt2-124m-short", "--model gpt2-124m --seq-len 64 --per-device-train-batch-size 2"),
+    ("llama", f"--model {FIX}/llama_gqa_sharded --seq-len 32"),
+    ("llama-bias-tied", f"--model {FIX}/llama_bias_tied --seq-len 32"),
+    ("mistral", f"--model {FIX}/mistral_gqa --seq-len 32"),
+    ("qwen2", f"--model {FIX}/qwen2_bf16_tied --seq-len 32"),
+    ("neox", f"--model {FIX}/neox_parallel --seq-len 32"),
+    ("bert-mlm", f"--model {FIX}/bert_mlm --seq-len 32"),
+    ("bert-cls", f"--model {FIX}/bert_cls --seq-len 32"),
+    ("llama-lora", f"--model {FIX}/llama_gqa_sharded --seq-len 32 --lora-r 4 "
+     "--target-modules all-linear"),
+    ("llama-qlora", f"--model {FIX}/llama_gqa_sharded --seq-len 32 --qlora --load-in-4bit "
+     "--lora-r 4 --target-modules all-linear"),
+    ("gpt2-tiny-bf16", "--model gpt2-tiny --seq-len 64 --bf16"),
+    ("gpt2-tiny-bf16-full", "--model gpt2-tiny --seq-len 64 --bf16-full"),
+    ("gpt2-tiny-adamw8bit", "--model gpt2-tiny --seq-len 64 --optim adamw_bnb_8bit"),
+]
+
+MEMORY = [
+    ("gpt2-124m-fp32", "--model gpt2-124m --seq-len 512 --per-device-train-batch-size 8"),
+    ("gpt2-124m-ckpt", "--model gpt2-124m --seq-len 512 --per-device-train-batch-size 8 "
+     "--gradient-checkpointing"),
+    ("gpt2-124m-accum", "--model gpt2-124m --seq-len 512 --per-device-train-batch-size 4 "
+     "--gradient-accumulation-steps 2"),
+    ("gpt2-124m-bf16", "--model gpt2-124m --seq-len 512 --per-device-train-batch-size 8 --bf16"),
+    ("gpt2-124m-bf16-full", "--model gpt2-124m --seq-len 512 --per-device-train-batch-size 8 "
+     "--bf16-full"),
+    ("gpt2-124m-lora", "--model gpt2-124m --seq-len 512 --per-device-train-batch-size 8 "
+     "--lora-r 16 --target-modules all-linear"),
+    ("gpt2-124m-adamw8bit", "--model gpt2-124m --seq-len 512 --per-device-train-batch-size 8 "
+     "--optim adamw_bnb_8bit"),
+    ("llama-qlora", f"--model {FIX}/llama_gqa_sharded --seq-len 32 --qlora --load-in-4bit "
+     "--lora-r 4 --target-modules all-linear"),
+    ("bert-cls", f"--model {FIX}/bert_cls --seq-len 32"),
+    ("gpt2-350m-fp32", "--model gpt2-350m --seq-len 1024 --per-device-train-batch-size 4"),
+]
+
+
+def run(cmd, timeout, env=None):
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=timeout,
+                           env=env)
+        rc, out, err = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, out, err = 124, (e.stdout or b"").decode(errors="replace") if isinstance(
+            e.stdout, bytes) else (e.stdout or ""), "timeout"
+    return {"cmd": cmd, "rc": rc, "s": round(time.time() - t0, 2), "out": out[-4000:],
+            "err": err[-4000:]}
+
+
+def train(snug, device, flags, report, steps=3, timeout=120, extra=""):
+    outdir = report + ".out"
+    r = run(f"{snug} train --device {device} {flags} --max-steps {steps} --data dummy "
+            f"--logging-steps 1 --save-steps 0 --output-dir {outdir} --overwrite-output-dir "
+            f"--report-json {report} {extra}", timeout)
+    rep = None
+    if os.path.exists(report):
+        with open(report) as f:
+            rep = json.load(f)
+    return r, rep
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def part_ops(a, res):
+    tests = os.path.join(a.bin, "tests", "snug_cuda_tests")
+    j = os.path.join(a.out, "ops_gtest.json")
+    r = run(f"{tests} --gtest_output=json:{j}", 240)
+    summary = {"rc": r["rc"], "s": r["s"]}
+    if os.path.exists(j):
+        g = json.load(open(j))
+        summary.update(tests=g.get("tests"), failures=g.get("failures"),
+                       disabled=g.get("disabled"))
+        failed = []
+        for suite in g.get("testsuites", []):
+            for t in suite.get("testsuite", []):
+                if t.get("failures"):
+                    failed.append({"test": suite["name"] + "." + t["name"],
+                                   "failure": t["failures"][0]["failure"][:600]})
+        summary["failed"] = failed
+    summary["missing_ops"] = [l.split(": ", 1)[1] for l in r["out"].splitlines()
+                              if l.startswith("no CUDA kernel yet: ")]
+    summary["tail"] = r["out"][-1500:] if r["rc"] else ""
+    res["ops"] = summary
+    if a.memcheck:
+        env = dict(os.environ, SNUG_CUDA_ALLOC="debug")
+        m = run(f"compute-sanitizer --tool memcheck --error-exitcode 9 {tests} "
+                f"--gtest_brief=1", a.memcheck_timeout, env)
+        lines = [l for l in (m["out"] + m["err"]).splitlines() if "ERROR SUMMARY" in l]
+        res["ops"]["memcheck"] = {"rc": m["rc"], "s": m["s"],
+                                  "summary": lines[-1] if lines else None,
+                                  "tail": (m["out"] + m["err"])[-1500:] if m["rc"] else ""}
+
+
+def part_parity(a, res):
+    snug = os.path.join(a.bin, "snug")
+    rows = []
+    for name, flags in PARITY:
+        d = os.path.join(a.out, "parity", name)
+        os.makedirs(d, exist_ok=True)
+        rc_, cpu = train(snug, "cpu", flags, d + "/cpu.json")
+        rg, gpu = train(snug, "cuda", flags, d + "/cuda.json")
+        rg2, gpu2 = train(snug, "cuda", flags, d + "/cuda2.json")
+        row = {"name": name, "flags": flags, "cpu_rc": rc_["rc"], "cuda_rc": rg["rc"]}
+        if cpu and gpu and cpu.get("loss") and gpu.get("loss"):
+            row["cpu_loss"] = cpu["loss"]
+            row["cuda_loss"] = gpu["loss"]
+            row["max_rel"] = max(rel(g, c) for g, c in zip(gpu["loss"], cpu["loss"]))
+            row["bit_identical_rerun"] = bool(gpu2) and gpu2.get("loss") == gpu["loss"]
+            row["cuda_peak"] = gpu["memory"]["peak_bytes"]
+            row["cpu_peak"] = cpu["memory"]["peak_bytes"]
+        else:
+            row["cuda_err"] = (rg["err"] or rg["out"])[-800:]
+            row["cpu_err"] = (rc_["err"] or rc_["out"])[-400:] if rc_["rc"] else ""
+        rows.append(row)
+        print(f"parity {name}: {row.get('max_rel', 'FAILED')}", flush=True)
+    res["parity"] = rows
+
+
+def part_memory(a, res):
+    snug = os.path.join(a.bin, "snug")
+    rows = []
+    for name, flags in MEMORY:
+        d = os.path.join(a.out, "memory", name)
+        os.makedirs(d, exist_ok=True)
+        p = run(f"{snug} plan --device cuda {flags} --data dummy --json {d}/plan.json", 60)
+        rg, gpu = train(snug, "cuda", flags, d + "/cuda.json", steps=2)
+        row = {"name": name, "flags": flags, "plan_rc": p["rc"], "cuda_rc": rg["rc"]}
+        if os.path.exists(d + "/plan.json"):
+            row["plan_peak"] = json.load(open(d + "/plan.json"))["memory"]["peak_bytes"]
+        if gpu:
+            row["run_peak"] = gpu["memory"]["peak_bytes"]
+            row["driver"] = gpu["memory"].get("driver")
+            row["equal"] = row.get("plan_peak") == row["run_peak"]
+        else:
+            row["cuda_err"] = (rg["err"] or rg["out"])[-800:]
+        rows.append(row)
+        print(f"memory {name}: plan {row.get('plan_peak')} run {row.get('run_peak')}", flush=True)
+    res["memory"] = rows
+
+
+def part_speed(a, res):
+    snug = os.path.join(a.bin, "snug")
+    rows = []
+    flags = "--model gpt2-124m --seq-len 1024 --per-device-train-batch-size 16"
+    for mode, extra in [("fp32", ""), ("bf16", "--bf16")]:
+        if mode not in a.speed_modes:
+            continue
+        d = os.path.join(a.out, "speed")
+        os.makedirs(d, exist_ok=True)
+        steps = a.speed_steps + 3
+        rg, rep = train(snug, "cuda", flags, f"{d}/snug_{mode}.json", steps=steps, timeout=240,
+                        extra=extra)
+        row = {"engine": "snug", "mode": mode, "rc": rg["rc"]}
+        if rep and rep.get("step_end_s"):
+            ends = [0.0] + rep["step_end_s"]
+            dts = [ends[i + 1] - ends[i] for i in range(len(ends) - 1)][3:]
+            med = statistics.median(dts)
+            row.update(median_step_s=med, tokens_per_second=16 * 1024 / med,
+                       peak_bytes=rep["memory"]["peak_bytes"], driver=rep["memory"].get("driver"),
+                       losses=rep["loss"][:3])
+        else:
+            row["err"] = (rg["err"] or rg["out"])[-800:]
+        rows.append(row)
+        print(f"speed snug {mode}: {row.get('tokens_per_second')}", flush=True)
+    for mode in a.torch_modes:
+        r = run(f"python3 {HERE}/torch_gpt2_cuda.py --mode {mode} --steps {a.speed_steps}", 300)
+        try:
+            row = json.loads(r["out"].strip().splitlines()[-1])
+            row["engine"] = "torch"
+        except Exception:
+            row = {"engine": "torch", "mode": mode, "rc": r["rc"], "err": r["err"][-800:]}
+        rows.append(row)
+        print(f"speed torch {mode}: {row.get('tokens_per_second')}", flush=True)
+    res["speed"] = rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("parts", nargs="*", default=["ops", "parity", "memory", "speed"])
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "gpu-check"))
+    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/snug-gpu-check"))
+    ap.add_argument("--memcheck", type=int, default=1)
+    ap.add_argument("--memcheck-timeout", type=int, default=150)
+    ap.add_argument("--speed-steps", type=int, default=10)
+    ap.add_argument("--speed-modes", default="fp32,bf16")
+    ap.add_argument("--torch-modes", default="fp32,bf16,compile")
+    a = ap.parse_args()
+    a.speed_modes = a.speed_modes.split(",") if a.speed_modes else []
+    a.torch_modes = a.torch_modes.split(",") if a.torch_modes else []
+    os.makedirs(a.out, exist_ok=True)
+    res = {"parts": a.parts}
+    smi = run("nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader", 30)
+    res["gpu"] = smi["out"].strip()
+    res["cpu"] = run("grep -m1 'model name' /proc/cpuinfo", 5)["out"].strip()
+    res["info"] = run(f"{os.path.join(a.bin, 'snug')} info", 30)["out"][-2000:]
+    for part in a.parts:
+        t0 = time.time()
+        try:
+            globals()["part_" + part](a, res)
+        except Exception as e:  # a broken part is recorded, the others still run
+            res.setdefault("errors", {})[part] = repr(e)
+        res.setdefault("seconds", {})[part] = round(time.time() - t0, 1)
+        with open(os.path.join(a.out, "check.json"), "w") as f:
+            json.dump(res, f, indent=1)
+    print(json.dumps({k: v for k, v in res.items() if k in ("gpu", "seconds", "errors")}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The GPU checks of issue 27, in one call on the GPU machine (under 5 minutes):
+#   bench/gpu/check.sh [ops] [parity] [memory] [speed] [-- check.py options]
+# Reads the check build (preset gpu-check: build/gpu-check, or SNUG_BUILD) and writes
+# $OUT/check.json (OUT defaults to /tmp/snug-gpu-check). What each part does: bench/gpu/check.py.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# cuBLASLt of the machine's CUDA runtime: the toolkit's, or the one PyTorch's wheels carry.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+         $(python3 -c 'import nvidia.cublas, os; print(os.path.join(nvidia.cublas.__path__[0], "lib"))' 2>/dev/null); do
+  if [ -e "$d/libcublasLt.so.13" ]; then export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"; break; fi
+done
+exec python3 "$here/check.py" "$@"

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""The PyTorch peer of snug's GPU speed table (issue 27, acceptance 4): Hugging Face's
+GPT2LMHeadModel (SDPA attention) trained on random tokens with torch.optim.AdamW(fused=True), in
+fp32, in bf16 autocast, or in bf16 autocast under torch.compile, as a PyTorch user writes it.
+
+Prints one JSON object: tokens/s (median over the timed steps, each timed with CUDA events after
+--warmup untimed steps), the peak memory torch's allocator reports (max_memory_allocated and
+max_memory_reserved), the GPU's name.
+
+Usage: python3 bench/gpu/torch_gpt2_cuda.py --mode fp32|bf16|compile [--batch 16 --seq 1024
+       --steps 12 --warmup 3] [--json OUT]
+"""
+import argparse
+import json
+import statistics
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=("fp32", "bf16", "compile"), default="fp32")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32, as snug computes it
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    cfg = GPT2Config(n_positions=max(1024, a.seq), n_embd=768, n_layer=12, n_head=12,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="sdpa")
+    model = GPT2LMHeadModel(cfg).to(dev)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.0, fused=True)
+    step_model = torch.compile(model) if a.mode == "compile" else model
+    autocast = a.mode in ("bf16", "compile")
+    gen = torch.Generator(device=dev).manual_seed(0)
+    x = torch.randint(0, cfg.vocab_size, (a.batch, a.seq), device=dev, generator=gen)
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            loss = step_model(input_ids=x, labels=x).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    torch.cuda.reset_peak_memory_stats()
+    for _ in range(a.warmup):
+        step()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(a.steps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        loss = step()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) / 1000.0)
+    med = statistics.median(times)
+    out = {
+        "peer": "torch " + torch.__version__ + " + transformers GPT2LMHeadModel (sdpa), fused AdamW",
+        "mode": a.mode, "gpu": torch.cuda.get_device_name(0), "batch": a.batch, "seq": a.seq,
+        "median_step_s": med, "tokens_per_second": a.batch * a.seq / med,
+        "last_loss": float(loss.item()),
+        "max_memory_allocated": torch.cuda.max_memory_allocated(),
+        "max_memory_reserved": torch.cuda.max_memory_reserved(),
+    }
+    print(json.dumps(out))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

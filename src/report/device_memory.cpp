@@ -1,0 +1,44 @@
+#include "report/device_memory.h"
+
+#include "core/memory.h"
+#include "kernels/backends.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "report/report.h"
+
+namespace snug {
+
+namespace {
+
+bool is_gpu(const Device& dev) {
+  return cuda_index(dev.name()).has_value();
+}
+
+}  // namespace
+
+void add_device_memory(nlohmann::json& memory, Device& dev) {
+  if (&dev.host() != &dev) memory["host"] = memory_json(dev.host().pool().stats(), std::nullopt);
+  if (!is_gpu(dev)) return;
+  const CudaMemoryInfo m = cuda_memory_info();
+  memory["driver"] = {{"device_used_bytes", m.device_used},
+                      {"device_total_bytes", m.device_total},
+                      {"context_bytes", m.context},
+                      {"library_workspace_bytes", m.library_workspace},
+                      {"pool_used_high_bytes", m.pool_used_high},
+                      {"pool_reserved_high_bytes", m.pool_reserved_high}};
+}
+
+std::string device_memory_lines(Device& dev) {
+  std::string s;
+  if (&dev.host() != &dev)
+    s += "host pool (staging) peak " + format_bytes(dev.host().pool().stats().peak_total) + "\n";
+  if (!is_gpu(dev)) return s;
+  const CudaMemoryInfo m = cuda_memory_info();
+  s += "GPU, as the driver counts it: " + format_bytes(m.device_used) + " in use of " +
+       format_bytes(m.device_total) + " (context " + format_bytes(m.context) +
+       ", cuBLASLt workspace " + format_bytes(m.library_workspace) + ", pool high-water " +
+       format_bytes(m.pool_used_high) + " used, " + format_bytes(m.pool_reserved_high) +
+       " reserved)\n";
+  return s;
+}
+
+}  // namespace snug

@@ -1,0 +1,68 @@
+// --device cuda where this machine may have no GPU (CI never has one): `snug plan --device cuda`
+// is the same meta replay as for cpu, with the CUDA backend's workspace named beside the peak;
+// `snug train --device cuda` without a GPU stops before step 1 naming why; `snug info` lists the
+// GPUs or says why there are none (issue 27).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "support/run_cli.h"
+
+namespace snug {
+namespace {
+
+using test::run_snug;
+using ::testing::HasSubstr;
+
+nlohmann::json read_json(const std::string& path) {
+  return nlohmann::json::parse(test::slurp(path));
+}
+
+TEST(DeviceCudaCli, PlanNeedsNoGpuAndNamesTheWorkspace) {
+  test::TempDir dir;
+  const std::string flags = " --model gpt2-tiny --seq-len 64 --per-device-train-batch-size 2";
+  const auto cpu = run_snug("plan --device cpu" + flags + " --json " + dir.path("cpu.json"));
+  const auto gpu = run_snug("plan --device cuda" + flags + " --json " + dir.path("gpu.json"));
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  EXPECT_THAT(gpu.out, HasSubstr("cuBLASLt's workspace (32.00 MiB)"));
+  const auto c = read_json(dir.path("cpu.json"));
+  const auto g = read_json(dir.path("gpu.json"));
+  EXPECT_EQ(g["memory"]["peak_bytes"], c["memory"]["peak_bytes"]);
+  EXPECT_EQ(g["cuda"]["library_workspace_bytes"], int64_t{32} << 20);
+  EXPECT_FALSE(c.contains("cuda"));
+}
+
+TEST(DeviceCudaCli, TrainWithoutAGpuStopsNamingWhy) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
+  test::TempDir dir;
+  const auto r = run_snug("train --device cuda:0 --max-steps 1 --output-dir " + dir.path("o"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--device cuda"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("step 1")));
+  const auto bad = run_snug("train --device cuda:x --max-steps 1");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("unknown device 'cuda:x'"));
+}
+
+TEST(DeviceCudaCli, InfoListsGpusOrSaysWhyNone) {
+  test::TempDir dir;
+  const auto r = run_snug("info --json " + dir.path("i.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = read_json(dir.path("i.json"));
+  ASSERT_TRUE(j.contains("gpus"));
+  if (cuda_device_count() == 0) {
+    EXPECT_THAT(r.out, HasSubstr("GPU          none: "));
+    EXPECT_TRUE(j["gpus"].empty());
+    EXPECT_FALSE(j["gpu_unavailable"].get<std::string>().empty());
+  } else {
+    EXPECT_THAT(r.out, HasSubstr("GPU cuda:0   "));
+    EXPECT_EQ(j["gpus"].size(), static_cast<size_t>(cuda_device_count()));
+  }
+}
+
+}  // namespace
+}  // namespace snug
