@@ -30,17 +30,16 @@ PARITY = [
     ("gpt2-tiny-accum-ckpt", "--model gpt2-tiny --seq-len 64 --per-device-train-batch-size 4 "
      "--gradient-accumulation-steps 2 --gradient-checkpointing"),
     ("gpt2-tiny-naive-attn", "--model gpt2-tiny --seq-len 64 --attention naive"),
-    ("gpt2-124m-short", "--model gpt2-124m --seq-len 64 --per-device-train-batch-size 2"),
-    ("llama", f"--model {FIX}/llama_gqa_sharded --seq-len 32"),
-    ("llama-bias-tied", f"--model {FIX}/llama_bias_tied --seq-len 32"),
-    ("mistral", f"--model {FIX}/mistral_gqa --seq-len 32"),
-    ("qwen2", f"--model {FIX}/qwen2_bf16_tied --seq-len 32"),
-    ("neox", f"--model {FIX}/neox_parallel --seq-len 32"),
-    ("bert-mlm", f"--model {FIX}/bert_mlm --seq-len 32"),
-    ("bert-cls", f"--model {FIX}/bert_cls --seq-len 32"),
-    ("llama-lora", f"--model {FIX}/llama_gqa_sharded --seq-len 32 --lora-r 4 "
+    ("llama", f"--model {FIX}/llama_gqa_sharded --seq-len 16"),
+    ("llama-bias-tied", f"--model {FIX}/llama_bias_tied --seq-len 16"),
+    ("mistral", f"--model {FIX}/mistral_gqa --seq-len 16"),
+    ("qwen2", f"--model {FIX}/qwen2_bf16_tied --seq-len 16"),
+    ("neox", f"--model {FIX}/neox_parallel --seq-len 16"),
+    ("bert-mlm", f"--model {FIX}/bert_mlm --seq-len 16"),
+    ("bert-cls", f"--model {FIX}/bert_cls --seq-len 16"),
+    ("llama-lora", f"--model {FIX}/llama_gqa_sharded --seq-len 16 --lora-r 4 "
      "--target-modules all-linear"),
-    ("llama-qlora", f"--model {FIX}/llama_gqa_sharded --seq-len 32 --qlora --load-in-4bit "
+    ("llama-qlora", f"--model {FIX}/llama_gqa_sharded --seq-len 16 --qlora --load-in-4bit "
      "--lora-r 4 --target-modules all-linear"),
     ("gpt2-tiny-bf16", "--model gpt2-tiny --seq-len 64 --bf16"),
     ("gpt2-tiny-bf16-full", "--model gpt2-tiny --seq-len 64 --bf16-full"),
@@ -60,9 +59,9 @@ MEMORY = [
      "--lora-r 16 --target-modules all-linear"),
     ("gpt2-124m-adamw8bit", "--model gpt2-124m --seq-len 512 --per-device-train-batch-size 8 "
      "--optim adamw_bnb_8bit"),
-    ("llama-qlora", f"--model {FIX}/llama_gqa_sharded --seq-len 32 --qlora --load-in-4bit "
+    ("llama-qlora", f"--model {FIX}/llama_gqa_sharded --seq-len 16 --qlora --load-in-4bit "
      "--lora-r 4 --target-modules all-linear"),
-    ("bert-cls", f"--model {FIX}/bert_cls --seq-len 32"),
+    ("bert-cls", f"--model {FIX}/bert_cls --seq-len 16"),
     ("gpt2-350m-fp32", "--model gpt2-350m --seq-len 1024 --per-device-train-batch-size 4"),
 ]
 
@@ -130,6 +129,8 @@ def part_parity(a, res):
     snug = os.path.join(a.bin, "snug")
     rows = []
     for name, flags in PARITY:
+        if a.only and name not in a.only.split(","):
+            continue
         d = os.path.join(a.out, "parity", name)
         os.makedirs(d, exist_ok=True)
         rc_, cpu = train(snug, "cpu", flags, d + "/cpu.json")
@@ -155,6 +156,8 @@ def part_memory(a, res):
     snug = os.path.join(a.bin, "snug")
     rows = []
     for name, flags in MEMORY:
+        if a.only and name not in a.only.split(","):
+            continue
         d = os.path.join(a.out, "memory", name)
         os.makedirs(d, exist_ok=True)
         p = run(f"{snug} plan --device cuda {flags} --data dummy --json {d}/plan.json", 60)
@@ -217,6 +220,8 @@ def main():
     ap.add_argument("--memcheck", type=int, default=1)
     ap.add_argument("--memcheck-timeout", type=int, default=150)
     ap.add_argument("--speed-steps", type=int, default=10)
+    ap.add_argument("--only", default="", help="comma-separated configuration names of the parity "
+                    "and memory parts to run (default: all)")
     ap.add_argument("--speed-modes", default="fp32,bf16")
     ap.add_argument("--torch-modes", default="fp32,bf16,compile")
     a = ap.parse_args()
