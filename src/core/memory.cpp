@@ -68,42 +68,64 @@ MemoryPool::MemoryPool(const Backend* backing)
     : backing_(backing), backed_(backing != nullptr && backing->backed()), t0_(now_s()) {}
 MemoryPool::~MemoryPool() = default;
 
+std::string MemoryPool::budget_report(int64_t bytes, Category c, const std::string& why) const {
+  std::string msg = detail::concat("out of memory: tried to allocate ", format_bytes(bytes), " (",
+                                   bytes, " bytes) for ", category_name(c), " during '",
+                                   phase_.empty() ? "setup" : phase_, "'; ",
+                                   format_bytes(s_.live_total), why, "\n  live by category:");
+  for (int i = 0; i < kNumCategories; ++i)
+    msg += detail::concat("\n    ", category_name(category_at(i)), ": ", format_bytes(s_.live[i]));
+  msg +=
+      "\n  hint: the same command with --device meta and no --device-memory shows the whole "
+      "need";
+  return msg;
+}
+
 void* MemoryPool::allocate(int64_t bytes, Category c) {
   SNUG_ASSERT(bytes >= 0);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    // Sizes that add up past 64 bits (a dry run of an absurd shape has no capacity to stop it).
-    if (bytes > std::numeric_limits<int64_t>::max() - s_.live_total)
-      throw OutOfMemoryError(detail::concat("out of memory: ", format_bytes(s_.live_total),
-                                            " in use and ", format_bytes(bytes), " more for ",
-                                            category_name(c), " exceed 2^63 bytes"));
-    if (capacity_ && s_.live_total + bytes > *capacity_) {
-      std::string msg = detail::concat(
-          "out of memory: tried to allocate ", format_bytes(bytes), " (", bytes, " bytes) for ",
-          category_name(c), " during '", phase_.empty() ? "setup" : phase_, "'; ",
-          format_bytes(s_.live_total), " already in use of the device capacity ",
-          format_bytes(*capacity_), " (", *capacity_, " bytes), ",
-          format_bytes(*capacity_ - s_.live_total), " free.\n  live by category:");
-      for (int i = 0; i < kNumCategories; ++i)
-        msg +=
-            detail::concat("\n    ", category_name(category_at(i)), ": ", format_bytes(s_.live[i]));
-      msg +=
-          "\n  hint: the same command with --device meta and no --device-memory shows the whole "
-          "need";
-      throw OutOfMemoryError(msg);
-    }
-    record(bytes, c);
+  // Checked before the backing allocates (no memory taken for a request that cannot fit) and
+  // again when the bytes are recorded (another thread may have allocated in between). The bytes
+  // are recorded only once the backing has them, so a refused request is in no peak.
+  check_fits(bytes, c);
+  void* p = (!backed_ || bytes == 0) ? nullptr : backing_->allocate(bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (backed_ && bytes > 0 && !p) {
+    // The device itself refused (a GPU's memory is full: other processes, the context, the
+    // allocator's rounding): the same budget report as a --device-memory capacity gives.
+    throw OutOfMemoryError(budget_report(
+        bytes, c,
+        detail::concat(" already in use, and the ",
+                       backing_->host_addressable() ? std::string("host") : backing_->name(),
+                       " refused more (its memory is full; --device-memory set below what it "
+                       "has turns this into a planned stop).")));
   }
-  if (!backed_ || bytes == 0) return nullptr;
-  void* p = backing_->allocate(bytes);
-  if (!p) {
-    std::lock_guard<std::mutex> lock(mu_);
-    record(-bytes, c);
-    throw OutOfMemoryError(detail::concat(
-        "out of ", backing_->host_addressable() ? "host" : backing_->name(),
-        " memory: the system refused ", format_bytes(bytes), " for ", category_name(c)));
+  try {
+    check_fits_locked(bytes, c);
+  } catch (...) {
+    if (p) backing_->release(p, bytes);
+    throw;
   }
+  record(bytes, c);
   return p;
+}
+
+void MemoryPool::check_fits(int64_t bytes, Category c) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  check_fits_locked(bytes, c);
+}
+
+void MemoryPool::check_fits_locked(int64_t bytes, Category c) const {
+  // Sizes that add up past 64 bits (a dry run of an absurd shape has no capacity to stop it).
+  if (bytes > std::numeric_limits<int64_t>::max() - s_.live_total)
+    throw OutOfMemoryError(detail::concat("out of memory: ", format_bytes(s_.live_total),
+                                          " in use and ", format_bytes(bytes), " more for ",
+                                          category_name(c), " exceed 2^63 bytes"));
+  if (capacity_ && s_.live_total + bytes > *capacity_)
+    throw OutOfMemoryError(
+        budget_report(bytes, c,
+                      detail::concat(" already in use of the device capacity ",
+                                     format_bytes(*capacity_), " (", *capacity_, " bytes), ",
+                                     format_bytes(*capacity_ - s_.live_total), " free.")));
 }
 
 void MemoryPool::release(void* p, int64_t bytes, Category c) {

@@ -104,7 +104,13 @@ class MemoryPool {
   std::vector<MemoryEvent> timeline() const;
 
  private:
-  void record(int64_t delta, Category c);  // caller holds mu_
+  void record(int64_t delta, Category c);
+  // The out-of-memory message: what was asked, the phase, what is live by category; `why` follows
+  // the bytes in use (the capacity, or the device's refusal). Called with mu_ held.
+  std::string budget_report(int64_t bytes, Category c, const std::string& why) const;
+  // Throws the budget report when `bytes` more would pass the capacity (or 2^63).
+  void check_fits(int64_t bytes, Category c) const;
+  void check_fits_locked(int64_t bytes, Category c) const;  // caller holds mu_
 
   const Backend* backing_;
   bool backed_;
