@@ -65,7 +65,7 @@ TEST(CudaXent, SoftmaxXentForwardBackward) {
     GpuBuffer<float> dlog(gpu, logits), dloss(gpu, N), dprobs(gpu, N * V), ddl(gpu, N * V);
     GpuBuffer<int32_t> dt(gpu, targets);
     const double got = ops.softmax_xent_forward(dloss, dprobs, dlog, dt, N, V);
-    EXPECT_NEAR(got, total, 1e-9 * std::abs(total) + 1e-12);
+    EXPECT_NEAR(got, total, test::kF32Tol * std::abs(total));
     EXPECT_LT(rel_norm_error(dloss.host(), losses), test::kF32Tol);
     EXPECT_LT(rel_norm_error(dprobs.host(), probs), test::kF32Tol);
     ops.softmax_xent_backward(ddl, dprobs, dt, 0.25f, N, V);
@@ -73,7 +73,7 @@ TEST(CudaXent, SoftmaxXentForwardBackward) {
 
     // probs aliasing logits, dlogits aliasing probs.
     EXPECT_NEAR(ops.softmax_xent_forward(dloss, dlog, dlog, dt, N, V), total,
-                1e-9 * std::abs(total) + 1e-12);
+                test::kF32Tol * std::abs(total));
     EXPECT_LT(rel_norm_error(dlog.host(), probs), test::kF32Tol);
     ops.softmax_xent_backward(dlog, dlog, dt, 0.25f, N, V);
     EXPECT_LT(rel_norm_error(dlog.host(), dlogits), test::kF32Tol);
