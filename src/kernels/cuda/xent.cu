@@ -196,15 +196,15 @@ __global__ void bf16_in_row_kernel(float* scratch, int64_t V) {
   }
 }
 
-// Rows [lo, hi) move their bf16 halves from byte 4iV down to byte 2iV (the dense layout); rows
-// below lo have moved already and these rows' sources and destinations do not overlap
-// (kernels/lm_head.cpp dlogits_operand has the argument).
+// Rows [lo, hi) (one per blockIdx.x) move their bf16 halves from byte 4iV down to byte 2iV (the
+// dense layout); rows below lo have moved already and these rows' sources and destinations do not
+// overlap (kernels/lm_head.cpp dlogits_operand has the argument).
 __global__ void bf16_move_rows_kernel(float* scratch, int64_t lo, int64_t V) {
-  const int64_t i = lo + blockIdx.y;
+  const int64_t i = lo + blockIdx.x;
   const auto* src = reinterpret_cast<const uint16_t*>(scratch + i * V);
   auto* dst = reinterpret_cast<uint16_t*>(scratch) + i * V;
-  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < V;
-       j += int64_t{gridDim.x} * blockDim.x)
+  for (int64_t j = blockIdx.y * int64_t{blockDim.x} + threadIdx.x; j < V;
+       j += int64_t{gridDim.y} * blockDim.x)
     dst[j] = src[j];
 }
 
@@ -219,7 +219,7 @@ const T* dlogits_operand(float* scratch, int64_t m, int64_t V) {
     check_launch("lm_head_xent_bf16 (round dlogits)");
     for (int64_t lo = 1; lo < m; lo *= 2) {
       const int64_t hi = std::min(m, 2 * lo);
-      const dim3 grid(std::min(blocks_for(V), 64u), static_cast<unsigned>(hi - lo));
+      const dim3 grid(static_cast<unsigned>(hi - lo), std::min(blocks_for(V), 64u));
       bf16_move_rows_kernel<<<grid, 256, 0, stream()>>>(scratch, lo, V);
       check_launch("lm_head_xent_bf16 (pack dlogits)");
     }
