@@ -92,16 +92,20 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
 
 // ---- column sums (layernorm's dw/db, bias_grad_rows) ----------------------------------------
 
-// Block (32, 32), grid ceil(C/32): thread (x, y) sums column blockIdx.x*32+x over rows y, y+32,
-// ... in double; row y == 0 then adds the 32 partials in order. With a layernorm (mean, rstd
-// non-null): dw[c] += sum dy*xhat and db[c] += sum dy; without: db[c] += sum dy only.
+// Block (kSumCols, kSumLanes), grid ceil(C/kSumCols): thread (x, y) sums column
+// blockIdx.x*kSumCols+x over rows y, y+kSumLanes, ... in double; row y == 0 then adds the lanes'
+// partials in order. Narrow column tiles (a warp reads 8 columns of 4 rows: whole 32-byte
+// sectors) spread C = 768 over 96 blocks. With a layernorm (x, mean, rstd): dw[c] += sum
+// dy*xhat; db[c] += sum dy; each skipped when null.
+constexpr int kSumCols = 8, kSumLanes = 128;
+
 __global__ void column_sums_kernel(float* dw, float* db, const float* dy, const float* x,
                                    const float* mean, const float* rstd, int64_t N, int64_t C) {
-  __shared__ double sw[32][33], sb[32][33];
-  const int64_t c = blockIdx.x * int64_t{32} + threadIdx.x;
+  __shared__ double sw[kSumLanes][kSumCols], sb[kSumLanes][kSumCols];
+  const int64_t c = blockIdx.x * int64_t{kSumCols} + threadIdx.x;
   double aw = 0.0, ab = 0.0;
   if (c < C)
-    for (int64_t r = threadIdx.y; r < N; r += 32) {
+    for (int64_t r = threadIdx.y; r < N; r += kSumLanes) {
       const double d = dy[r * C + c];
       ab += d;
       if (dw) aw += d * ((x[r * C + c] - static_cast<double>(mean[r])) * rstd[r]);
@@ -111,7 +115,7 @@ __global__ void column_sums_kernel(float* dw, float* db, const float* dy, const 
   __syncthreads();
   if (threadIdx.y != 0 || c >= C) return;
   double tw = 0.0, tb = 0.0;
-  for (int k = 0; k < 32; ++k) {
+  for (int k = 0; k < kSumLanes; ++k) {
     tw += sw[k][threadIdx.x];
     tb += sb[k][threadIdx.x];
   }
@@ -122,8 +126,8 @@ __global__ void column_sums_kernel(float* dw, float* db, const float* dy, const 
 void column_sums(float* dw, float* db, const float* dy, const float* x, const float* mean,
                  const float* rstd, int64_t N, int64_t C, const char* what) {
   if ((!dw && !db) || C <= 0) return;
-  column_sums_kernel<<<blocks_for(C, 32), dim3(32, 32), 0, stream()>>>(dw, db, dy, x, mean, rstd, N,
-                                                                       C);
+  column_sums_kernel<<<blocks_for(C, kSumCols), dim3(kSumCols, kSumLanes), 0, stream()>>>(
+      dw, db, dy, x, mean, rstd, N, C);
   check_launch(what);
 }
 
