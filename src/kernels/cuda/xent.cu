@@ -1,0 +1,300 @@
+// Cross-entropy on the GPU (kernels/ops.inc, kernels/lm_head_ops.inc): count_valid_targets,
+// softmax_xent_forward/backward and the chunked LM head lm_head_xent (fp32 and bf16).
+//
+// Each row's softmax is one block (reduce.cuh: fixed order, so losses are bit-identical between
+// runs): max in float, sum of exp in double, loss = log(sum) - (x[target] - max) in double, as
+// the reference. The returned sum is taken on the host over per-row double losses in row order.
+// Target range checks run on the host over a downloaded copy of the targets (N int32: a few KiB)
+// so that they throw the CPU's snug::Error text; that copy also gives lm_head_xent its per-chunk
+// valid counts.
+//
+// Device memory outside the pool: N doubles of per-row losses per call (16 KiB at N = 2048).
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/arg_checks.h"
+#include "kernels/cuda/context.cuh"
+#include "kernels/cuda/reduce.cuh"
+
+namespace snug {
+const OpTable& cuda_op_table();  // op_table.cu
+}  // namespace snug
+
+namespace snug::cuda {
+
+namespace {
+
+// ---- count_valid_targets --------------------------------------------------------------------
+
+__global__ void count_valid_kernel(const int32_t* targets, int64_t n, unsigned long long* count) {
+  unsigned long long c = 0;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    c += targets[i] >= 0 ? 1 : 0;
+  atomicAdd(count, c);  // integers: the order does not matter
+}
+
+int64_t count_valid_targets(const int32_t* targets, int64_t n) {
+  if (n <= 0) return 0;
+  Scratch acc(sizeof(unsigned long long));
+  check(cudaMemsetAsync(acc.as<unsigned long long>(), 0, sizeof(unsigned long long), stream()),
+        "count_valid_targets memset");
+  const unsigned grid = std::min(blocks_for(n), 1024u);
+  count_valid_kernel<<<grid, 256, 0, stream()>>>(targets, n, acc.as<unsigned long long>());
+  check_launch("count_valid_targets");
+  unsigned long long h = 0;
+  check(
+      cudaMemcpyAsync(&h, acc.as<unsigned long long>(), sizeof h, cudaMemcpyDeviceToHost, stream()),
+      "count_valid_targets download");
+  sync("count_valid_targets");
+  return static_cast<int64_t>(h);
+}
+
+// ---- row softmax ----------------------------------------------------------------------------
+
+int softmax_threads(int64_t V) {
+  return V >= 8192 ? 1024 : (V >= 1024 ? 256 : 64);
+}
+
+// What a row kernel writes besides the loss.
+enum class RowOut {
+  none,     // forward only
+  probs,    // softmax_xent_forward: out = softmax (all rows)
+  dlogits,  // lm_head_xent backward: out = (softmax - onehot) * scale, 0 for ignored rows
+};
+
+// One block per row of x(rows, V): loss_d[row] = -log softmax(x)[target] (0 for target < 0), in
+// double; losses[row] the same as float when non-null; out per `what` (out may alias x).
+__global__ void softmax_rows_kernel(float* out, float* losses, double* loss_d, const float* x_all,
+                                    const int32_t* targets, int64_t V, float scale, RowOut what) {
+  const int64_t row = blockIdx.x;
+  const float* x = x_all + row * V;
+  float* o = out + row * V;
+  const int32_t tgt = targets[row];
+  if (tgt < 0 && what != RowOut::probs) {
+    if (what == RowOut::dlogits)
+      for (int64_t j = threadIdx.x; j < V; j += blockDim.x) o[j] = 0.0f;
+    if (threadIdx.x == 0) {
+      loss_d[row] = 0.0;
+      if (losses) losses[row] = 0.0f;
+    }
+    return;
+  }
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, x[j]);
+  const double maxv = block_max(mx);
+  double s = 0.0;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += exp(x[j] - maxv);
+  const double sum = block_sum(s);
+  // The target logit is read before out (which may alias x) is written: block_sum's barriers
+  // order every thread's reads above before any write below.
+  const double loss = tgt >= 0 ? log(sum) - (x[tgt] - maxv) : 0.0;
+  __syncthreads();
+  if (what == RowOut::probs) {
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+      o[j] = static_cast<float>(exp(x[j] - maxv) / sum);
+  } else if (what == RowOut::dlogits) {
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+      const double p = exp(x[j] - maxv) / sum;
+      o[j] = static_cast<float>((p - (j == tgt ? 1.0 : 0.0)) * scale);
+    }
+  }
+  if (threadIdx.x == 0) {
+    loss_d[row] = loss;
+    if (losses) losses[row] = static_cast<float>(loss);
+  }
+}
+
+void softmax_rows(float* out, float* losses, double* loss_d, const float* x, const int32_t* targets,
+                  int64_t rows, int64_t V, float scale, RowOut what, const char* op) {
+  if (rows <= 0) return;
+  softmax_rows_kernel<<<static_cast<unsigned>(rows), softmax_threads(V), 0, stream()>>>(
+      out, losses, loss_d, x, targets, V, scale, what);
+  check_launch(op);
+}
+
+std::vector<int32_t> download_targets(const int32_t* targets, int64_t n, const char* what) {
+  std::vector<int32_t> h(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  if (n > 0) {
+    check(cudaMemcpyAsync(h.data(), targets, h.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                          stream()),
+          what);
+    sync(what);
+  }
+  return h;
+}
+
+// The sum of the n per-row losses in row order (the reference's order).
+double sum_losses(const double* loss_d, int64_t n, const char* what) {
+  std::vector<double> h(static_cast<size_t>(n));
+  check(cudaMemcpyAsync(h.data(), loss_d, h.size() * sizeof(double), cudaMemcpyDeviceToHost,
+                        stream()),
+        what);
+  sync(what);
+  double total = 0.0;
+  for (double l : h) total += l;
+  return total;
+}
+
+// ---- softmax_xent ---------------------------------------------------------------------------
+
+double softmax_xent_forward(float* losses, float* probs, const float* logits,
+                            const int32_t* targets, int64_t N, int64_t V) {
+  const std::vector<int32_t> host = download_targets(targets, N, "softmax_xent_forward targets");
+  kernels::detail::check_targets(host.data(), N, V, "softmax_xent_forward");
+  if (N <= 0) return 0.0;
+  Scratch loss_d(static_cast<size_t>(N) * sizeof(double));
+  softmax_rows(probs, losses, loss_d.as<double>(), logits, targets, N, V, 1.0f, RowOut::probs,
+               "softmax_xent_forward");
+  return sum_losses(loss_d.as<double>(), N, "softmax_xent_forward losses");
+}
+
+__global__ void softmax_xent_backward_kernel(float* dlogits, const float* probs,
+                                             const int32_t* targets, float scale, int64_t V,
+                                             int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int32_t tgt = targets[i / V];
+    const int64_t j = i % V;
+    const double p = probs[i];
+    dlogits[i] = tgt < 0 ? 0.0f : static_cast<float>((p - (j == tgt ? 1.0 : 0.0)) * scale);
+  }
+}
+
+void softmax_xent_backward(float* dlogits, const float* probs, const int32_t* targets, float scale,
+                           int64_t N, int64_t V) {
+  const int64_t n = N * V;
+  if (n <= 0) return;
+  softmax_xent_backward_kernel<<<std::min(blocks_for(n), 8192u), 256, 0, stream()>>>(
+      dlogits, probs, targets, scale, V, n);
+  check_launch("softmax_xent_backward");
+}
+
+// ---- lm_head_xent ---------------------------------------------------------------------------
+
+// bf16 of a float, round to nearest even, NaN kept quiet (core/dtype.h f32_to_bf16).
+__device__ inline uint16_t to_bf16(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// Row r of scratch (fp32, V values) rounded to bf16 over the front half of its own row. Tiles of
+// blockDim.x values: a tile's bf16 writes land on floats of this tile or earlier ones, all read
+// before the barrier that precedes the writes.
+__global__ void bf16_in_row_kernel(float* scratch, int64_t V) {
+  float* row = scratch + blockIdx.x * V;
+  auto* half = reinterpret_cast<uint16_t*>(row);
+  for (int64_t base = 0; base < V; base += blockDim.x) {
+    const int64_t j = base + threadIdx.x;
+    const float v = j < V ? row[j] : 0.0f;
+    __syncthreads();
+    if (j < V) half[j] = to_bf16(v);
+    __syncthreads();
+  }
+}
+
+// Rows [lo, hi) (one per blockIdx.x) move their bf16 halves from byte 4iV down to byte 2iV (the
+// dense layout); rows below lo have moved already and these rows' sources and destinations do not
+// overlap (kernels/lm_head.cpp dlogits_operand has the argument).
+__global__ void bf16_move_rows_kernel(float* scratch, int64_t lo, int64_t V) {
+  const int64_t i = lo + blockIdx.x;
+  const auto* src = reinterpret_cast<const uint16_t*>(scratch + i * V);
+  auto* dst = reinterpret_cast<uint16_t*>(scratch) + i * V;
+  for (int64_t j = blockIdx.y * int64_t{blockDim.x} + threadIdx.x; j < V;
+       j += int64_t{gridDim.y} * blockDim.x)
+    dst[j] = src[j];
+}
+
+// The chunk's dlogits(m,V) as the backward GEMMs' operand: fp32 as is, or bf16 packed densely
+// over the front half of the scratch, as the CPU kernel does.
+template <typename T>
+const T* dlogits_operand(float* scratch, int64_t m, int64_t V) {
+  if constexpr (sizeof(T) == 4) {
+    return scratch;
+  } else {
+    bf16_in_row_kernel<<<static_cast<unsigned>(m), 256, 0, stream()>>>(scratch, V);
+    check_launch("lm_head_xent_bf16 (round dlogits)");
+    for (int64_t lo = 1; lo < m; lo *= 2) {
+      const int64_t hi = std::min(m, 2 * lo);
+      const dim3 grid(static_cast<unsigned>(hi - lo), std::min(blocks_for(V), 64u));
+      bf16_move_rows_kernel<<<grid, 256, 0, stream()>>>(scratch, lo, V);
+      check_launch("lm_head_xent_bf16 (pack dlogits)");
+    }
+    return reinterpret_cast<const uint16_t*>(scratch);
+  }
+}
+
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cuda_op_table().gemm_f32(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+          const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cuda_op_table().gemm_bf16(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+
+// kernels/lm_head.cpp's row-chunked path, GEMMs through the CUDA table (the CPU's forward-only
+// vocabulary slicing is an oneDNN speed choice with the same results; it is not needed here).
+template <typename T>
+double lm_head_xent_impl(float* losses, float* dlnf, float* dwte, const T* lnf, const T* wte,
+                         const int32_t* targets, int64_t N, int64_t C, int64_t V, float scale,
+                         float* scratch, int64_t chunk) {
+  const std::vector<int32_t> host = download_targets(targets, N, "lm_head_xent targets");
+  kernels::detail::check_lm_head_args(host.data(), N, C, V, chunk);
+  if (N == 0) return 0.0;
+  chunk = std::min(chunk, N);
+  const bool backward = dlnf != nullptr || dwte != nullptr;
+  Scratch loss_d(static_cast<size_t>(N) * sizeof(double));
+  const RowOut what = backward ? RowOut::dlogits : RowOut::none;
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    const int64_t m = std::min(chunk, N - r0);
+    const bool any_valid =
+        std::any_of(host.begin() + r0, host.begin() + r0 + m, [](int32_t t) { return t >= 0; });
+    if (!any_valid) {  // nothing to learn from these rows: skip the GEMMs
+      check(cudaMemsetAsync(loss_d.as<double>() + r0, 0, m * sizeof(double), stream()),
+            "lm_head_xent");
+      if (losses)
+        check(cudaMemsetAsync(losses + r0, 0, m * sizeof(float), stream()), "lm_head_xent");
+      if (dlnf)
+        check(cudaMemsetAsync(dlnf + r0 * C, 0, m * C * sizeof(float), stream()), "lm_head_xent");
+      continue;
+    }
+    // logits(m,V) = lnf[r0:r0+m] @ wte^T
+    gemm(false, true, m, V, C, lnf + r0 * C, C, wte, C, 0.0f, scratch, V);
+    softmax_rows(scratch, losses ? losses + r0 : nullptr, loss_d.as<double>() + r0, scratch,
+                 targets + r0, m, V, scale, what, "lm_head_xent");
+    if (!backward) continue;
+    // dwte += dlogits^T @ lnf first, then dlnf = dlogits @ wte: dlnf may alias lnf.
+    const T* dl = dlogits_operand<T>(scratch, m, V);
+    if (dwte) gemm(true, false, V, C, m, dl, V, lnf + r0 * C, C, 1.0f, dwte, C);
+    if (dlnf) gemm(false, false, m, C, V, dl, V, wte, C, 0.0f, dlnf + r0 * C, C);
+  }
+  return sum_losses(loss_d.as<double>(), N, "lm_head_xent losses");
+}
+
+double lm_head_xent(float* losses, float* dlnf, float* dwte, const float* lnf, const float* wte,
+                    const int32_t* targets, int64_t N, int64_t C, int64_t V, float scale,
+                    float* scratch, int64_t chunk) {
+  return lm_head_xent_impl(losses, dlnf, dwte, lnf, wte, targets, N, C, V, scale, scratch, chunk);
+}
+
+double lm_head_xent_bf16(float* losses, float* dlnf, float* dwte, const uint16_t* lnf,
+                         const uint16_t* wte, const int32_t* targets, int64_t N, int64_t C,
+                         int64_t V, float scale, float* scratch, int64_t chunk) {
+  return lm_head_xent_impl(losses, dlnf, dwte, lnf, wte, targets, N, C, V, scale, scratch, chunk);
+}
+
+}  // namespace
+
+void register_xent(OpTable& t) {
+  t.count_valid_targets = &count_valid_targets;
+  t.softmax_xent_forward = &softmax_xent_forward;
+  t.softmax_xent_backward = &softmax_xent_backward;
+  t.lm_head_xent = &lm_head_xent;
+  t.lm_head_xent_bf16 = &lm_head_xent_bf16;
+}
+
+}  // namespace snug::cuda
