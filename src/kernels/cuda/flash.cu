@@ -1,0 +1,208 @@
+// Memory-efficient attention of kernels/flash_ops.inc (general form: strided q, k, v, GQA, causal
+// or bidirectional, packed documents, sliding window, dropout on the probabilities). Nothing
+// T x T is stored: the forward keeps the log-sum-exp per query row, the backward recomputes the
+// probabilities p = exp(s - lse) from it.
+//   forward      one warp per query row: online softmax in fp32 over keys 32 at a time;
+//   backward dq  one warp per query row, D = dout . out, ds = p (dp m - D) / sqrt(hs);
+//   backward dkv one warp per key row of a kv head, over the query rows of every query head that
+//                reads it (so no float atomics: deterministic).
+// Straightforward rather than fast (no tensor cores, K/V read from L2): correctness first.
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/cuda/attention_common.cuh"
+
+namespace snug::cuda {
+
+namespace {
+
+using namespace dev;
+
+// Shared memory per warp: q row and the output accumulator (hs floats each).
+__global__ void flash_forward_kernel(float* out, float* lse, const float* q, const float* k,
+                                     const float* v, AttentionDims d, float scale) {
+  extern __shared__ float smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + warp;  // (b*NH + h)*T + t
+  if (row >= d.B * d.NH * d.T) return;
+  const int64_t hs = d.hs, t = row % d.T, h = (row / d.T) % d.NH, b = row / (d.T * d.NH);
+  const int64_t kh = h / (d.NH / d.NKV);
+  float* qs = smem + warp * 2 * hs;
+  float* acc = qs + hs;
+  const float* qr = head_row(q, d.ldq, d, b, t, h);
+  for (int64_t i = lane; i < hs; i += 32) {
+    qs[i] = qr[i];
+    acc[i] = 0.0f;
+  }
+  __syncwarp();
+  const int64_t lo = visible_from(d, b, t), n = key_end(d, t);
+  float m = -INFINITY, l = 0.0f;
+  for (int64_t s0 = lo; s0 < n; s0 += 32) {
+    const int64_t s = s0 + lane;
+    float sc = -INFINITY;
+    if (s < n) sc = dot(qs, head_row(k, d.ldk, d, b, s, kh), hs) * scale;
+    const float m_new = fmaxf(m, warp_max(sc));
+    const float corr = expf(m - m_new);  // 0 on the first chunk (m = -inf)
+    const float p = s < n ? expf(sc - m_new) : 0.0f;
+    l = l * corr + warp_sum(p);
+    const float pv = s < n ? p * keep_scale(d, b, h, t, s) : 0.0f;
+    for (int64_t i = lane; i < hs; i += 32) acc[i] *= corr;
+    const int cnt = n - s0 < 32 ? static_cast<int>(n - s0) : 32;
+    for (int j = 0; j < cnt; ++j) {
+      const float pj = __shfl_sync(kFull, pv, j);
+      const float* vr = head_row(v, d.ldv, d, b, s0 + j, kh);
+      for (int64_t i = lane; i < hs; i += 32) acc[i] += pj * vr[i];
+    }
+    m = m_new;
+  }
+  float* o = head_row(out, d.ldo, d, b, t, h);
+  for (int64_t i = lane; i < hs; i += 32) o[i] = acc[i] / l;
+  if (lane == 0) lse[row] = m + logf(l);
+}
+
+// dq of one query row. Shared memory per warp: q row, dout row, dq accumulator.
+__global__ void flash_dq_kernel(float* dq, const float* dout, const float* q, const float* k,
+                                const float* v, const float* out, const float* lse, AttentionDims d,
+                                float scale) {
+  extern __shared__ float smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + warp;  // (b*NH + h)*T + t
+  if (row >= d.B * d.NH * d.T) return;
+  const int64_t hs = d.hs, t = row % d.T, h = (row / d.T) % d.NH, b = row / (d.T * d.NH);
+  const int64_t kh = h / (d.NH / d.NKV);
+  float* qs = smem + warp * 3 * hs;
+  float* ds = qs + hs;
+  float* acc = ds + hs;
+  const float* qr = head_row(q, d.ldq, d, b, t, h);
+  const float* dr = head_row(dout, d.ldo, d, b, t, h);
+  const float* orow = head_row(out, d.ldo, d, b, t, h);
+  float part = 0.0f;
+  for (int64_t i = lane; i < hs; i += 32) {
+    qs[i] = qr[i];
+    ds[i] = dr[i];
+    acc[i] = 0.0f;
+    part += dr[i] * orow[i];
+  }
+  const float D = warp_sum(part);  // sum_s p m (dout . v_s) = dout . out, dropout or not
+  __syncwarp();
+  const float l = lse[row];
+  const int64_t lo = visible_from(d, b, t), n = key_end(d, t);
+  for (int64_t s0 = lo; s0 < n; s0 += 32) {
+    const int64_t s = s0 + lane;
+    float g = 0.0f;
+    if (s < n) {
+      const float p = expf(dot(qs, head_row(k, d.ldk, d, b, s, kh), hs) * scale - l);
+      const float dp = dot(ds, head_row(v, d.ldv, d, b, s, kh), hs);
+      g = p * (dp * keep_scale(d, b, h, t, s) - D) * scale;  // gradient of the raw score q . k
+    }
+    const int cnt = n - s0 < 32 ? static_cast<int>(n - s0) : 32;
+    for (int j = 0; j < cnt; ++j) {
+      const float gj = __shfl_sync(kFull, g, j);
+      const float* kr = head_row(k, d.ldk, d, b, s0 + j, kh);
+      for (int64_t i = lane; i < hs; i += 32) acc[i] += gj * kr[i];
+    }
+  }
+  float* o = head_row(dq, d.ldq, d, b, t, h);
+  for (int64_t i = lane; i < hs; i += 32) o[i] = acc[i];
+}
+
+// dk, dv of one key row s of kv head kh, summed over the query heads that read kh and the query
+// rows that see s. Shared memory per warp: k row, v row, dk and dv accumulators.
+__global__ void flash_dkv_kernel(float* dk, float* dv, const float* dout, const float* q,
+                                 const float* k, const float* v, const float* out, const float* lse,
+                                 AttentionDims d, float scale) {
+  extern __shared__ float smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + warp;  // (b*NKV + kh)*T + s
+  if (row >= d.B * d.NKV * d.T) return;
+  const int64_t hs = d.hs, s = row % d.T, kh = (row / d.T) % d.NKV, b = row / (d.T * d.NKV);
+  const int64_t rep = d.NH / d.NKV;
+  float* ks = smem + warp * 4 * hs;
+  float* vs = ks + hs;
+  float* gk = vs + hs;
+  float* gv = gk + hs;
+  const float* kr = head_row(k, d.ldk, d, b, s, kh);
+  const float* vr = head_row(v, d.ldv, d, b, s, kh);
+  for (int64_t i = lane; i < hs; i += 32) {
+    ks[i] = kr[i];
+    vs[i] = vr[i];
+    gk[i] = 0.0f;
+    gv[i] = 0.0f;
+  }
+  __syncwarp();
+  const int64_t tb = query_begin(d, s), te = query_end(d, b, s);
+  for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h)
+    for (int64_t t0 = tb; t0 < te; t0 += 32) {
+      const int64_t t = t0 + lane;
+      float pv = 0.0f, g = 0.0f;
+      if (t < te) {
+        const float* qr = head_row(q, d.ldq, d, b, t, h);
+        const float* dr = head_row(dout, d.ldo, d, b, t, h);
+        const float D = dot(dr, head_row(out, d.ldo, d, b, t, h), hs);
+        const float p = expf(dot(qr, ks, hs) * scale - lse[(b * d.NH + h) * d.T + t]);
+        const float mk = keep_scale(d, b, h, t, s);
+        pv = p * mk;
+        g = p * (dot(dr, vs, hs) * mk - D) * scale;
+      }
+      const int cnt = te - t0 < 32 ? static_cast<int>(te - t0) : 32;
+      for (int j = 0; j < cnt; ++j) {
+        const float pj = __shfl_sync(kFull, pv, j), gj = __shfl_sync(kFull, g, j);
+        const float* qj = head_row(q, d.ldq, d, b, t0 + j, h);
+        const float* dj = head_row(dout, d.ldo, d, b, t0 + j, h);
+        for (int64_t i = lane; i < hs; i += 32) {
+          gv[i] += pj * dj[i];
+          gk[i] += gj * qj[i];
+        }
+      }
+    }
+  float* ok = head_row(dk, d.ldk, d, b, s, kh);
+  float* ov = head_row(dv, d.ldv, d, b, s, kh);
+  for (int64_t i = lane; i < hs; i += 32) {
+    ok[i] = gk[i];
+    ov[i] = gv[i];
+  }
+}
+
+size_t smem_bytes(int64_t rows_per_warp, int64_t hs) {
+  const size_t bytes = static_cast<size_t>(kWarpsPerBlock * rows_per_warp * hs) * sizeof(float);
+  SNUG_CHECK(bytes <= 48 * 1024, "flash_attention (CUDA): head size ", hs,
+             " needs more shared memory than a block has (", bytes, " bytes)");
+  return bytes;
+}
+
+float score_scale(const AttentionDims& d) {
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.hs)));
+}
+
+}  // namespace
+
+void flash_attention_forward_gqa(float* out, float* lse, const float* q, const float* k,
+                                 const float* v, const AttentionDims& d) {
+  check_device_attention_dims(d, "flash_attention");
+  const int64_t rows = d.B * d.NH * d.T;
+  if (rows == 0) return;
+  flash_forward_kernel<<<blocks_for_rows(rows), kThreads, smem_bytes(2, d.hs), stream()>>>(
+      out, lse, q, k, v, d, score_scale(d));
+  check_launch("flash_attention_forward");
+}
+
+void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout,
+                                  const float* q, const float* k, const float* v, const float* out,
+                                  const float* lse, const AttentionDims& d) {
+  check_device_attention_dims(d, "flash_attention");
+  const int64_t rows = d.B * d.NH * d.T;
+  if (rows == 0) return;
+  flash_dq_kernel<<<blocks_for_rows(rows), kThreads, smem_bytes(3, d.hs), stream()>>>(
+      dq, dout, q, k, v, out, lse, d, score_scale(d));
+  check_launch("flash_attention_backward (dq)");
+  flash_dkv_kernel<<<blocks_for_rows(d.B * d.NKV * d.T), kThreads, smem_bytes(4, d.hs), stream()>>>(
+      dk, dv, dout, q, k, v, out, lse, d, score_scale(d));
+  check_launch("flash_attention_backward (dk, dv)");
+}
+
+void register_flash(OpTable& t) {
+  t.flash_attention_forward_gqa = &flash_attention_forward_gqa;
+  t.flash_attention_backward_gqa = &flash_attention_backward_gqa;
+}
+
+}  // namespace snug::cuda
