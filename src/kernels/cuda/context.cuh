@@ -60,7 +60,8 @@ class Scratch {
   X(elementwise)                  \
   X(gemm)                         \
   X(llama)                        \
-  X(precision)
+  X(precision)                    \
+  X(lora)
 #define SNUG_CUDA_DECLARE_REGISTER(file) void register_##file(OpTable& t);
 SNUG_CUDA_KERNEL_FILES(SNUG_CUDA_DECLARE_REGISTER)
 #undef SNUG_CUDA_DECLARE_REGISTER
