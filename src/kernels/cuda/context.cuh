@@ -61,7 +61,8 @@ class Scratch {
   X(gemm)                         \
   X(llama)                        \
   X(precision)                    \
-  X(lora)
+  X(lora)                         \
+  X(kv_cache)
 #define SNUG_CUDA_DECLARE_REGISTER(file) void register_##file(OpTable& t);
 SNUG_CUDA_KERNEL_FILES(SNUG_CUDA_DECLARE_REGISTER)
 #undef SNUG_CUDA_DECLARE_REGISTER
