@@ -38,9 +38,9 @@ TEST(CudaLora, ForwardBackward) {
     const auto out0 = random_floats(N * OC, ++seed);  // out accumulates
     std::vector<float> out = out0, u(N * r);
     ref::lora_forward(out.data(), u.data(), h.data(), A.data(), B.data(), N, IC, OC, r, s);
-    GpuBuffer<float> dh_in(gpu, h), dA_in(gpu, A), dB_in(gpu, B), ddout(gpu, dout);
+    GpuBuffer<float> hd(gpu, h), Ad(gpu, A), Bd(gpu, B), ddout(gpu, dout);
     GpuBuffer<float> gout(gpu, out0), gu(gpu, N * r);
-    ops.lora_forward(gout, gu, dh_in, dA_in, dB_in, N, IC, OC, r, s);
+    ops.lora_forward(gout, gu, hd, Ad, Bd, N, IC, OC, r, s);
     EXPECT_LT(rel_norm_error(gout.host(), out), test::kF32Tol);
     EXPECT_LT(rel_norm_error(gu.host(), u), test::kF32Tol);
 
@@ -55,8 +55,7 @@ TEST(CudaLora, ForwardBackward) {
       GpuBuffer<float> gdA(gpu, dA0), gdB(gpu, dB0), gdu(gpu, N * r);
       auto gdh = accumulate ? std::make_unique<GpuBuffer<float>>(gpu, dh0)
                             : std::make_unique<GpuBuffer<float>>(gpu, N * IC);
-      ops.lora_backward(*gdh, gdA, gdB, gdu, ddout, dh_in, uu, dA_in, dB_in, N, IC, OC, r, s,
-                        accumulate);
+      ops.lora_backward(*gdh, gdA, gdB, gdu, ddout, hd, uu, Ad, Bd, N, IC, OC, r, s, accumulate);
       EXPECT_LT(rel_norm_error(gdh->host(), dh), test::kF32Tol);
       EXPECT_LT(rel_norm_error(gdA.host(), dA), test::kF32Tol);
       EXPECT_LT(rel_norm_error(gdB.host(), dB), test::kF32Tol);
@@ -67,8 +66,7 @@ TEST(CudaLora, ForwardBackward) {
     ref::lora_backward(dh.data(), nullptr, nullptr, du.data(), dout.data(), h.data(), u.data(),
                        A.data(), B.data(), N, IC, OC, r, s, false);
     GpuBuffer<float> gdu(gpu, N * r), gdh(gpu, N * IC);
-    ops.lora_backward(gdh, nullptr, nullptr, gdu, ddout, dh_in, uu, dA_in, dB_in, N, IC, OC, r, s,
-                      false);
+    ops.lora_backward(gdh, nullptr, nullptr, gdu, ddout, hd, uu, Ad, Bd, N, IC, OC, r, s, false);
     EXPECT_LT(rel_norm_error(gdh.host(), dh), test::kF32Tol);
     EXPECT_LT(rel_norm_error(gdu.host(), du), test::kF32Tol);
   }
