@@ -69,7 +69,11 @@ class Scratch {
   X(xent) \
   X(flash) \
   X(attention) \
-  X(rope)
+  X(rope) \
+  X(llama) \
+  X(precision) \
+  X(lora) \
+  X(kv_cache)
 #define SNUG_CUDA_DECLARE_REGISTER(file) void register_##file(OpTable& t);
 SNUG_CUDA_KERNEL_FILES(SNUG_CUDA_DECLARE_REGISTER)
 #undef SNUG_CUDA_DECLARE_REGISTER
