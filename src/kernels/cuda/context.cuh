@@ -58,7 +58,8 @@ class Scratch {
 // registers keeps a stub that throws, naming it (cuda_missing_ops lists them).
 #define SNUG_CUDA_KERNEL_FILES(X) \
   X(elementwise)                  \
-  X(gemm)
+  X(gemm)                         \
+  X(optim)
 #define SNUG_CUDA_DECLARE_REGISTER(file) void register_##file(OpTable& t);
 SNUG_CUDA_KERNEL_FILES(SNUG_CUDA_DECLARE_REGISTER)
 #undef SNUG_CUDA_DECLARE_REGISTER
