@@ -59,7 +59,8 @@ class Scratch {
 #define SNUG_CUDA_KERNEL_FILES(X) \
   X(elementwise)                  \
   X(gemm)                         \
-  X(optim)
+  X(optim)                        \
+  X(quant)
 #define SNUG_CUDA_DECLARE_REGISTER(file) void register_##file(OpTable& t);
 SNUG_CUDA_KERNEL_FILES(SNUG_CUDA_DECLARE_REGISTER)
 #undef SNUG_CUDA_DECLARE_REGISTER
