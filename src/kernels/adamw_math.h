@@ -3,11 +3,14 @@
 //   param.mul_(1 - lr*wd); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 //   denom = sqrt(v) / sqrt(1 - b2^t) + eps; param -= (lr / (1 - b1^t)) * m / denom.
 // The per-step scalars are computed in double like Python floats; the per-element math runs in
-// float like PyTorch's float32 tensors, in exactly this order.
+// float like PyTorch's float32 tensors, in exactly this order. adamw_element is the CUDA kernels'
+// too (SNUG_HD).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+
+#include "kernels/host_device.h"
 
 namespace snug::kernels {
 
@@ -30,7 +33,7 @@ inline AdamWScalars adamw_scalars(float lr, float beta1, float beta2, float eps,
 }
 
 // One element: m, v and p updated in place (fp32 values, whatever their storage).
-inline void adamw_element(const AdamWScalars& s, float g, float& m, float& v, float& p) {
+SNUG_HD inline void adamw_element(const AdamWScalars& s, float g, float& m, float& v, float& p) {
   m = s.b1 * m + s.one_minus_b1 * g;
   v = s.b2 * v + s.one_minus_b2 * g * g;
   const float denom = std::sqrt(v) / s.bc2_sqrt + s.eps;

@@ -2,17 +2,21 @@
 // by the fast (optim_update.cpp) and reference (ref_optim_update.cpp) versions so that the two
 // cannot drift apart, in the operation order each optimizer's header in src/optim documents.
 // Scalars are formed in double where the optimizers' sources compute them as Python floats and
-// applied in float, as torch applies them to float32 tensors.
+// applied in float, as torch applies them to float32 tensors. The per-element functions (SNUG_HD)
+// are the CUDA kernels' too (kernels/cuda/optim.cu, compiled without fused multiply-adds).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/host_device.h"
+
 namespace snug::kernels {
 
 // torch.optim.SGD, one element: d = g + wd p; with a buffer d = first ? d : mu buf + d, buf = d.
-inline void sgd_element(float g, float& p, float* buf, float lr, float mu, float wd, bool first) {
+SNUG_HD inline void sgd_element(float g, float& p, float* buf, float lr, float mu, float wd,
+                                bool first) {
   float d = g;
   if (wd != 0.0f) d = d + wd * p;
   if (buf) {
@@ -38,7 +42,7 @@ inline LionScalars lion_scalars(float lr, float beta1, float beta2, float weight
 }
 
 // One Lion element, p and m in/out.
-inline void lion_element(const LionScalars& s, float g, float& m, float& p) {
+SNUG_HD inline void lion_element(const LionScalars& s, float g, float& m, float& p) {
   const float c = m * s.b1 + s.one_minus_b1 * g;
   const float u = c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : 0.0f);
   p = p * s.decay + s.neg_lr * u;
@@ -46,7 +50,7 @@ inline void lion_element(const LionScalars& s, float g, float& m, float& p) {
 }
 
 // bitsandbytes' Lion element: a non-finite gradient zeroes the state and skips the update.
-inline void lion_bnb_element(const LionScalars& s, float g, float& m, float& p) {
+SNUG_HD inline void lion_bnb_element(const LionScalars& s, float g, float& m, float& p) {
   if (!std::isfinite(g)) {
     m = 0.0f;
     return;
@@ -76,7 +80,8 @@ inline AdamBnbScalars adam_bnb_scalars(float lr, float beta1, float beta2, float
 }
 
 // bitsandbytes' AdamW element (fp32 part of the 8-bit update); m, v and p in/out.
-inline void adam_bnb_element(const AdamBnbScalars& s, float g, float& m, float& v, float& p) {
+SNUG_HD inline void adam_bnb_element(const AdamBnbScalars& s, float g, float& m, float& v,
+                                     float& p) {
   if (!std::isfinite(g)) {
     m = 0.0f;
     v = 0.0f;
@@ -92,24 +97,25 @@ inline void adam_bnb_element(const AdamBnbScalars& s, float g, float& m, float& 
 inline constexpr float kAdafactorEps1 = 1e-30f;         // added to g^2
 inline constexpr double kAdafactorClipThreshold = 1.0;  // U /= max(1, RMS(U) / this)
 
-inline float rsqrt_f32(float x) {
+SNUG_HD inline float rsqrt_f32(float x) {
   return 1.0f / std::sqrt(x);
 }
 
 // A vector's second moment V updated by one element, and its update rsqrt(V) g.
-inline float vector_moment_update(float g, float& V, float beta2t, float one_minus_beta2t) {
+SNUG_HD inline float vector_moment_update(float g, float& V, float beta2t, float one_minus_beta2t) {
   V = V * beta2t + one_minus_beta2t * (g * g + kAdafactorEps1);
   return rsqrt_f32(V) * g;
 }
 
 // max(1, RMS(U) / clip threshold) from the sum of squares ss of n update values.
-inline float clip_denominator(double ss, int64_t n) {
+SNUG_HD inline float clip_denominator(double ss, int64_t n) {
   const float rms_u = static_cast<float>(std::sqrt(ss) / std::sqrt(static_cast<double>(n)));
   return std::max(rms_u / static_cast<float>(kAdafactorClipThreshold), 1.0f);
 }
 
 // GaLore's Adam on one element of the (projected) gradient: m, v updated; returns m/(sqrt v + eps).
-inline float galore_adam_element(float g, float& m, float& v, float b1, float b2, float eps) {
+SNUG_HD inline float galore_adam_element(float g, float& m, float& v, float b1, float b2,
+                                         float eps) {
   const float one_minus_b1 = static_cast<float>(1.0 - static_cast<double>(b1));
   const float one_minus_b2 = static_cast<float>(1.0 - static_cast<double>(b2));
   m = m * b1 + one_minus_b1 * g;
@@ -118,7 +124,8 @@ inline float galore_adam_element(float g, float& m, float& v, float b1, float b2
 }
 
 // p += neg_step u, then decoupled weight decay p += decay_alpha p.
-inline void galore_apply_element(float& p, float u, float neg_step, float decay_alpha, bool decay) {
+SNUG_HD inline void galore_apply_element(float& p, float u, float neg_step, float decay_alpha,
+                                         bool decay) {
   float w = p + neg_step * u;
   if (decay) w = w + decay_alpha * w;
   p = w;

@@ -73,7 +73,9 @@ class Scratch {
   X(llama) \
   X(precision) \
   X(lora) \
-  X(kv_cache)
+  X(kv_cache) \
+  X(optim) \
+  X(quant)
 #define SNUG_CUDA_DECLARE_REGISTER(file) void register_##file(OpTable& t);
 SNUG_CUDA_KERNEL_FILES(SNUG_CUDA_DECLARE_REGISTER)
 #undef SNUG_CUDA_DECLARE_REGISTER
