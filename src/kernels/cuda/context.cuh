@@ -63,18 +63,18 @@ class Scratch {
 // Each kernel file's entries of the CUDA op table (op_table.cu calls every one). An op no file
 // registers keeps a stub that throws, naming it (cuda_missing_ops lists them).
 #define SNUG_CUDA_KERNEL_FILES(X) \
-  X(elementwise) \
-  X(gemm) \
-  X(blocks) \
-  X(xent) \
-  X(flash) \
-  X(attention) \
-  X(rope) \
-  X(llama) \
-  X(precision) \
-  X(lora) \
-  X(kv_cache) \
-  X(optim) \
+  X(elementwise)                  \
+  X(gemm)                         \
+  X(blocks)                       \
+  X(xent)                         \
+  X(flash)                        \
+  X(attention)                    \
+  X(rope)                         \
+  X(llama)                        \
+  X(precision)                    \
+  X(lora)                         \
+  X(kv_cache)                     \
+  X(optim)                        \
   X(quant)
 #define SNUG_CUDA_DECLARE_REGISTER(file) void register_##file(OpTable& t);
 SNUG_CUDA_KERNEL_FILES(SNUG_CUDA_DECLARE_REGISTER)
