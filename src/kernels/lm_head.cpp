@@ -31,7 +31,7 @@ int64_t lm_head_scratch_floats(int64_t N, int64_t V, int64_t chunk) {
 
 namespace {
 
-// One GEMM signature for both operand types: fp32 (dnnl_sgemm) or bf16 (oneDNN's matmul).
+// One GEMM signature for both operand types: fp32 (gemm_f32) or bf16 (gemm_bf16).
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

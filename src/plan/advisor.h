@@ -11,9 +11,9 @@
 //
 // Step time = FLOPs of one optimizer step / GEMM rate (FLOP/s: measured on this build with
 // kernels::measure_gemm_peak_flops, or --gemm-gflops), the rate of the GEMMs the configuration's
-// precision runs on: fp32 on dnnl_sgemm; --bf16 and --bf16-full on the run's --gemm-path
-// (kernels/gemm_path.h): oneDNN's bf16 matmul, measured on its own (faster where the CPU has
-// bf16 units, so 16 bits rank first there), or the widen path, whose products are fp32's and
+// precision runs on: fp32 on gemm_f32 (dnnl_sgemm, or cblas_sgemm without oneDNN); --bf16 and
+// --bf16-full on the run's --gemm-path (kernels/gemm_path.h): oneDNN's bf16 matmul, measured on
+// its own (faster where the CPU has bf16 units, so 16 bits rank first there), or the widen path, whose products are fp32's and
 // whose conversion passes (16-bit operands widened, outputs rounded, the compute copies cast)
 // are charged as kWidenedStepOverhead of the step: a widened 16-bit step never ranks ahead of
 // fp32 at the same FLOPs, only where it saves more (the recompute of checkpointing that fp32

@@ -77,9 +77,10 @@ nlohmann::json system_info(std::string_view gemm_path) {
   } catch (const Error&) {
     // an unavailable forced path: the run failed in setup and says why; report the fallback
   }
-  j["gemm_path"] = {{"fp32", "dnnl_sgemm"},
-                    {"bf16", kernels::gemm_path_taken(bf16)},
-                    {"fp16", "widen (fp16 widened to fp32, dnnl_sgemm)"}};
+  j["gemm_path"] = {
+      {"fp32", kernels::sgemm_name()},
+      {"bf16", kernels::gemm_path_taken(bf16)},
+      {"fp16", std::string("widen (fp16 widened to fp32, ") + kernels::sgemm_name() + ")"}};
   j["onednn_isa"] = kernels::onednn_cpu_isa();
   return j;
 }

@@ -24,7 +24,7 @@ TEST(GemmPathCli, ReportAndVersionNameThePathOfEachDtype) {
   const auto r = run_snug(kRun + " --report-json " + tmp.path("r.json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto sys = read_json(tmp.path("r.json")).at("system");
-  EXPECT_EQ(sys.at("gemm_path").at("fp32"), "dnnl_sgemm");
+  EXPECT_EQ(sys.at("gemm_path").at("fp32"), kernels::sgemm_name());
   const std::string bf16 = sys.at("gemm_path").at("bf16");
   EXPECT_EQ(bf16.rfind(kernels::bf16_matmul_support().native ? "onednn-bf16" : "widen", 0), 0u)
       << bf16;
@@ -46,9 +46,10 @@ TEST(GemmPathCli, InfoPrintsThePathsAndWritesJson) {
   const auto r = run_snug("info --json " + tmp.path("i.json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("oneDNN ISA   " + kernels::onednn_cpu_isa()), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("GEMM fp32    dnnl_sgemm"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(std::string("GEMM fp32    ") + kernels::sgemm_name()), std::string::npos)
+      << r.out;
   const auto j = read_json(tmp.path("i.json"));
-  EXPECT_EQ(j.at("gemm_path").at("fp32"), "dnnl_sgemm");
+  EXPECT_EQ(j.at("gemm_path").at("fp32"), kernels::sgemm_name());
   EXPECT_EQ(j.at("onednn_isa"), kernels::onednn_cpu_isa());
   EXPECT_FALSE(j.contains("gemm_peak_flops"));  // only measured with --gemm-peak
 }
@@ -74,6 +75,7 @@ TEST(GemmPathCli, WithoutAvx512OneDnnHasNoBf16MatmulAndAutoWidens) {
 }
 
 TEST(GemmPathCli, EmulatedBf16IsNotChosenAutomaticallyButCanBeForced) {
+  if (!kernels::built_with_onednn()) GTEST_SKIP() << "built without oneDNN (SNUG_ONEDNN=OFF)";
   if (kernels::onednn_cpu_isa() == "avx2" || kernels::onednn_cpu_isa() == "avx2_vnni")
     GTEST_SKIP() << "this CPU has no AVX-512, so oneDNN cannot even emulate bf16 here";
   const std::string env = "ONEDNN_MAX_CPU_ISA=AVX512_CORE ";

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/gemm_path.h"
 #include "kernels/kernels.h"
 #include "support/compare.h"
 #include "support/random.h"
@@ -90,8 +91,27 @@ TEST(KernelsVsRef, GemmBadArgumentsThrow) {
 
 TEST(KernelsVsRef, GemmLibraryName) {
   const std::string name = kernels::gemm_library();
-  EXPECT_EQ(name.rfind("oneDNN ", 0), 0u) << name;
-  EXPECT_NE(name.find("dnnl_sgemm"), std::string::npos) << name;
+  EXPECT_EQ(name.rfind(kernels::built_with_onednn() ? "oneDNN " : "BLAS ", 0), 0u) << name;
+  EXPECT_STREQ(kernels::sgemm_name(), kernels::built_with_onednn() ? "dnnl_sgemm" : "cblas_sgemm");
+  EXPECT_NE(name.find(kernels::sgemm_name()), std::string::npos) << name;
+}
+
+// Without oneDNN (SNUG_ONEDNN=OFF) there is no bf16 matmul at all: the probe says so and why,
+// --gemm-path auto widens, and a direct call throws rather than computing anything.
+TEST(KernelsVsRef, WithoutOneDnnThereIsNoBf16Matmul) {
+  if (kernels::built_with_onednn()) GTEST_SKIP() << "built with oneDNN";
+  EXPECT_FALSE(kernels::bf16_matmul_support().available);
+  EXPECT_NE(kernels::bf16_matmul_support().reason.find("no bf16 matmul"), std::string::npos);
+  EXPECT_EQ(kernels::onednn_cpu_isa(), "absent");
+  EXPECT_EQ(kernels::resolve_gemm_path("auto"), kernels::GemmPath::widen);
+  const std::vector<uint16_t> a(4, 0x3f80), b(4, 0x3f80);
+  std::vector<float> c(4, 0.0f);
+  try {
+    kernels::gemm_bf16(false, false, 2, 2, 2, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2);
+    ADD_FAILURE() << "gemm_bf16 ran without oneDNN";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no bf16 matmul"), std::string::npos) << e.what();
+  }
 }
 
 TEST(KernelsVsRef, LinearForward) {
