@@ -2,6 +2,7 @@
 #include "kernels/gemm_path.h"
 
 #include "core/error.h"
+#include "kernels/gemm_library.h"
 
 namespace snug::kernels {
 

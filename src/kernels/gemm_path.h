@@ -1,7 +1,6 @@
 // Which GEMM runs the 16-bit products of --bf16, --bf16-full and a bf16-compute quantized base.
 //
-//   widen        the 16-bit operands are widened to fp32 and multiplied by dnnl_sgemm (by
-//                cblas_sgemm in a build without oneDNN, see sgemm_name below): runs
+//   widen        the 16-bit operands are widened to fp32 and multiplied by dnnl_sgemm: runs
 //                everywhere, at fp32 speed (minus the conversion passes);
 //   onednn_bf16  oneDNN's bf16 matmul primitive (bf16 operands, fp32 accumulation and output),
 //                which runs on the bf16 units where the CPU has them: AMX (Intel Xeon since
@@ -35,17 +34,7 @@ struct Bf16MatmulSupport {
 };
 const Bf16MatmulSupport& bf16_matmul_support();
 
-// The seam between snug and oneDNN (CMake option SNUG_ONEDNN): kernels/onednn/ implements these,
-// gemm_f32, gemm_bf16 and gemm_library with oneDNN; without it (a build for a machine that lacks
-// libdnnl, the GPU check build) kernels/onednn/absent.cpp alone is compiled: fp32 GEMMs on the
-// BLAS that LAPACK links (cblas_sgemm), no bf16 matmul (gemm_bf16 throws, auto resolves to widen).
-bool built_with_onednn();
-// The fp32 GEMM's name in reports: "dnnl_sgemm" or "cblas_sgemm".
-const char* sgemm_name();
-// What the library offers for bf16 matmul here; bf16_matmul_support() caches it.
-Bf16MatmulSupport probe_bf16_matmul();
-// oneDNN's name for the highest ISA it uses here, e.g. "avx512_core_amx", "avx2"; "absent" in a
-// build without oneDNN.
+// oneDNN's name for the highest ISA it uses here, e.g. "avx512_core_amx", "avx2".
 std::string onednn_cpu_isa();
 
 // "auto", "widen" or "onednn-bf16" (also "onednn_bf16"); throws snug::Error naming the flag

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "io/output_file.h"
-#include "kernels/gemm_path.h"
+#include "kernels/gemm_library.h"
 #include "kernels/kernels.h"
 
 namespace snug {

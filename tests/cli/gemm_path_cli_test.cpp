@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "kernels/gemm_path.h"
+#include "kernels/gemm_library.h"
 #include "support/run_cli.h"
 
 namespace snug {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/gemm_path.h"
+#include "kernels/gemm_library.h"
 #include "kernels/kernels.h"
 #include "support/compare.h"
 #include "support/random.h"

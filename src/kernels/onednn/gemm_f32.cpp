@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/arg_checks.h"
-#include "kernels/gemm_path.h"
+#include "kernels/gemm_library.h"
 #include "kernels/kernels.h"
 
 namespace snug::kernels {

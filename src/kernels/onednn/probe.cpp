@@ -2,7 +2,7 @@
 // the ISA it runs. The oneDNN side of the seam in kernels/gemm_path.h.
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "kernels/gemm_path.h"
+#include "kernels/gemm_library.h"
 
 namespace snug::kernels {
 
