@@ -217,6 +217,7 @@ def main():
     ap.add_argument("parts", nargs="*", default=["ops", "parity", "memory", "speed"])
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "gpu-check"))
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/snug-gpu-check"))
+    ap.add_argument("--json", help="where the summary goes (default: OUT/check.json)")
     ap.add_argument("--memcheck", type=int, default=1)
     ap.add_argument("--memcheck-timeout", type=int, default=150)
     ap.add_argument("--speed-steps", type=int, default=10)
@@ -240,7 +241,7 @@ def main():
         except Exception as e:  # a broken part is recorded, the others still run
             res.setdefault("errors", {})[part] = repr(e)
         res.setdefault("seconds", {})[part] = round(time.time() - t0, 1)
-        with open(os.path.join(a.out, "check.json"), "w") as f:
+        with open(a.json or os.path.join(a.out, "check.json"), "w") as f:
             json.dump(res, f, indent=1)
     print(json.dumps({k: v for k, v in res.items() if k in ("gpu", "seconds", "errors")}))
 
