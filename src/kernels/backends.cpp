@@ -2,7 +2,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -62,21 +64,74 @@ T untag(T v) {
   }
 }
 
+// AttentionDims carries device pointers of its own (position ids, the dropout mask and the
+// dropped probabilities).
+AttentionDims untag(const AttentionDims& d) {
+  AttentionDims c = d;
+  c.pos = untag(d.pos);
+  c.drop_mask = untag(d.drop_mask);
+  c.att_dropped = untag(d.att_dropped);
+  return c;
+}
+
 void* tag(void* p) {
   return p ? reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | kRemoteTag) : nullptr;
 }
 
-template <auto F>
+// Pointer arguments an op takes in host memory by contract (bit i: argument i): host-only ops
+// take host pointers only; rope's inv_freq (argument 9) is a small host table (kernels/ops.inc);
+// so are the 8-bit code tables (by type, below).
+// Every other pointer an op is given must be device memory: cpu-remote refuses a host pointer
+// there, which on a GPU would be an illegal address.
+constexpr uint32_t kAllHost = ~uint32_t{0};
+constexpr uint32_t host_args(std::string_view op) {
+  return op == "rope_forward" || op == "rope_backward" ? uint32_t{1} << 9 : 0;
+}
+
+template <typename T>
+void check_device_arg(const T& v, int i, uint32_t host_mask, const char* op) {
+  // The 8-bit optimizers' code tables (quant8::Code) are host constants by type.
+  if constexpr (std::is_pointer_v<T> &&
+                !std::is_same_v<std::remove_cv_t<std::remove_pointer_t<T>>, quant8::Code>) {
+    const auto u = reinterpret_cast<uintptr_t>(v);
+    if (u != 0 && (u & kRemoteTag) == 0 && ((host_mask >> i) & 1u) == 0)
+      throw Error(std::string("op ") + op + ": argument " + std::to_string(i) +
+                  " is host memory where the op takes device memory (cpu-remote)");
+  }
+}
+
+void check_device_arg(const AttentionDims& d, int i, uint32_t host_mask, const char* op) {
+  check_device_arg(d.pos, i, host_mask, op);
+  check_device_arg(d.drop_mask, i, host_mask, op);
+  check_device_arg(d.att_dropped, i, host_mask, op);
+}
+
+template <auto F, uint32_t HostMask, const char* Name>
 struct Untagged;
-template <typename R, typename... A, R (*F)(A...)>
-struct Untagged<F> {
-  static R run(A... a) { return F(untag(a)...); }
+template <typename R, typename... A, R (*F)(A...), uint32_t HostMask, const char* Name>
+struct Untagged<F, HostMask, Name> {
+  static R run(A... a) {
+    check_all(std::index_sequence_for<A...>{}, a...);
+    return F(untag(a)...);
+  }
+  template <size_t... I>
+  static void check_all(std::index_sequence<I...>, const A&... a) {
+    (check_device_arg(a, static_cast<int>(I), HostMask, Name), ...);
+  }
 };
+
+namespace names {
+#define SNUG_OP(ret, name, params) constexpr char name[] = #name;
+#include "kernels/all_ops.inc"
+#undef SNUG_OP
+}  // namespace names
 
 const OpTable kRemoteOps = {
     "fast",
-#define SNUG_OP(ret, name, params) &Untagged<&kernels::name>::run,
+#define SNUG_OP(ret, name, params) &Untagged<&kernels::name, host_args(#name), names::name>::run,
+#define SNUG_HOST_OP(ret, name, params) &Untagged<&kernels::name, kAllHost, names::name>::run,
 #include "kernels/all_ops.inc"
+#undef SNUG_HOST_OP
 #undef SNUG_OP
 };
 

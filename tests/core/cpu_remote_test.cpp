@@ -63,7 +63,13 @@ TEST(CpuRemote, TrainingRunsMatchTheCpuBitForBit) {
         "--qlora --load-in-4bit --lora-r 8 --target-modules all-linear --eval-split 0.1 "
         "--eval-steps 2",
         "--optim adamw_bnb_8bit --gradient-accumulation-steps 2 --fp16 --neftune-noise-alpha 5",
-        "--optim galore_adamw --galore-rank 4"}) {
+        "--optim galore_adamw --galore-rank 4",
+        // llama3 rope scaling (a host table of inverse frequencies), biases, tied embeddings,
+        // GQA; LoRA on it.
+        "--model " SNUG_TEST_DATA_DIR "/hf/llama_bias_tied --seq-len 16 --data dummy",
+        "--model " SNUG_TEST_DATA_DIR "/hf/llama_gqa_sharded --seq-len 16 --data dummy "
+        "--lora-r 4 --target-modules all-linear",
+        "--model " SNUG_TEST_DATA_DIR "/hf/bert_cls --seq-len 16 --data dummy"}) {
     SCOPED_TRACE(extra);
     test::TempDir dir;
     const auto cpu = run_snug("train --device cpu --max-steps 3 --logging-steps 1 --output-dir " +

@@ -1,5 +1,6 @@
 // The CUDA backend (kernels/cuda/cuda_backend.h): one GPU's context, stream, allocator, copies
 // and cuBLASLt handle.
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -58,13 +59,18 @@ class CudaBackend final : public Backend {
     check(e, "cudaMalloc");
     return p;
   }
+  // Never throws: tensors are released in destructors, also while an error unwinds. A failure
+  // here is an earlier kernel's (CUDA errors are sticky): said once on stderr; the error that
+  // stops the run comes from the next checked call.
   void release(void* p, int64_t) const override {
     if (!p) return;
-    if (ctx().debug_alloc) {
-      check(cudaStreamSynchronize(ctx().stream), "cudaStreamSynchronize before cudaFree");
-      check(cudaFree(p), "cudaFree");
-    } else {
-      check(cudaFreeAsync(p, ctx().stream), "cudaFreeAsync");
+    const cudaError_t e = ctx().debug_alloc ? cudaFree(p) : cudaFreeAsync(p, ctx().stream);
+    if (e != cudaSuccess) {
+      static bool said = false;
+      if (!said)
+        std::fprintf(stderr, "snug: CUDA error while freeing device memory: %s\n",
+                     cuda_message(e).c_str());
+      said = true;
     }
   }
   void zero(void* dst, int64_t bytes) const override {
@@ -146,6 +152,12 @@ void check_cublas(cublasStatus_t s, const char* what) {
 
 void check_launch(const char* what) {
   check(cudaGetLastError(), what);
+  // SNUG_CUDA_SYNC=1: wait after every launch, so an error names the op that caused it.
+  static const bool sync_each = [] {
+    const char* v = std::getenv("SNUG_CUDA_SYNC");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  if (sync_each) check(cudaStreamSynchronize(ctx().stream), what);
 }
 
 void sync(const char* what) {

@@ -1,8 +1,9 @@
 // Rotary position embedding of kernels/ops.inc (rope_forward, rope_backward): one thread per
 // rotated pair (row, head, j). The inverse frequencies are computed on the host by
-// kernels/rope_angle.h (the CPU's float pow, bit for bit) and passed with the launch, or read
-// from the caller's device array (a scaled rope); the angle float(position) * inv_j is one fp32
-// multiply on both sides, cos, sin and the rotation are in double as in snug::ref.
+// kernels/rope_angle.h (the CPU's float pow, bit for bit), or taken from the caller's host table
+// (a scaled rope: inv_freq is host memory, ops.inc), and passed with the launch; the angle
+// float(position) * inv_j is one fp32 multiply on both sides, cos, sin and the rotation are in
+// double as in snug::ref.
 #include <vector>
 
 #include "kernels/cuda/context.cuh"
@@ -44,20 +45,17 @@ void rope_apply(float* x, int64_t B, int64_t T, int64_t NH, int64_t hs, int64_t 
   const int64_t half = R / 2, total = B * T * NH * half;
   if (total <= 0) return;
   InvFreqs f{};
-  std::vector<float> table;
-  if (!inv_freq) {
-    table.resize(static_cast<size_t>(half));
-    for (int64_t j = 0; j < half; ++j) table[j] = kernels::detail::rope_inv_freq(j, R, theta);
-    if (half <= kMaxInlinePairs)
-      for (int64_t j = 0; j < half; ++j) f.v[j] = table[j];
-  }
-  const unsigned blocks = blocks_for(total) > 4096 ? 4096 : blocks_for(total);
+  std::vector<float> table(static_cast<size_t>(half));
+  for (int64_t j = 0; j < half; ++j)
+    table[j] = inv_freq ? inv_freq[j] : kernels::detail::rope_inv_freq(j, R, theta);
+  const unsigned blocks = capped_blocks(total, 4096);
   auto launch = [&](const float* inv) {
     rope_kernel<<<blocks, 256, 0, stream()>>>(x, B, T, NH, hs, ld, half, pos, inv, f, sign);
     check_launch(what);
   };
-  if (inv_freq || half <= kMaxInlinePairs) {
-    launch(inv_freq);
+  if (half <= kMaxInlinePairs) {
+    for (int64_t j = 0; j < half; ++j) f.v[j] = table[j];
+    launch(nullptr);
     return;
   }
   Scratch scratch(table.size() * sizeof(float));
