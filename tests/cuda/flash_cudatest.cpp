@@ -5,6 +5,8 @@
 // size; the two variants agree at GPT-2's size, and the tiled one is bit-identical run to run.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <string>
 
 #include "attention_cases.h"
@@ -162,6 +164,42 @@ TEST(CudaFlash, TiledMatchesSimpleAtGpt2SizeAndRepeatsBitForBit) {
   EXPECT_EQ(again.out, tiled.out);
   EXPECT_EQ(again.lse, tiled.lse);
   EXPECT_EQ(again.dqkv, tiled.dqkv);
+}
+
+// Not a test (no timed assertions): the time of one layer's flash forward + backward at
+// GPT-2-124M's B=16, T=1024 for both variants, printed. Run on a GPU with
+//   snug_cuda_tests --gtest_also_run_disabled_tests --gtest_filter='CudaFlash.DISABLED_*'
+TEST(CudaFlash, DISABLED_TimeGpt2Layer) {
+  SNUG_REQUIRE_GPU(gpu);
+  const int64_t B = 16, T = 1024, C = 768, NH = 12;
+  const auto qkv = random_floats(B * T * 3 * C, 21, -2.0f, 2.0f);
+  const auto dout = random_floats(B * T * C, 22);
+  GpuBuffer<float> gqkv(gpu, qkv), gdout(gpu, dout), gout(gpu, B * T * C), glse(gpu, B * NH * T),
+      gdqkv(gpu, B * T * 3 * C);
+  for (const char* variant : kVariants) {
+    VariantScope scope(variant);
+    const OpTable& ops = gpu.ops();
+    double fwd = 0.0, bwd = 0.0;
+    for (int rep = 0; rep < 4; ++rep) {  // rep 0: warm-up
+      const auto t0 = std::chrono::steady_clock::now();
+      ops.flash_attention_forward(gout, glse, gqkv, B, T, C, NH);
+      (void)glse.host();  // waits for the stream
+      const auto t1 = std::chrono::steady_clock::now();
+      ops.flash_attention_backward(gdqkv, gdout, gqkv, gout, glse, B, T, C, NH);
+      (void)glse.host();
+      const auto t2 = std::chrono::steady_clock::now();
+      if (rep == 0) continue;
+      fwd += std::chrono::duration<double>(t1 - t0).count() / 3;
+      bwd += std::chrono::duration<double>(t2 - t1).count() / 3;
+    }
+    // Masked T x T x hs products of 12.9 GFLOP each: 2 in the forward, 7 in the backward as
+    // computed (5 minimal).
+    const double product = 2.0 * B * NH * T * T * (C / NH) / 2.0;
+    std::printf(
+        "flash %s, one GPT-2 layer B=16 T=1024: forward %.2f ms (%.1f TFLOP/s), "
+        "backward %.2f ms (%.1f TFLOP/s, 7 products)\n",
+        variant, fwd * 1e3, 2 * product / fwd * 1e-12, bwd * 1e3, 7 * product / bwd * 1e-12);
+  }
 }
 
 TEST(CudaFlash, VariantNames) {
