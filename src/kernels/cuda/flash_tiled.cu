@@ -76,13 +76,22 @@ __device__ inline float sum16(float v) {
 }
 
 // Rows r0 .. r0 + 63 of head `head` of x (row stride ldx) into dst (64 x ld), zero past T and
-// past hs (up to hp), so padded rows and dims add nothing.
+// past hs (up to hp), so padded rows and dims add nothing. r0 < T. Element idx = r * hp + c of
+// the tile goes to thread idx % 256; (r, c) advance by (256 / hp, 256 % hp), no division inside.
 __device__ inline void load_tile(float* dst, const float* x, int64_t ldx, const AttentionDims& d,
                                  int64_t b, int64_t r0, int64_t head, int hp, int ld) {
-  for (int idx = threadIdx.x; idx < kTile * hp; idx += kTileThreads) {
-    const int r = idx / hp, c = idx % hp;
-    const int64_t t = r0 + r;
-    dst[r * ld + c] = t < d.T && c < d.hs ? x[(b * d.T + t) * ldx + head * d.hs + c] : 0.0f;
+  const float* x0 = x + (b * d.T + r0) * ldx + head * d.hs;
+  const int rows = static_cast<int>(d.T - r0 < kTile ? d.T - r0 : kTile);
+  const int hs = static_cast<int>(d.hs), dr = kTileThreads / hp, dc = kTileThreads % hp;
+  int r = static_cast<int>(threadIdx.x) / hp, c = static_cast<int>(threadIdx.x) % hp;
+  while (r < kTile) {
+    dst[r * ld + c] = r < rows && c < hs ? x0[r * ldx + c] : 0.0f;
+    r += dr;
+    c += dc;
+    if (c >= hp) {
+      c -= hp;
+      ++r;
+    }
   }
 }
 
