@@ -6,11 +6,16 @@
 //   backward dq  one warp per query row, D = dout . out, ds = p (dp m - D) / sqrt(hs);
 //   backward dkv one warp per key row of a kv head, over the query rows of every query head that
 //                reads it (so no float atomics: deterministic).
-// Straightforward rather than fast (no tensor cores, K/V read from L2): correctness first.
+// Straightforward rather than fast (no tensor cores, K/V read from L2): correctness first. These
+// are the "simple" variant of kernels/cuda/flash_variant.h; the default, "tiled", is
+// flash_tiled.cu, which hands the cases outside it back to these.
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/error.h"
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/flash_variant.h"
 
 namespace snug::cuda {
 
@@ -174,24 +179,52 @@ float score_scale(const AttentionDims& d) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.hs)));
 }
 
+// flash_variant.h: true for "tiled", false for "simple".
+bool parse_variant(const char* name, const char* where) {
+  if (std::strcmp(name, "tiled") == 0) return true;
+  if (std::strcmp(name, "simple") == 0) return false;
+  throw Error(std::string(where) + ": unknown flash attention variant '" + name +
+              "' (tiled or simple)");
+}
+
+bool& tiled_variant() {
+  static bool tiled = [] {
+    const char* e = std::getenv("SNUG_CUDA_FLASH");
+    return e == nullptr || *e == '\0' || parse_variant(e, "SNUG_CUDA_FLASH");
+  }();
+  return tiled;
+}
+
 }  // namespace
+
+void set_flash_variant(const char* name) {
+  tiled_variant() = parse_variant(name, "set_flash_variant");
+}
+
+const char* flash_variant() {
+  return tiled_variant() ? "tiled" : "simple";
+}
 
 void flash_attention_forward_gqa(float* out, float* lse, const float* q, const float* k,
                                  const float* v, const AttentionDims& d) {
   check_device_attention_dims(d, "flash_attention");
   const int64_t rows = d.B * d.NH * d.T;
   if (rows == 0) return;
+  if (tiled_variant() && tiled_flash_forward(out, lse, q, k, v, d)) return;
   flash_forward_kernel<<<blocks_for_rows(rows), kThreads, smem_bytes(2, d.hs), stream()>>>(
       out, lse, q, k, v, d, score_scale(d));
   check_launch("flash_attention_forward");
 }
 
+// The tiled variant takes B*NH*T floats of device scratch for the call (D = dout . out per row,
+// cuda::Scratch: device memory outside the pool, 0.75 MiB at GPT-2's B=16, T=1024).
 void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout,
                                   const float* q, const float* k, const float* v, const float* out,
                                   const float* lse, const AttentionDims& d) {
   check_device_attention_dims(d, "flash_attention");
   const int64_t rows = d.B * d.NH * d.T;
   if (rows == 0) return;
+  if (tiled_variant() && tiled_flash_backward(dq, dk, dv, dout, q, k, v, out, lse, d)) return;
   flash_dq_kernel<<<blocks_for_rows(rows), kThreads, smem_bytes(3, d.hs), stream()>>>(
       dq, dout, q, k, v, out, lse, d, score_scale(d));
   check_launch("flash_attention_backward (dq)");

@@ -1,0 +1,510 @@
+// The tiled flash attention (FlashAttention-2 style) behind kernels/flash_ops.inc: the default
+// variant of flash.cu (kernels/cuda/flash_variant.h), same contracts and masks as the simple
+// kernels there, fp32 FMAs on the CUDA cores (no TF32), no atomics: bit-identical run to run.
+//
+// Work split. A block of 256 threads (16 x 16, thread (ty, tx)) owns a 64-row tile:
+//   forward  query tile of (b, h): K/V tiles of 64 keys staged in shared memory and used by all
+//            64 rows; thread (ty, tx) computes the scores of rows ty + 16i and keys tx + 16j
+//            (i, j < 4: a 4 x 4 register tile), the row's max and sum over the 16 threads of the
+//            row by shuffles (online softmax), writes p to a shared 64 x 64 tile, then adds p v
+//            to its outputs: rows ty + 16i, dims 4tx + 64j .. + 3 (float4 registers);
+//   dq       query tile of (b, h): q and dout tiles resident, K/V tiles streamed; s = q k^T and
+//            dp = dout v^T as register tiles, ds to shared memory, dq += ds k;
+//   dk, dv   key tile of (b, kh): k and v tiles resident, q and dout tiles of every query head
+//            of kh streamed; s^T and dp^T as register tiles, dv += p^T dout, dk += ds^T q.
+// D = rowsum(dout * out) is computed once per row first (row_dot_kernel) into a device scratch
+// buffer of B*NH*T floats (cuda::Scratch: device memory outside the pool, 0.75 MiB at GPT-2's
+// B=16, T=1024), read by both backward kernels. Key tiles outside a tile's visible range
+// (causal, window, documents) are skipped: the loops run over [first visible key of the tile's
+// first row, last visible key of its last row]. Head sizes up to 128 run tiled (shared memory:
+// 71 KiB forward, 88 KiB dq, 109 KiB dk/dv at hs = 64), where the GPU lets a block opt into that
+// much; other cases take the simple kernels.
+//
+// Cost at GPT-2-124M, B=16, T=1024 (NH=12, hs=64, 12 layers, causal), per training step:
+//   FLOPs: one masked T x T x hs product per (b, h) is 2 T^2 hs / 2 = 67.1 MFLOP, x B*NH = 192:
+//   12.9 GFLOP per product and layer. Forward 2 products (q k^T, p v), backward 5 minimal
+//   (q k^T, dout v^T, p^T dout, ds k, ds^T q): 7 x 12.9 x 12 = 1.08 TFLOP; as computed here
+//   the backward's two kernels each recompute q k^T and dout v^T: 9 products, 1.39 TFLOP.
+//   Bytes (minimal): per layer, forward reads q, k, v (3 x 50.3 MB) and writes out (50.3 MB) and
+//   lse (0.8 MB); backward reads q, k, v, out, dout, lse (252 MB) and writes dq, dk, dv (151 MB):
+//   about 0.61 GB per layer, 7.3 GB per step: 2.2 ms at an H100's 3.35 TB/s, 1.5 ms at an
+//   H200's 4.8 TB/s. Compute-bound: at the fp32 FMA peak of about 60 TFLOP/s, 1.39 TFLOP take
+//   23 ms; expected 40-60% of peak from shared-memory-fed register tiles, so about 40-60 ms
+//   per step on an H100/H200 (forward about 10 ms, backward about 35 ms). Not yet measured:
+//   CudaFlash.DISABLED_TimeGpt2Layer (tests/cuda/flash_cudatest.cpp) prints one layer's time
+//   for both variants.
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/cuda/attention_common.cuh"
+
+namespace snug::cuda {
+
+namespace {
+
+using namespace dev;
+
+constexpr int kTile = 64;          // query rows and key rows per tile
+constexpr int kTileThreads = 256;  // 16 x 16
+constexpr int kLdp = 80;     // row stride of 64 x 64 score tiles: rows ty, ty + 1 16 banks apart
+constexpr int kMaxHp = 128;  // head sizes (rounded up to 4) up to this run tiled
+
+// Row stride of a 64 x hp operand tile: ld / 4 odd, so the 8 threads of a 128-bit load phase,
+// reading 8 consecutive rows at one column, hit 8 different bank quads.
+int tile_ld(int hp) {
+  return (hp / 4) % 2 == 0 ? hp + 4 : hp + 8;
+}
+int padded_hs(int64_t hs) {
+  return static_cast<int>((hs + 3) / 4 * 4);
+}
+
+__device__ inline float4 ld4(const float* p) {
+  return *reinterpret_cast<const float4*>(p);
+}
+__device__ inline float comp(const float4& v, int e) {
+  return e == 0 ? v.x : (e == 1 ? v.y : (e == 2 ? v.z : v.w));
+}
+
+// Reductions over the 16 threads of a row (lanes 0-15 or 16-31 of a warp); every lane of the 16
+// ends with the same bits. All 32 lanes must call them (no divergent branch around).
+__device__ inline float max16(float v) {
+  for (int m = 8; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, m));
+  return v;
+}
+__device__ inline float sum16(float v) {
+  for (int m = 8; m > 0; m >>= 1) v += __shfl_xor_sync(kFull, v, m);
+  return v;
+}
+
+// Rows r0 .. r0 + 63 of head `head` of x (row stride ldx) into dst (64 x ld), zero past T and
+// past hs (up to hp), so padded rows and dims add nothing. r0 < T. Element idx = r * hp + c of
+// the tile goes to thread idx % 256; (r, c) advance by (256 / hp, 256 % hp), no division inside.
+__device__ inline void load_tile(float* dst, const float* x, int64_t ldx, const AttentionDims& d,
+                                 int64_t b, int64_t r0, int64_t head, int hp, int ld) {
+  const float* x0 = x + (b * d.T + r0) * ldx + head * d.hs;
+  const int rows = static_cast<int>(d.T - r0 < kTile ? d.T - r0 : kTile);
+  const int hs = static_cast<int>(d.hs), dr = kTileThreads / hp, dc = kTileThreads % hp;
+  int r = static_cast<int>(threadIdx.x) / hp, c = static_cast<int>(threadIdx.x) % hp;
+  while (r < kTile) {
+    dst[r * ld + c] = r < rows && c < hs ? x0[r * ldx + c] : 0.0f;
+    r += dr;
+    c += dc;
+    if (c >= hp) {
+      c -= hp;
+      ++r;
+    }
+  }
+}
+
+// s[i][j] = sum over dims < hp of a[ty + 16i][.] * bm[tx + 16j][.] (64 x ld tiles in shared
+// memory), dims in order.
+__device__ inline void tile_abt(float (&s)[4][4], const float* a, const float* bm, int hp, int ld) {
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) s[i][j] = 0.0f;
+  for (int c = 0; c < hp; c += 4) {
+    float4 av[4], bv[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) av[i] = ld4(a + (ty + 16 * i) * ld + c);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) bv[j] = ld4(bm + (tx + 16 * j) * ld + c);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float x = s[i][j];
+        x = fmaf(av[i].x, bv[j].x, x);
+        x = fmaf(av[i].y, bv[j].y, x);
+        x = fmaf(av[i].z, bv[j].z, x);
+        x = fmaf(av[i].w, bv[j].w, x);
+        s[i][j] = x;
+      }
+  }
+}
+
+// acc[i][j] (row ty + 16i, dims 4tx + 64j .. + 3) += sum over the tile's 64 columns c of
+// p[ty + 16i][c] * v[c][dims] (p 64 x kLdp, v 64 x ld in shared memory), c in order.
+template <int NJ>
+__device__ inline void tile_pv(float4 (&acc)[4][NJ], const float* p, const float* v, int hp,
+                               int ld) {
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  for (int c = 0; c < kTile; c += 4) {
+    float4 pr[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) pr[i] = ld4(p + (ty + 16 * i) * kLdp + c);
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+      const int dd = 4 * tx + 64 * j;
+      if (dd >= hp) continue;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float4 vv = ld4(v + (c + e) * ld + dd);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float pe = comp(pr[i], e);
+          acc[i][j].x = fmaf(pe, vv.x, acc[i][j].x);
+          acc[i][j].y = fmaf(pe, vv.y, acc[i][j].y);
+          acc[i][j].z = fmaf(pe, vv.z, acc[i][j].z);
+          acc[i][j].w = fmaf(pe, vv.w, acc[i][j].w);
+        }
+      }
+    }
+  }
+}
+
+template <int NJ>
+__device__ inline void zero(float4 (&acc)[4][NJ]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) acc[i][j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+// Row t of head `head` of y (row stride ldy) = this thread's dims of `a` / div, dims below hs.
+template <int NJ>
+__device__ inline void store_row(float* y, int64_t ldy, const AttentionDims& d, int64_t b,
+                                 int64_t t, int64_t head, const float4 (&a)[NJ], float div) {
+  const int tx = threadIdx.x % 16;
+  float* yr = y + (b * d.T + t) * ldy + head * d.hs;
+#pragma unroll
+  for (int j = 0; j < NJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int dd = 4 * tx + 64 * j + e;
+      if (dd < d.hs) yr[dd] = comp(a[j], e) / div;
+    }
+}
+
+// Shared memory: q tile, k tile, v tile (64 x ld each), p tile (64 x kLdp).
+template <int NJ>
+__global__ void __launch_bounds__(kTileThreads)
+    tiled_forward_kernel(float* out, float* lse, const float* q, const float* k, const float* v,
+                         AttentionDims d, float scale, int hp, int ld) {
+  extern __shared__ float4 smem4[];
+  float* qs = reinterpret_cast<float*>(smem4);
+  float* ks = qs + kTile * ld;
+  float* vs = ks + kTile * ld;
+  float* ps = vs + kTile * ld;
+  const int64_t BH = d.B * d.NH, ntiles = (d.T + kTile - 1) / kTile;
+  // The longest (last) query tiles first: the causal work per tile grows with t.
+  const int64_t bh = blockIdx.x % BH, qt = ntiles - 1 - blockIdx.x / BH;
+  const int64_t b = bh / d.NH, h = bh % d.NH, kh = h / (d.NH / d.NKV), t0 = qt * kTile;
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  load_tile(qs, q, d.ldq, d, b, t0, h, hp, ld);
+  int64_t lo[4], n[4];  // keys [lo, n) visible to row i; empty past T
+  float m[4], l[4];
+  float4 acc[4][NJ];
+  zero(acc);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t t = t0 + ty + 16 * i;
+    lo[i] = t < d.T ? visible_from(d, b, t) : 0;
+    n[i] = t < d.T ? key_end(d, t) : 0;
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+  }
+  const int64_t t_last = (t0 + kTile < d.T ? t0 + kTile : d.T) - 1;
+  const int64_t kb = visible_from(d, b, t0), ke = key_end(d, t_last);
+  for (int64_t s0 = kb; s0 < ke; s0 += kTile) {
+    __syncthreads();  // the previous tile's ks, vs, ps are read
+    load_tile(ks, k, d.ldk, d, b, s0, kh, hp, ld);
+    load_tile(vs, v, d.ldv, d, b, s0, kh, hp, ld);
+    __syncthreads();
+    float s[4][4];
+    tile_abt(s, qs, ks, hp, ld);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int64_t key = s0 + tx + 16 * j;
+        s[i][j] = key >= lo[i] && key < n[i] ? s[i][j] * scale : -INFINITY;
+        mx = fmaxf(mx, s[i][j]);
+      }
+      const float m_new = fmaxf(m[i], max16(mx));
+      const bool any = m_new != -INFINITY;  // a visible key so far (same on the row's 16 lanes)
+      const float corr = any ? expf(m[i] - m_new) : 1.0f;  // 0 while m was -inf
+      float p[4], sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        p[j] = any ? expf(s[i][j] - m_new) : 0.0f;  // masked: exp(-inf) = 0
+        sum += p[j];
+      }
+      l[i] = l[i] * corr + sum16(sum);
+      m[i] = m_new;
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {
+        acc[i][j].x *= corr;
+        acc[i][j].y *= corr;
+        acc[i][j].z *= corr;
+        acc[i][j].w *= corr;
+      }
+      const int64_t t = t0 + ty + 16 * i;
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        ps[(ty + 16 * i) * kLdp + tx + 16 * j] =
+            p[j] != 0.0f ? p[j] * keep_scale(d, b, h, t, s0 + tx + 16 * j) : 0.0f;
+    }
+    __syncthreads();
+    tile_pv<NJ>(acc, ps, vs, hp, ld);
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t t = t0 + ty + 16 * i;
+    if (t >= d.T) continue;
+    store_row(out, d.ldo, d, b, t, h, acc[i], l[i]);
+    if (tx == 0) lse[(b * d.NH + h) * d.T + t] = m[i] + logf(l[i]);
+  }
+}
+
+// D = dout . out per row (b*NH + h)*T + t: one warp per row, as the simple dq kernel sums it.
+__global__ void row_dot_kernel(float* dsum, const float* dout, const float* out, AttentionDims d) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + warp;
+  if (row >= d.B * d.NH * d.T) return;
+  const int64_t t = row % d.T, h = (row / d.T) % d.NH, b = row / (d.T * d.NH);
+  const float* dr = head_row(dout, d.ldo, d, b, t, h);
+  const float* orow = head_row(out, d.ldo, d, b, t, h);
+  float part = 0.0f;
+  for (int64_t i = lane; i < d.hs; i += 32) part += dr[i] * orow[i];
+  const float D = warp_sum(part);
+  if (lane == 0) dsum[row] = D;
+}
+
+// Shared memory: q tile, dout tile, k tile, v tile (64 x ld each), ds tile (64 x kLdp).
+template <int NJ>
+__global__ void __launch_bounds__(kTileThreads)
+    tiled_dq_kernel(float* dq, const float* dout, const float* q, const float* k, const float* v,
+                    const float* lse, const float* dsum, AttentionDims d, float scale, int hp,
+                    int ld) {
+  extern __shared__ float4 smem4[];
+  float* qs = reinterpret_cast<float*>(smem4);
+  float* dos = qs + kTile * ld;
+  float* ks = dos + kTile * ld;
+  float* vs = ks + kTile * ld;
+  float* gs = vs + kTile * ld;
+  const int64_t BH = d.B * d.NH, ntiles = (d.T + kTile - 1) / kTile;
+  const int64_t bh = blockIdx.x % BH, qt = ntiles - 1 - blockIdx.x / BH;
+  const int64_t b = bh / d.NH, h = bh % d.NH, kh = h / (d.NH / d.NKV), t0 = qt * kTile;
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  load_tile(qs, q, d.ldq, d, b, t0, h, hp, ld);
+  load_tile(dos, dout, d.ldo, d, b, t0, h, hp, ld);
+  int64_t lo[4], n[4];
+  float L[4], D[4];
+  float4 acc[4][NJ];
+  zero(acc);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t t = t0 + ty + 16 * i, row = (b * d.NH + h) * d.T + t;
+    lo[i] = t < d.T ? visible_from(d, b, t) : 0;
+    n[i] = t < d.T ? key_end(d, t) : 0;
+    L[i] = t < d.T ? lse[row] : 0.0f;
+    D[i] = t < d.T ? dsum[row] : 0.0f;
+  }
+  const int64_t t_last = (t0 + kTile < d.T ? t0 + kTile : d.T) - 1;
+  const int64_t kb = visible_from(d, b, t0), ke = key_end(d, t_last);
+  for (int64_t s0 = kb; s0 < ke; s0 += kTile) {
+    __syncthreads();  // the previous tile's ks, vs, gs are read
+    load_tile(ks, k, d.ldk, d, b, s0, kh, hp, ld);
+    load_tile(vs, v, d.ldv, d, b, s0, kh, hp, ld);
+    __syncthreads();
+    float s[4][4], dp[4][4];
+    tile_abt(s, qs, ks, hp, ld);
+    tile_abt(dp, dos, vs, hp, ld);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t t = t0 + ty + 16 * i;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int64_t key = s0 + tx + 16 * j;
+        float g = 0.0f;
+        if (key >= lo[i] && key < n[i]) {
+          const float p = expf(s[i][j] * scale - L[i]);
+          g = p * (dp[i][j] * keep_scale(d, b, h, t, key) - D[i]) * scale;
+        }
+        gs[(ty + 16 * i) * kLdp + tx + 16 * j] = g;
+      }
+    }
+    __syncthreads();
+    tile_pv<NJ>(acc, gs, ks, hp, ld);
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t t = t0 + ty + 16 * i;
+    if (t < d.T) store_row(dq, d.ldq, d, b, t, h, acc[i], 1.0f);
+  }
+}
+
+// Shared memory: k tile, v tile, q tile, dout tile (64 x ld each), p^T and ds^T tiles
+// (64 x kLdp each), then the query tile's lse, D (64 floats each) and first visible keys (64
+// int64).
+template <int NJ>
+__global__ void __launch_bounds__(kTileThreads)
+    tiled_dkv_kernel(float* dk, float* dv, const float* dout, const float* q, const float* k,
+                     const float* v, const float* lse, const float* dsum, AttentionDims d,
+                     float scale, int hp, int ld) {
+  extern __shared__ float4 smem4[];
+  float* ks = reinterpret_cast<float*>(smem4);
+  float* vs = ks + kTile * ld;
+  float* qs = vs + kTile * ld;
+  float* dos = qs + kTile * ld;
+  float* pt = dos + kTile * ld;
+  float* gt = pt + kTile * kLdp;
+  float* ls = gt + kTile * kLdp;
+  float* dl = ls + kTile;
+  int64_t* los = reinterpret_cast<int64_t*>(dl + kTile);  // offset a multiple of 4 floats
+  const int64_t BKV = d.B * d.NKV, rep = d.NH / d.NKV;
+  // The first key tiles first: causal, they are read by the most query rows.
+  const int64_t bkv = blockIdx.x % BKV, s0 = (blockIdx.x / BKV) * kTile;
+  const int64_t b = bkv / d.NKV, kh = bkv % d.NKV;
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  load_tile(ks, k, d.ldk, d, b, s0, kh, hp, ld);
+  load_tile(vs, v, d.ldv, d, b, s0, kh, hp, ld);
+  float4 gk[4][NJ], gv[4][NJ];
+  zero(gk);
+  zero(gv);
+  const int64_t s_last = (s0 + kTile < d.T ? s0 + kTile : d.T) - 1;
+  const int64_t tb = query_begin(d, s0), te = query_end(d, b, s_last);
+  for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h)
+    for (int64_t t0 = tb; t0 < te; t0 += kTile) {
+      __syncthreads();  // the previous tile's qs, dos, pt, gt, ls, dl, los are read
+      load_tile(qs, q, d.ldq, d, b, t0, h, hp, ld);
+      load_tile(dos, dout, d.ldo, d, b, t0, h, hp, ld);
+      if (threadIdx.x < kTile) {
+        const int64_t t = t0 + threadIdx.x, row = (b * d.NH + h) * d.T + t;
+        ls[threadIdx.x] = t < d.T ? lse[row] : 0.0f;
+        dl[threadIdx.x] = t < d.T ? dsum[row] : 0.0f;
+        los[threadIdx.x] = t < d.T ? visible_from(d, b, t) : d.T;  // past T: no key visible
+      }
+      __syncthreads();
+      float st[4][4], dpt[4][4];  // rows: keys s0 + ty + 16i; columns: queries t0 + tx + 16j
+      tile_abt(st, ks, qs, hp, ld);
+      tile_abt(dpt, vs, dos, hp, ld);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t s = s0 + ty + 16 * i;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int c = tx + 16 * j;
+          const int64_t t = t0 + c;
+          float pv = 0.0f, g = 0.0f;
+          if (s < d.T && t < d.T && s >= los[c] && s < key_end(d, t)) {
+            const float p = expf(st[i][j] * scale - ls[c]);
+            const float mk = keep_scale(d, b, h, t, s);
+            pv = p * mk;
+            g = p * (dpt[i][j] * mk - dl[c]) * scale;
+          }
+          pt[(ty + 16 * i) * kLdp + c] = pv;
+          gt[(ty + 16 * i) * kLdp + c] = g;
+        }
+      }
+      __syncthreads();
+      tile_pv<NJ>(gv, pt, dos, hp, ld);
+      tile_pv<NJ>(gk, gt, qs, hp, ld);
+    }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t s = s0 + ty + 16 * i;
+    if (s >= d.T) continue;
+    store_row(dk, d.ldk, d, b, s, kh, gk[i], 1.0f);
+    store_row(dv, d.ldv, d, b, s, kh, gv[i], 1.0f);
+  }
+}
+
+size_t forward_smem(int ld) {
+  return (3 * kTile * ld + kTile * kLdp) * sizeof(float);
+}
+size_t dq_smem(int ld) {
+  return (4 * kTile * ld + kTile * kLdp) * sizeof(float);
+}
+size_t dkv_smem(int ld) {
+  return (4 * kTile * ld + 2 * kTile * kLdp + 2 * kTile) * sizeof(float) + kTile * sizeof(int64_t);
+}
+
+// The shared memory a block may opt into on the current GPU.
+size_t smem_optin() {
+  int dev = 0, bytes = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+        "cudaDeviceGetAttribute(shared memory per block)");
+  return static_cast<size_t>(bytes);
+}
+
+template <typename Kernel>
+void allow_smem(Kernel kernel, size_t bytes) {
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(bytes)),
+        "cudaFuncSetAttribute(flash attention shared memory)");
+}
+
+float tiled_scale(const AttentionDims& d) {
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.hs)));
+}
+
+unsigned tile_grid(int64_t heads, int64_t T) {
+  return static_cast<unsigned>(heads * ((T + kTile - 1) / kTile));
+}
+
+template <int NJ>
+void launch_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                    const AttentionDims& d, int hp, int ld) {
+  const size_t bytes = forward_smem(ld);
+  allow_smem(tiled_forward_kernel<NJ>, bytes);
+  const unsigned grid = tile_grid(d.B * d.NH, d.T);
+  tiled_forward_kernel<NJ>
+      <<<grid, kTileThreads, bytes, stream()>>>(out, lse, q, k, v, d, tiled_scale(d), hp, ld);
+  check_launch("flash_attention_forward (tiled)");
+}
+
+template <int NJ>
+void launch_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                     const float* k, const float* v, const float* lse, const float* dsum,
+                     const AttentionDims& d, int hp, int ld) {
+  const float scale = tiled_scale(d);
+  const size_t qbytes = dq_smem(ld), kvbytes = dkv_smem(ld);
+  allow_smem(tiled_dq_kernel<NJ>, qbytes);
+  allow_smem(tiled_dkv_kernel<NJ>, kvbytes);
+  const unsigned qgrid = tile_grid(d.B * d.NH, d.T), kvgrid = tile_grid(d.B * d.NKV, d.T);
+  tiled_dq_kernel<NJ>
+      <<<qgrid, kTileThreads, qbytes, stream()>>>(dq, dout, q, k, v, lse, dsum, d, scale, hp, ld);
+  check_launch("flash_attention_backward (tiled dq)");
+  tiled_dkv_kernel<NJ><<<kvgrid, kTileThreads, kvbytes, stream()>>>(dk, dv, dout, q, k, v, lse,
+                                                                    dsum, d, scale, hp, ld);
+  check_launch("flash_attention_backward (tiled dk, dv)");
+}
+
+}  // namespace
+
+bool tiled_flash_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                         const AttentionDims& d) {
+  const int hp = padded_hs(d.hs);
+  if (d.hs > kMaxHp) return false;
+  const int ld = tile_ld(hp);
+  if (forward_smem(ld) > smem_optin()) return false;
+  if (hp <= 64)
+    launch_forward<1>(out, lse, q, k, v, d, hp, ld);
+  else
+    launch_forward<2>(out, lse, q, k, v, d, hp, ld);
+  return true;
+}
+
+bool tiled_flash_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                          const float* k, const float* v, const float* out, const float* lse,
+                          const AttentionDims& d) {
+  if (d.hs > kMaxHp) return false;
+  const int hp = padded_hs(d.hs), ld = tile_ld(hp);
+  if (dkv_smem(ld) > smem_optin()) return false;  // the larger of the two
+  const int64_t rows = d.B * d.NH * d.T;
+  Scratch dsum(static_cast<size_t>(rows) * sizeof(float));
+  row_dot_kernel<<<blocks_for_rows(rows), kThreads, 0, stream()>>>(dsum.as<float>(), dout, out, d);
+  check_launch("flash_attention_backward (tiled D)");
+  if (hp <= 64)
+    launch_backward<1>(dq, dk, dv, dout, q, k, v, lse, dsum.as<float>(), d, hp, ld);
+  else
+    launch_backward<2>(dq, dk, dv, dout, q, k, v, lse, dsum.as<float>(), d, hp, ld);
+  return true;
+}
+
+}  // namespace snug::cuda
