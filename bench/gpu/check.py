@@ -98,7 +98,8 @@ def rel(a, b):
 def part_ops(a, res):
     tests = os.path.join(a.bin, "tests", "snug_cuda_tests")
     j = os.path.join(a.out, "ops_gtest.json")
-    r = run(f"{tests} --gtest_output=json:{j}", 240)
+    r = run(f"{tests} --gtest_output=json:{j} --gtest_filter='{a.ops_filter}' "
+            f"--gtest_also_run_disabled_tests 2>&1 | tee {a.out}/ops_stdout.txt", 240)
     summary = {"rc": r["rc"], "s": r["s"]}
     if os.path.exists(j):
         g = json.load(open(j))
@@ -113,12 +114,14 @@ def part_ops(a, res):
         summary["failed"] = failed
     summary["missing_ops"] = [l.split(": ", 1)[1] for l in r["out"].splitlines()
                               if l.startswith("no CUDA kernel yet: ")]
-    summary["tail"] = r["out"][-1500:] if r["rc"] else ""
+    summary["tail"] = r["out"][-1500:] if summary.get("failures") else ""
+    summary["timings"] = [l for l in open(f"{a.out}/ops_stdout.txt").read().splitlines()
+                          if " ms" in l and "[" not in l][:40]
     res["ops"] = summary
     if a.memcheck:
         env = dict(os.environ, SNUG_CUDA_ALLOC="debug")
         m = run(f"compute-sanitizer --tool memcheck --error-exitcode 9 {tests} "
-                f"--gtest_brief=1", a.memcheck_timeout, env)
+                f"--gtest_brief=1 --gtest_filter='{a.memcheck_filter}'", a.memcheck_timeout, env)
         lines = [l for l in (m["out"] + m["err"]).splitlines() if "ERROR SUMMARY" in l]
         res["ops"]["memcheck"] = {"rc": m["rc"], "s": m["s"],
                                   "summary": lines[-1] if lines else None,
@@ -152,6 +155,42 @@ def part_parity(a, res):
     res["parity"] = rows
 
 
+def part_generate(a, res):
+    """Greedy and beam generation on cuda give the cpu's tokens (a gpt2-tiny trained 2 steps)."""
+    snug = os.path.join(a.bin, "snug")
+    d = os.path.join(a.out, "generate")
+    os.makedirs(d, exist_ok=True)
+    t = run(f"{snug} train --device cpu --max-steps 2 --save-steps 2 --output-dir {d}/o "
+            "--overwrite-output-dir", 120)
+    rows = [{"train_rc": t["rc"]}]
+    for extra in ["", "--num-beams 3", "--bf16",
+                  "--do-sample --temperature 0.8 --top-k 5 --top-p 0.9 --seed 7"]:
+        outs = {}
+        for dev in ("cpu", "cuda"):
+            r = run(f"{snug} generate --device {dev} --checkpoint {d}/o/checkpoint-2 "
+                    f"--prompt 'The ' --max-new-tokens 24 {extra}", 60)
+            outs[dev] = r
+        rows.append({"flags": extra, "same": outs["cpu"]["out"] == outs["cuda"]["out"],
+                     "cpu_rc": outs["cpu"]["rc"], "cuda_rc": outs["cuda"]["rc"],
+                     "cpu": outs["cpu"]["out"][-200:], "cuda": outs["cuda"]["out"][-200:],
+                     "cuda_err": outs["cuda"]["err"][-300:] if outs["cuda"]["rc"] else ""})
+        print(f"generate [{extra}]: same={rows[-1]['same']}", flush=True)
+    res["generate"] = rows
+
+
+def part_profile(a, res):
+    """Where a gpt2-124m fp32 step's time goes: SNUG_CUDA_PROFILE=1 (a sync per op)."""
+    snug = os.path.join(a.bin, "snug")
+    env = dict(os.environ, SNUG_CUDA_PROFILE="1")
+    r = run(f"{snug} train --device cuda --model gpt2-124m --seq-len 1024 "
+            f"--per-device-train-batch-size 16 --max-steps 3 --data dummy --save-steps 0 "
+            f"--output-dir {a.out}/profile", 180, env)
+    err = r["err"]
+    i = err.find("snug CUDA op profile")
+    res["profile"] = {"rc": r["rc"], "s": r["s"], "table": err[i:i + 3000] if i >= 0 else err[-1500:]}
+    print(res["profile"]["table"][:1200], flush=True)
+
+
 def part_memory(a, res):
     snug = os.path.join(a.bin, "snug")
     rows = []
@@ -180,9 +219,14 @@ def part_speed(a, res):
     snug = os.path.join(a.bin, "snug")
     rows = []
     flags = "--model gpt2-124m --seq-len 1024 --per-device-train-batch-size 16"
-    for mode, extra in [("fp32", ""), ("bf16", "--bf16")]:
+    for mode, extra, env_flash in [("fp32", "", ""), ("fp32-simple-flash", "", "simple"),
+                                   ("bf16", "--bf16", "")]:
         if mode not in a.speed_modes:
             continue
+        if env_flash:
+            os.environ["SNUG_CUDA_FLASH"] = env_flash
+        else:
+            os.environ.pop("SNUG_CUDA_FLASH", None)
         d = os.path.join(a.out, "speed")
         os.makedirs(d, exist_ok=True)
         steps = a.speed_steps + 3
@@ -199,7 +243,9 @@ def part_speed(a, res):
         else:
             row["err"] = (rg["err"] or rg["out"])[-800:]
         rows.append(row)
-        print(f"speed snug {mode}: {row.get('tokens_per_second')}", flush=True)
+        os.environ.pop("SNUG_CUDA_FLASH", None)
+        print(f"speed snug {mode}: {row.get('tokens_per_second')} tok/s, peak "
+              f"{row.get('peak_bytes')}", flush=True)
     for mode in a.torch_modes:
         r = run(f"python3 {HERE}/torch_gpt2_cuda.py --mode {mode} --steps {a.speed_steps}", 300)
         try:
@@ -220,6 +266,8 @@ def main():
     ap.add_argument("--json", help="where the summary goes (default: OUT/check.json)")
     ap.add_argument("--memcheck", type=int, default=1)
     ap.add_argument("--memcheck-timeout", type=int, default=150)
+    ap.add_argument("--memcheck-filter", default="*")
+    ap.add_argument("--ops-filter", default="*")
     ap.add_argument("--speed-steps", type=int, default=10)
     ap.add_argument("--only", default="", help="comma-separated configuration names of the parity "
                     "and memory parts to run (default: all)")

@@ -16,6 +16,10 @@
 #include "core/error.h"
 #include "kernels/cuda/context.cuh"
 
+namespace snug {
+const OpTable& cuda_op_table();  // op_table.cu
+}
+
 namespace snug::cuda {
 
 namespace {
@@ -180,6 +184,11 @@ void add_bias(float* out, const float* b, int64_t N, int64_t OC) {
 template <typename T>
 void add_column_sums(float* db, const T* dout, int64_t N, int64_t OC) {
   if (!db || OC <= 0) return;
+  if constexpr (sizeof(T) == 4) {
+    // fp32: blocks.cu's tiled column sums (bias_grad_rows: the same contract, +=), which spread
+    // C columns over many blocks instead of one thread per column walking all N rows.
+    return cuda_op_table().bias_grad_rows(db, dout, N, OC);
+  }
   column_sums_kernel<T><<<blocks_for(OC, 128), 128, 0, stream()>>>(db, dout, N, OC);
   check_launch("linear bias gradient");
 }
