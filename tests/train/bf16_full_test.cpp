@@ -141,6 +141,15 @@ TEST(Bf16Full, MetaReportsWhatCpuMeasures) {
     a.freeze = {"transformer.h.0.*"};
     cases.push_back(a);
   }
+  // lomo/adalomo update inside backward, with and without the two-pass clipping.
+  for (const char* optim : {"lomo", "adalomo"})
+    for (double clip : {1.0, 0.0}) {
+      auto a = base();
+      a.optim = optim;
+      a.max_grad_norm = clip;
+      a.gradient_checkpointing = clip > 0.0;
+      cases.push_back(a);
+    }
   for (const TrainingArguments& a : cases) {
     const RunOutcome cpu = train_on(cpu_backend(), odd_config(), a);
     const RunOutcome meta = train_on(meta_backend(), odd_config(), a);

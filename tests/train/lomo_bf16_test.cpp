@@ -26,6 +26,7 @@
 #include "optim/lomo.h"
 #include "optim/registry.h"
 #include "support/configs.h"
+#include "support/memory_checks.h"
 #include "support/random.h"
 #include "train/fused_step.h"
 #include "train/grad_scaler.h"
@@ -281,6 +282,30 @@ TEST(LomoBf16, Fp16LossScalingLowersTheLossAndSkipsAnOverflow) {
   EXPECT_EQ(skipped.loss[0], plain.loss[0]);
   // Step 2 of the skipping run saw untouched weights; the plain run's step 2 did not.
   EXPECT_NE(skipped.loss[1], plain.loss[1]);
+}
+
+TEST(LomoBf16, Fp16MetaReportsWhatCpuMeasures) {
+  for (const char* optim : {"lomo", "adalomo"}) {
+    TrainingArguments a;
+    a.optim = optim;
+    a.fp16 = true;
+    a.per_device_train_batch_size = 2;
+    a.seq_len = 16;
+    a.max_steps = 2;
+    a.data = "dummy";
+    MemoryStats stats[2];
+    for (int k = 0; k < 2; ++k) {
+      Device dev(k == 0 ? meta_backend() : cpu_backend());
+      GPT2 model(test::odd_config(), dev);
+      if (!dev.is_meta()) model.init_weights(42);
+      auto data = open_dataset(a.data, test::odd_config().vocab_size, a.seed);
+      Trainer trainer(a, model, data.get());
+      const TrainResult r = trainer.train();
+      ASSERT_TRUE(r.error.empty()) << r.error;
+      stats[k] = dev.pool().stats();
+    }
+    test::expect_meta_equals_cpu(stats[0], stats[1]);
+  }
 }
 
 TEST(LomoBf16, Fp16WithoutClippingStillChecksForOverflowFirst) {
