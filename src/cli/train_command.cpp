@@ -2,6 +2,7 @@
 // memory table, and writes the JSON report.
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
@@ -12,6 +13,7 @@
 #include "kernels/backends.h"
 #include "models/hf_folder.h"
 #include "models/registry.h"
+#include "nn/init_progress.h"
 #include "optim/optimizer.h"
 #include "plan/what_if.h"
 #include "report/device_memory.h"
@@ -56,8 +58,15 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
   const std::optional<int64_t> capacity = args.device_memory;
 
   auto model = create_model(cfg, dev, args.param_dtype(), args.weight_quant());
-  // --init-from, the --model folder's weights, or --seed (train/model_setup.h).
-  load_initial_weights(*model, args, cfg);
+  // --init-from, the --model folder's weights, or --seed (train/model_setup.h), with a
+  // progress line on stderr for models of kStartupProgressMin parameters or more.
+  {
+    constexpr int64_t kStartupProgressMin = 250'000'000;
+    const int64_t P = count_params(model->parameters());
+    std::optional<nn::InitProgress> progress;
+    if (!dev.is_meta() && P >= kStartupProgressMin) progress.emplace(stderr, P, "initializing");
+    load_initial_weights(*model, args, cfg);
+  }
   if (!cfg.folder.empty() && initial_weights_path(args, cfg).empty())
     std::printf(
         "snug: the model folder %s has no weights (%s or %s): initialized from --seed %llu\n",

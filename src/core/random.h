@@ -28,6 +28,8 @@ class SplitMix64 {
     while (r >= limit) r = next();
     return r % n;
   }
+  // Jumps ahead `draws` calls of next() (the state advances by a constant per draw).
+  constexpr void skip(uint64_t draws) { state_ += draws * 0x9e3779b97f4a7c15ull; }
   // Uniform in (0, 1], 53 bits (never 0, so log() of it is finite).
   constexpr double uniform() { return (static_cast<double>(next() >> 11) + 1.0) * 0x1.0p-53; }
 

@@ -299,21 +299,25 @@ void DecoderLM::backward(float loss_scale) {
 }
 
 void DecoderLM::init_normal_weights(uint64_t seed, float std) {
-  NormalGenerator rng(seed);
   const std::string n1 = "." + spec_.layer.norm1_name + ".",
                     n2 = "." + spec_.layer.norm2_name + ".";
   const std::string final_norm = spec_.final_norm_name + ".";
+  // One normal stream over the weight matrices in parameter order; each parameter starts at its
+  // offset in it (NormalGenerator::at), so its chunks fill in parallel with the serial values.
+  int64_t offset = 0;
   for (Parameter* p : parameters()) {
     const std::string& n = p->name;
     const bool bias = n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0;
     const bool norm = n.rfind(final_norm, 0) == 0 || n.find(n1) != std::string::npos ||
                       n.find(n2) != std::string::npos;
-    nn::fill_values(*p, ctx().ops(), [&](float* d, int64_t cnt) {
+    const int64_t base = offset;
+    nn::fill_values_indexed(*p, [&](float* d, int64_t begin, int64_t cnt) {
       if (bias || norm)
         std::fill(d, d + cnt, bias ? 0.0f : 1.0f);
       else
-        rng.fill(d, cnt, 0.0f, std);
+        NormalGenerator::at(seed, base + begin).fill(d, cnt, 0.0f, std);
     });
+    if (!bias && !norm) offset += p->numel();
   }
 }
 

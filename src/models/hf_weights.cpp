@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/disk_space.h"
 #include "io/excerpt.h"
 #include "io/json_input.h"
 #include "io/safetensors.h"
@@ -241,6 +242,16 @@ std::string HfLoadReport::describe() const {
 void save_hf_weights(const Model& model, const std::string& path,
                      const std::map<std::string, std::string>& extra) {
   // (A meta model has no values: save_safetensors refuses its tensors, naming them.)
+  if (!model.device().is_meta()) {
+    // Refused before writing when it cannot fit (io/disk_space.h): the data, a bound of the
+    // header (name and 160 bytes of JSON per tensor) and 64 KiB of metadata.
+    int64_t bytes = 65536;
+    for (const Parameter* p : model.parameters())
+      bytes += (p->quantized() ? 4 * shape_numel(p->shape()) : p->value.nbytes()) + 160 +
+               static_cast<int64_t>(p->name.size());
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    check_disk_space(parent.empty() ? "." : parent.string(), bytes, path);
+  }
   std::vector<std::pair<std::string, const Tensor*>> tensors;
   // Quantized weights are written dequantized (fp32), staged outside the model's pool.
   Device staging(cpu_backend());

@@ -18,6 +18,13 @@ double NormalGenerator::next() {
   return r * std::cos(th);
 }
 
+NormalGenerator NormalGenerator::at(uint64_t seed, int64_t k) {
+  NormalGenerator g(seed);
+  g.rng_.skip(2 * static_cast<uint64_t>(k / 2));
+  if (k % 2 != 0) g.next();  // the pair's first half; its second is the spare
+  return g;
+}
+
 void NormalGenerator::fill(float* out, int64_t n, float mean, float std) {
   for (int64_t i = 0; i < n; ++i) out[i] = mean + std * static_cast<float>(next());
 }

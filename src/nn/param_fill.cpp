@@ -6,6 +6,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/host_staging.h"
+#include "nn/init_progress.h"
 #include "quant/weight_quant.h"
 
 namespace snug::nn {
@@ -43,6 +44,53 @@ void fill_values(Parameter& p, const OpTable& /*ops: the device's, whose copies 
       dev.upload(dst ? dst + c : nullptr, half.data(), len);
     }
   }
+}
+
+void fill_values_indexed(Parameter& p, const IndexedFill& fill) {
+  constexpr int64_t kBig = 65536;  // values per parallel chunk
+  const int64_t n = p.numel();
+  const auto chunks = [n](int64_t size) { return (n + size - 1) / size; };
+  if (p.quantized()) {
+    std::vector<float> host(static_cast<size_t>(n));
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t c = 0; c < chunks(kBig); ++c)
+      fill(host.data() + c * kBig, c * kBig, std::min(kBig, n - c * kBig));
+    quantize_weight_into(*p.quant, host.data(), p.name);
+    init_progress_add(n);
+    return;
+  }
+  const DType d = p.value.dtype();
+  SNUG_CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f16, "fill_values: '", p.name,
+             "' is ", dtype_name(d), ", expected f32, bf16 or f16");
+  Device& dev = p.value.device();
+  if (!dev.host_addressable() || p.value.raw() == nullptr) {
+    int64_t next = 0;
+    fill_values(p, dev.ops(), [&](float* out, int64_t len) {
+      fill(out, next, len);
+      next += len;
+    });
+    init_progress_add(n);
+    return;
+  }
+  if (d == DType::f32) {
+    float* dst = p.value.data<float>();
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t c = 0; c < chunks(kBig); ++c)
+      fill(dst + c * kBig, c * kBig, std::min(kBig, n - c * kBig));
+  } else {
+    uint16_t* dst = p.value.data_u16();
+#pragma omp parallel
+    {
+      std::vector<float> buf(static_cast<size_t>(std::min(kBig, n)));
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t c = 0; c < chunks(kBig); ++c) {
+        const int64_t len = std::min(kBig, n - c * kBig);
+        fill(buf.data(), c * kBig, len);
+        convert(buf.data(), DType::f32, dst + c * kBig, d, static_cast<size_t>(len));
+      }
+    }
+  }
+  init_progress_add(n);
 }
 
 void read_values(const Parameter& p, float* out) {

@@ -21,6 +21,17 @@ namespace snug::nn {
 void fill_values(Parameter& p, const OpTable& ops,
                  const std::function<void(float*, int64_t)>& fill);
 
+// As fill_values, with the values addressed by index: fill(out, begin, n) writes the values of
+// elements [begin, begin + n) and may be called for any range, in any order, from any thread.
+// On a device whose memory the host addresses (cpu) the chunks (64 Ki values) are filled, and
+// rounded to 16 bits, in parallel (OpenMP), each thread with its own buffer; a quantized
+// parameter's fp32 values are filled in parallel into one host buffer of its size, then quantized
+// (in parallel too): one tensor's fp32 values at most, never the model's. Elsewhere the chunks go
+// in order. The values do not depend on the thread count. While an InitProgress is alive
+// (nn/init_progress.h) the parameter's elements are reported to it.
+using IndexedFill = std::function<void(float* out, int64_t begin, int64_t n)>;
+void fill_values_indexed(Parameter& p, const IndexedFill& fill);
+
 // out(p.numel(), host memory) = p's values in fp32: copied, widened from 16 bits or dequantized,
 // through the device's op table where the host addresses the device's memory (cpu), else into a
 // device temporary or host staging and downloaded. Nothing on meta. (Model::read_values.)

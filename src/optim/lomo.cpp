@@ -1,7 +1,10 @@
 #include "optim/lomo.h"
 
+#include <cmath>
+
 #include "core/error.h"
 #include "kernels/op_table.h"
+#include "kernels/stochastic_round.h"
 
 namespace snug {
 
@@ -29,8 +32,29 @@ void InBackwardOptimizer::step(float lr) {
   for (Parameter* p : params_) update(*p);
 }
 
+uint64_t InBackwardOptimizer::rounding_key(const Parameter& p) const {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i] == &p)
+      return kernels::rounding_key(opts_.rounding_seed, steps_, static_cast<int64_t>(i));
+  throw Error(detail::concat(name(), ": parameter '", p.name, "' is not optimized here"));
+}
+
+namespace {
+void check_bf16_grad(const Parameter& p, const char* who) {
+  SNUG_CHECK(p.grad.dtype() == DType::bf16, who, ": bf16 parameter '", p.name, "' has a ",
+             dtype_name(p.grad.dtype()), " gradient");
+}
+}  // namespace
+
 void Lomo::update_values(Parameter& p) {
   const float wd = p.decay ? opts_.weight_decay : 0.0f;
+  if (p.value.dtype() == DType::bf16) {
+    check_bf16_grad(p, "lomo");
+    p.value.device().ops().lomo_update_bf16(p.value.data_u16(), p.grad.data_u16(), p.value.numel(),
+                                            lr_, wd, coef_, opts_.bf16_stochastic_rounding,
+                                            rounding_key(p));
+    return;
+  }
   p.value.device().ops().lomo_update(p.value.data<float>(), p.grad.data<float>(), p.value.numel(),
                                      lr_, wd, coef_);
 }
@@ -65,17 +89,30 @@ void AdaLomo::update_values(Parameter& p) {
   FactoredMoment& fm = state_for(p).moment;
   const OpTable& ops = p.value.device().ops();
   const int64_t n = p.value.numel();
+  const Beta2t b = adafactor_beta2t(static_cast<double>(steps_));
+  const double wd = p.decay ? static_cast<double>(opts_.weight_decay) : 0.0;
+  const FactoredMoment::Dims d = FactoredMoment::dims(p.value.shape());
+  if (p.value.dtype() == DType::bf16) {
+    check_bf16_grad(p, "adalomo");
+    // lr_t from RMS(p) before the update (meta: 0, as rms_of).
+    const double rms =
+        std::sqrt(ops.sum_squares_bf16(p.value.data_u16(), n)) / std::sqrt(static_cast<double>(n));
+    const float lr_t = relative_lr(static_cast<float>(rms), static_cast<double>(lr_));
+    const float decay = static_cast<float>(1.0 - static_cast<double>(lr_t) * wd);
+    ops.adalomo_update_bf16(p.value.data_u16(), p.grad.data_u16(), fm.row.data<float>(),
+                            fm.col.data<float>(), fm.full.data<float>(), d.rows, d.cols, coef_,
+                            b.beta2t, b.one_minus_beta2t, lr_t, decay, wd > 0.0,
+                            opts_.bf16_stochastic_rounding, rounding_key(p));
+    return;
+  }
   float* w = p.value.data<float>();
   // The gradient buffer is the scratch: clipped in place, then overwritten by the update U
   // (it is freed right after this call).
   float* g = p.grad.data<float>();
   if (coef_ != 1.0f) ops.scale(g, coef_, n);
-  const Beta2t b = adafactor_beta2t(static_cast<double>(steps_));
   // lr_t from RMS(p) before the update.
   const float lr_t = relative_lr(static_cast<float>(rms_of(ops, w, n)), static_cast<double>(lr_));
-  const double wd = p.decay ? static_cast<double>(opts_.weight_decay) : 0.0;
   const float decay = static_cast<float>(1.0 - static_cast<double>(lr_t) * wd);
-  const FactoredMoment::Dims d = FactoredMoment::dims(p.value.shape());
   ops.adalomo_update(w, g, fm.row.data<float>(), fm.col.data<float>(), fm.full.data<float>(),
                      d.rows, d.cols, b.beta2t, b.one_minus_beta2t, lr_t, decay, wd > 0.0);
 }

@@ -21,7 +21,15 @@
 // so it is left out.
 //
 // The global-norm clipping coefficient comes from a first backward that only measures the norm
-// (LOMO's two-pass grad_norm + fused_backward); 1 when clipping is off.
+// (LOMO's two-pass grad_norm + fused_backward); 1 when clipping is off. Under --fp16 it also
+// carries 1 / loss scale (train/fused_step.h).
+//
+// bf16 parameters (--bf16-full): gradient and weights bf16, the same formulas in float on the
+// widened values, the second moment (AdaLomo) in fp32 as above, and the weights rounded
+// stochastically with the key rounding_key(rounding_seed, step, index of the parameter among the
+// trainable ones) (kernels/stochastic_round.h: a resumed run draws the bits the uninterrupted
+// one would). OptimizerOptions::bf16_stochastic_rounding false rounds to nearest even, as
+// lomo_optim's p.copy_(p_fp32) into a bf16 parameter does.
 #pragma once
 
 #include "optim/factored_moment.h"
@@ -46,6 +54,8 @@ class InBackwardOptimizer : public Optimizer {
  protected:
   virtual void update_values(Parameter& p) = 0;  // p.grad defined, state allocated
   virtual void allocate(Parameter& /*p*/) {}
+  // The stochastic-rounding key of p's update at this step (bf16 parameters).
+  uint64_t rounding_key(const Parameter& p) const;
   float lr_ = 0.0f;
   float coef_ = 1.0f;
   OptimizerOptions opts_;

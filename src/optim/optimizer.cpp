@@ -25,7 +25,7 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const Paramet
   for (const Parameter* p : params)
     SNUG_CHECK(!p->requires_grad || p->value.dtype() == DType::f32 || (e && e->bf16_params),
                "--bf16-full: --optim ", name,
-               " cannot update bf16 parameters (it keeps fp32 state or updates inside backward); "
+               " cannot update bf16 parameters (it keeps fp32 state of the parameters' size); "
                "use --optim ",
                bf16_optimizer_names(), ", or drop --bf16-full");
   return optimizer_entry(name).make(params, opts, name);

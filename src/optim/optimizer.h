@@ -8,7 +8,7 @@
 //   adamw_bnb_8bit  2 bytes + 8 bytes per 256-element block for 8-bit tensors; tensors under
 //                   4096 elements and (by default) the embeddings keep fp32 states (8 bytes)
 //   lion_8bit       1 byte + 4 bytes per 256-element block for 8-bit tensors, else 4 bytes
-//   lomo            0 (SGD applied inside backward, optim/lomo.h)
+//   lomo            0 (SGD applied inside backward, optim/lomo.h), bf16 parameters too
 //   adalomo         as adafactor (factored second moment, applied inside backward)
 //   galore_adamw    low-rank moments and projector for attention/MLP matrices, 8 bytes for the
 //                   rest (optim/galore.h)
@@ -58,9 +58,14 @@ struct OptimizerOptions {
   int64_t galore_rank = 128;
   int64_t galore_update_proj_gap = 200;
   float galore_scale = 0.25f;
-  // --bf16-full (bf16 parameters, supported by adamw and sgd): seed of the stochastic rounding
-  // of the updated weights (kernels/stochastic_round.h); the Trainer passes --seed.
+  // --bf16-full (bf16 parameters, supported by adamw, sgd, lomo and adalomo): seed of the
+  // stochastic rounding of the updated weights (kernels/stochastic_round.h); the Trainer passes
+  // --seed.
   uint64_t rounding_seed = 0;
+  // lomo/adalomo on bf16 parameters: false rounds the updated weights to nearest even instead,
+  // as lomo_optim's p.copy_(p_fp32) does (the golden tests of the paper's update; training keeps
+  // stochastic rounding, which lets updates below half a bf16 ulp move the weights).
+  bool bf16_stochastic_rounding = true;
 };
 
 class Optimizer {
@@ -100,7 +105,8 @@ auto& find_state(States& states, const Parameter* p, const char* who) {
 }
 
 // Whether optimizer `name` updates bf16 parameters (--bf16-full): adamw_torch/adamw (bf16
-// moments, 4 bytes per parameter) and sgd (bf16 momentum buffer). Others throw in
+// moments, 4 bytes per parameter), sgd (bf16 momentum buffer), lomo (no state) and adalomo
+// (fp32 factored second moment, as without --bf16-full). Others throw in
 // make_optimizer when a trainable parameter is bf16.
 bool supports_bf16_params(const std::string& name);
 // Names accepted by --optim (first is the default).

@@ -75,12 +75,14 @@ const std::vector<OptimizerEntry>& optimizer_registry() {
       {.name = "lomo",
        .make = make<Lomo>,
        .state_bytes = [](const Parameter&, const OptimizerOptions&) { return int64_t{0}; },
-       .updates_in_backward = true},
+       .updates_in_backward = true,
+       .bf16_params = true},
       {.name = "adalomo",
        .make = make<AdaLomo>,
        .state_bytes = [](const Parameter& p,
                          const OptimizerOptions&) { return AdaLomo::state_bytes(p.value.shape()); },
-       .updates_in_backward = true},
+       .updates_in_backward = true,
+       .bf16_params = true},
       {.name = "galore_adamw", .make = make<GaLoreAdamW>, .state_bytes = GaLoreAdamW::state_bytes},
   };
   return entries;

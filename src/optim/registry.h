@@ -44,7 +44,8 @@ const OptimizerEntry& optimizer_entry(const std::string& name);
 // The entries with advisor_rank (what_if_rank) > 0, in that rank's order.
 std::vector<const OptimizerEntry*> advisor_optimizers();
 std::vector<const OptimizerEntry*> what_if_optimizers();
-// "adamw_torch, adamw or sgd": the names (aliases included) that update bf16 parameters.
+// "adamw_torch, adamw, sgd, lomo or adalomo": the names (aliases included) that update bf16
+// parameters.
 std::string bf16_optimizer_names();
 
 }  // namespace snug

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/disk_space.h"
 #include "io/finite.h"
 #include "io/fnv1a.h"
 #include "io/safetensors.h"
@@ -158,6 +159,62 @@ int64_t next_save_index(const std::string& dir) {
   return highest + 1;
 }
 
+// Bytes of the regular files under `dir` (0 when it does not exist).
+int64_t dir_bytes(const fs::path& dir) {
+  std::error_code ec;
+  int64_t bytes = 0;
+  if (!fs::is_directory(dir, ec)) return 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec))
+    if (e.is_regular_file(ec)) bytes += static_cast<int64_t>(e.file_size(ec));
+  return bytes;
+}
+
+// An upper bound of a safetensors header: 8 bytes of length, and per tensor its name and at
+// most 160 bytes of JSON (dtype, a shape of up to 4 dims, two 20-digit offsets), 4 KiB besides.
+int64_t header_bound(int64_t tensors, int64_t name_bytes) {
+  return 8 + 4096 + name_bytes + 160 * tensors;
+}
+
+// The bytes a checkpoint of this model and optimizer takes (model, optimizer, quantized base,
+// config and side files, trainer state), from above: what the disk must have free.
+int64_t checkpoint_bytes(const Model& model, Optimizer& optimizer, const CheckpointModelFiles& hf) {
+  int64_t bytes = 0, tensors = 0, names = 0;
+  for (const Parameter* p : model.parameters()) {
+    if (p->quantized()) continue;
+    bytes += p->value.nbytes();
+    ++tensors;
+    names += static_cast<int64_t>(p->name.size());
+  }
+  bytes += header_bound(tensors, names);
+  tensors = names = 0;
+  for (const auto& [name, t] : optimizer.state_tensors()) {
+    bytes += t->nbytes();
+    ++tensors;
+    names += static_cast<int64_t>(name.size());
+  }
+  bytes += header_bound(tensors, names);
+  if (has_quantized_base(model)) {
+    // Up to 8 tensors per quantized parameter (codes, absmax, ...), each "<name>.<part>".
+    tensors = names = 0;
+    for (const Parameter* p : model.parameters())
+      if (p->quantized()) {
+        tensors += 8;
+        names += 8 * (static_cast<int64_t>(p->name.size()) + 24);
+      }
+    bytes += quantized_base_bytes(model) + header_bound(tensors, names);
+  }
+  if (!hf.config.is_null()) {
+    bytes += static_cast<int64_t>(hf.config.dump(2).size()) + 1;
+    std::error_code ec;
+    for (const std::string& n : hf_side_file_names()) {
+      const fs::path f = fs::path(hf.source_folder) / n;
+      if (!hf.source_folder.empty() && fs::is_regular_file(f, ec))
+        bytes += static_cast<int64_t>(fs::file_size(f, ec));
+    }
+  }
+  return bytes + (1 << 20);  // trainer_state.json (the run's config and record) and slack
+}
+
 }  // namespace
 
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
@@ -179,6 +236,10 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   std::error_code ec;
   fs::create_directories(out, ec);
   SNUG_CHECK(!ec, output_dir, ": cannot create the output directory: ", ec.message());
+  // Refused before writing when it cannot fit (io/disk_space.h). A leftover *.tmp of this step
+  // is removed below and counts as free.
+  check_disk_space(output_dir, checkpoint_bytes(model, optimizer, hf) - dir_bytes(tmp_dir),
+                   (out / base).string());
   fs::remove_all(tmp_dir, ec);
   fs::create_directories(tmp_dir, ec);
   SNUG_CHECK(!ec, tmp_dir.string(), ": cannot create: ", ec.message());

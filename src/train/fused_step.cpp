@@ -1,7 +1,9 @@
 #include "train/fused_step.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <utility>
 
 #include "core/error.h"
@@ -27,15 +29,18 @@ class HookScope {
 
 double grad_sum_squares(const Parameter& p) {
   if (p.grad.is_meta()) return 0.0;
-  return p.grad.device().ops().sum_squares(p.grad.data<float>(), p.grad.numel());
+  const OpTable& ops = p.grad.device().ops();
+  if (p.grad.dtype() == DType::bf16) return ops.sum_squares_bf16(p.grad.data_u16(), p.grad.numel());
+  return ops.sum_squares(p.grad.data<float>(), p.grad.numel());
 }
 
-// forward + backward of the batch with `hook`; returns the loss (backward skipped if non-finite).
+// forward + backward of the batch with `hook`, the loss multiplied by loss_scale; returns the
+// loss (backward skipped if non-finite).
 float pass(Model& model, const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
-           std::function<void(Parameter&)> hook) {
+           double loss_scale, std::function<void(Parameter&)> hook) {
   int64_t n = 0;
   for (int64_t i = 0; i < B * T; ++i) n += targets[i] >= 0 ? 1 : 0;
-  const float scale = n > 0 ? 1.0f : 0.0f;
+  const float scale = n > 0 ? static_cast<float>(loss_scale) : 0.0f;
   HookScope scope(model, std::move(hook));
   const float loss = model.forward(inputs, targets, B, T, true, scale);
   if (!std::isfinite(loss)) {
@@ -48,28 +53,26 @@ float pass(Model& model, const int32_t* inputs, const int32_t* targets, int64_t 
 
 }  // namespace
 
-void check_fused_settings(const std::string& optim, int64_t gradient_accumulation_steps,
-                          bool fp16) {
+void check_fused_settings(const std::string& optim, int64_t gradient_accumulation_steps) {
   SNUG_CHECK(gradient_accumulation_steps == 1, "--optim ", optim,
              " cannot accumulate gradients (--gradient-accumulation-steps ",
              gradient_accumulation_steps,
              "): it applies each gradient inside backward and frees it at once; use a larger "
              "--per-device-train-batch-size or gradient checkpointing instead");
-  SNUG_CHECK(!fp16, "--optim ", optim,
-             " does not support --fp16: the loss scaler must see every gradient before any "
-             "update, and this optimizer updates inside backward; use --bf16");
 }
 
 FusedStepResult fused_optimizer_step(Model& model, InBackwardOptimizer& opt, const int32_t* inputs,
                                      const int32_t* targets, int64_t B, int64_t T, float lr,
-                                     double max_grad_norm) {
+                                     double max_grad_norm, double loss_scale) {
   FusedStepResult r;
   double sq = 0.0;
-  float coef = 1.0f;
+  const bool scaled = loss_scale > 0.0;
+  const double scale = scaled ? loss_scale : 1.0;
   const bool clip = max_grad_norm > 0.0;
-  if (clip) {
-    // Pass 1: the global norm only.
-    const float loss = pass(model, inputs, targets, B, T, [&](Parameter& p) {
+  double coef = 1.0;
+  if (clip || scaled) {
+    // Pass 1: the global norm (of the scaled gradients) only.
+    const float loss = pass(model, inputs, targets, B, T, scale, [&](Parameter& p) {
       sq += grad_sum_squares(p);
       p.free_grad();
     });
@@ -77,18 +80,31 @@ FusedStepResult fused_optimizer_step(Model& model, InBackwardOptimizer& opt, con
       r.loss = loss;
       return r;
     }
-    r.grad_norm = std::sqrt(sq);
+    if (!std::isfinite(sq)) {
+      r.loss = loss;
+      r.grad_norm = std::numeric_limits<double>::quiet_NaN();
+      r.overflow = true;
+      return r;
+    }
+    r.grad_norm = std::sqrt(sq) / scale;
     // torch.nn.utils.clip_grad_norm_: max_norm / (norm + 1e-6), clamped to 1.
-    const double c = max_grad_norm / (r.grad_norm + 1e-6);
-    if (c < 1.0) coef = static_cast<float>(c);
+    if (clip) coef = std::min(1.0, max_grad_norm / (r.grad_norm + 1e-6));
+    coef /= scale;
   }
-  opt.begin_step(lr, coef);
-  const float loss = pass(model, inputs, targets, B, T, [&](Parameter& p) {
-    if (!clip) sq += grad_sum_squares(p);
+  opt.begin_step(lr, static_cast<float>(coef));
+  const bool measure = !(clip || scaled);
+  const float loss = pass(model, inputs, targets, B, T, scale, [&](Parameter& p) {
+    if (measure) {
+      sq += grad_sum_squares(p);
+    } else if (scaled && !std::isfinite(grad_sum_squares(p))) {
+      r.overflow = true;
+      p.free_grad();
+      return;
+    }
     opt.update(p);
   });
   r.loss = loss;
-  if (!clip) r.grad_norm = std::sqrt(sq);
+  if (measure) r.grad_norm = std::sqrt(sq);
   return r;
 }
 

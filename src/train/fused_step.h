@@ -13,8 +13,19 @@
 // same peak memory. With max_grad_norm <= 0 the step is one forward and one backward; the
 // gradient norm is still measured (before each update) for the log.
 //
-// Gradient accumulation cannot work (nothing is kept to accumulate into), nor can fp16's loss
-// scaler (which must see every gradient before any update); check_fused_settings refuses both.
+// fp16 (dynamic loss scaling, train/grad_scaler.h), as the LOMO paper runs it: the step always
+// takes the two passes, the loss multiplied by the scale in both. The first pass finds the norm
+// of the scaled gradients; an inf/NaN there is an overflow: nothing is updated, the step is
+// skipped and the caller lowers the scale (GradScaler::update). Otherwise the second pass
+// updates with the factor clip_coef / scale (unscaling and clipping in one multiply), the norm
+// reported unscaled. The second pass recomputes the same gradients, so it cannot overflow where
+// the first did not; each gradient is still checked before its update, and one that is not
+// finite is dropped (its parameter keeps its value) and the step reported as an overflow.
+//
+// bf16 parameters (--bf16-full) have bf16 gradients: their squares are summed from bf16.
+//
+// Gradient accumulation cannot work (nothing is kept to accumulate into); check_fused_settings
+// refuses it.
 #pragma once
 
 #include <cstdint>
@@ -26,16 +37,18 @@
 namespace snug {
 
 // Throws snug::Error naming the flag when `optim` cannot run with these settings.
-void check_fused_settings(const std::string& optim, int64_t gradient_accumulation_steps, bool fp16);
+void check_fused_settings(const std::string& optim, int64_t gradient_accumulation_steps);
 
 struct FusedStepResult {
   double loss = 0.0;       // mean loss of the batch (non-finite: nothing was updated)
-  double grad_norm = 0.0;  // global gradient norm before clipping (0 on meta)
+  double grad_norm = 0.0;  // global gradient norm before clipping, unscaled (0 on meta)
+  bool overflow = false;   // fp16: a scaled gradient was inf/NaN (the step is to be skipped)
 };
 
-// One optimizer step on the (B,T) batch at learning rate lr (see above).
+// One optimizer step on the (B,T) batch at learning rate lr (see above). loss_scale > 0: fp16's
+// dynamic loss scale (0: none).
 FusedStepResult fused_optimizer_step(Model& model, InBackwardOptimizer& opt, const int32_t* inputs,
                                      const int32_t* targets, int64_t B, int64_t T, float lr,
-                                     double max_grad_norm);
+                                     double max_grad_norm, double loss_scale = 0.0);
 
 }  // namespace snug

@@ -45,6 +45,14 @@ bool has_quantized_base(const Model& model) {
   return false;
 }
 
+int64_t quantized_base_bytes(const Model& model) {
+  int64_t bytes = 0;
+  for (const Parameter* p : model.parameters())
+    if (p->quantized())
+      for (const auto& [name, t] : parts(*p)) bytes += t->nbytes();
+  return bytes;
+}
+
 void save_quantized_base(const std::string& path, const Model& model) {
   SNUG_CHECK(!model.device().is_meta(), "cannot write the quantized base to '", path,
              "' from a model on the meta device");

@@ -20,6 +20,9 @@ inline constexpr const char* kQuantizedBaseFile = "quantized_base.safetensors";
 // Whether any parameter of the model is stored quantized.
 bool has_quantized_base(const Model& model);
 
+// The bytes of tensor data save_quantized_base writes (its header not counted).
+int64_t quantized_base_bytes(const Model& model);
+
 // Writes every quantized parameter's tensors to `path` (atomically, as save_safetensors).
 void save_quantized_base(const std::string& path, const Model& model);
 

@@ -87,7 +87,7 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   prepare_model(model_, args_);
   optimizer_ = make_optimizer(args_.optim, model_.parameters(), o);
   fused_ = dynamic_cast<InBackwardOptimizer*>(optimizer_.get());
-  if (fused_) check_fused_settings(args_.optim, args_.gradient_accumulation_steps, fp16);
+  if (fused_) check_fused_settings(args_.optim, args_.gradient_accumulation_steps);
   if (args_.max_steps > 0) {
     total_steps_ = args_.max_steps;
   } else {
@@ -415,7 +415,8 @@ TrainResult Trainer::train(TrainCallback* callback) {
           if (!positions.empty())
             model_.set_position_ids({positions.begin(), positions.begin() + B * cols[0]});
           fused = fused_optimizer_step(model_, *fused_, inputs.data(), targets.data(), B, cols[0],
-                                       static_cast<float>(lr), args_.max_grad_norm);
+                                       static_cast<float>(lr), args_.max_grad_norm,
+                                       scaler_ ? scaler_->scale() : 0.0);
           if (!positions.empty()) model_.set_position_ids({});
         }
         step_loss =
@@ -426,8 +427,10 @@ TrainResult Trainer::train(TrainCallback* callback) {
         SNUG_CHECK(std::isfinite(step_loss), "loss is ", step_loss, " at step ", step + 1,
                    ": training stopped; lower --learning-rate or check the data");
         pool.set_phase(prefix + "optimizer");
-        // fp16: unscale, and skip the step when a gradient overflowed (GradScaler.step/update).
-        const bool skip = scaler_ && scaler_->unscale_and_check(model_.parameters());
+        // fp16: unscale, and skip the step when a gradient overflowed (GradScaler.step/update);
+        // lomo/adalomo found the overflow in their first pass and updated nothing.
+        const bool skip =
+            scaler_ && (fused_ ? fused.overflow : scaler_->unscale_and_check(model_.parameters()));
         if (scaler_) scaler_->update(skip);
         norm = std::numeric_limits<double>::quiet_NaN();
         if (fused_) {

@@ -122,7 +122,7 @@ void TrainingArguments::validate() const {
   SNUG_CHECK(!(bf16 && storage == DType::f16),
              "--bf16 computes in bf16; --torch-dtype float16 stores fp16 (use --fp16)");
   SNUG_CHECK(!bf16_full || supports_bf16_params(optim), "--bf16-full: --optim ", optim,
-             " cannot update bf16 parameters (it keeps fp32 state or updates inside backward); "
+             " cannot update bf16 parameters (it keeps fp32 state of the parameters' size); "
              "use --optim ",
              bf16_optimizer_names(), ", or drop --bf16-full");
 }

@@ -3,6 +3,7 @@
 // stochastically rounded bf16 values bit for bit.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -306,6 +307,61 @@ TEST(CudaOptim, SgdBf16SameBits) {
         EXPECT_EQ(dp.host(), p) << "n=" << n;
         EXPECT_EQ(dbuf.host(), buf) << "n=" << n;
       }
+}
+
+TEST(CudaOptim, LomoBf16SameBits) {
+  SNUG_REQUIRE_GPU(gpu);
+  for (int64_t n : kSizes)
+    for (auto [wd, coef] : {std::pair{0.0f, 1.0f}, {0.1f, 0.5f}})
+      for (bool stochastic : {true, false}) {
+        const uint64_t key = kernels::rounding_key(7, 2, 4);
+        const auto g = random_bf16(n, 41), p0 = random_bf16(n, 42);
+        std::vector<uint16_t> p = p0;
+        ref::lomo_update_bf16(p.data(), g.data(), n, 0.01f, wd, coef, stochastic, key);
+        GpuBuffer<uint16_t> dp(gpu, p0), dg(gpu, g);
+        gpu.ops().lomo_update_bf16(dp, dg, n, 0.01f, wd, coef, stochastic, key);
+        EXPECT_EQ(dp.host(), p) << "n=" << n << " stochastic " << stochastic;
+        EXPECT_EQ(dg.host(), g) << "g is left as it is";
+      }
+}
+
+// AdaLomo on bf16 weights: the second moment within float rounding of the reference (its sums
+// run in another order), the weights within one bf16 ulp.
+TEST(CudaOptim, AdalomoBf16) {
+  SNUG_REQUIRE_GPU(gpu);
+  for (const FactoredShape& s : kFactoredShapes) {
+    if (s.batch != 1) continue;
+    for (bool stochastic : {true, false}) {
+      SCOPED_TRACE(testing::Message() << "rows=" << s.rows << " cols=" << s.cols
+                                      << " vector=" << s.vector << " stochastic=" << stochastic);
+      const int64_t n = s.rows * s.cols;
+      const uint64_t key = kernels::rounding_key(8, 3, 1);
+      const auto g = random_bf16(n, 43), w0 = random_bf16(n, 44);
+      const auto R0 = random_floats(s.rows, 45, 0.1f, 1.0f);
+      const auto C0 = random_floats(s.cols, 46, 0.1f, 1.0f);
+      const auto V0 = random_floats(n, 47, 0.0f, 1.0f);
+      std::vector<uint16_t> w = w0;
+      std::vector<float> R = R0, C = C0, V = V0;
+      ref::adalomo_update_bf16(w.data(), g.data(), s.vector ? nullptr : R.data(),
+                               s.vector ? nullptr : C.data(), s.vector ? V.data() : nullptr, s.rows,
+                               s.cols, 0.5f, 0.8f, 0.2f, 0.01f, 0.999f, true, stochastic, key);
+      GpuBuffer<uint16_t> dw(gpu, w0), dg(gpu, g);
+      GpuBuffer<float> dR(gpu, R0), dC(gpu, C0), dV(gpu, V0);
+      gpu.ops().adalomo_update_bf16(dw, dg, s.vector ? nullptr : dR.get(),
+                                    s.vector ? nullptr : dC.get(), s.vector ? dV.get() : nullptr,
+                                    s.rows, s.cols, 0.5f, 0.8f, 0.2f, 0.01f, 0.999f, true,
+                                    stochastic, key);
+      expect_close(dR, R, "R", n);
+      expect_close(dC, C, "C", n);
+      expect_close(dV, V, "V", n);
+      const std::vector<uint16_t> got = dw.host();
+      for (int64_t i = 0; i < n; ++i) {
+        const float a = bf16_to_f32(got[i]), b = bf16_to_f32(w[i]);
+        const float ulp = b == 0.0f ? 1e-30f : std::ldexp(1.0f, std::ilogb(b) - 7);
+        ASSERT_LE(std::abs(a - b), ulp) << i;
+      }
+    }
+  }
 }
 
 }  // namespace

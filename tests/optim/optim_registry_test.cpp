@@ -103,7 +103,7 @@ TEST(OptimRegistry, Bf16FullAcceptsExactlyTheBf16Entries) {
       EXPECT_THROW(a.validate(), Error) << name;
     }
   }
-  EXPECT_EQ(bf16_optimizer_names(), "adamw_torch, adamw or sgd");
+  EXPECT_EQ(bf16_optimizer_names(), "adamw_torch, adamw, sgd, lomo or adalomo");
 }
 
 std::vector<std::string> names(const std::vector<const OptimizerEntry*>& entries) {

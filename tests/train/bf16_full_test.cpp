@@ -6,7 +6,8 @@
 //    parameter touched once per backward (all but the tied wte), and close to fp32's;
 //  - training lowers the loss as fp32 does (within 2% after 60 steps);
 //  - checkpoints hold BF16 tensors and resume bit for bit (20 steps == 10 + save + resume + 10);
-//  - optimizers without bf16 support and --fp16 are refused naming the flags;
+//  - optimizers without bf16 support and --fp16 are refused naming the flags (lomo and adalomo
+//    update bf16 parameters: tests/train/lomo_bf16_test.cpp);
 //  - `snug estimate` stays within 10% of the plan on model states.
 #include <gtest/gtest.h>
 
@@ -140,6 +141,15 @@ TEST(Bf16Full, MetaReportsWhatCpuMeasures) {
     a.freeze = {"transformer.h.0.*"};
     cases.push_back(a);
   }
+  // lomo/adalomo update inside backward, with and without the two-pass clipping.
+  for (const char* optim : {"lomo", "adalomo"})
+    for (double clip : {1.0, 0.0}) {
+      auto a = base();
+      a.optim = optim;
+      a.max_grad_norm = clip;
+      a.gradient_checkpointing = clip > 0.0;
+      cases.push_back(a);
+    }
   for (const TrainingArguments& a : cases) {
     const RunOutcome cpu = train_on(cpu_backend(), odd_config(), a);
     const RunOutcome meta = train_on(meta_backend(), odd_config(), a);
@@ -287,8 +297,11 @@ void expect_exact_resume(const std::string& optim, double momentum) {
   {
     const SafetensorsFile model(ckpt + "/model.safetensors");
     EXPECT_EQ(model.info("transformer.h.0.mlp.c_fc.weight").dtype, "BF16");
-    const SafetensorsFile opt(ckpt + "/optimizer.safetensors");
-    for (const std::string& n : opt.names()) EXPECT_EQ(opt.info(n).dtype, "BF16") << n;
+    // lomo keeps no state; adalomo's factored second moment stays fp32 (optim/lomo.h).
+    if (optim != "lomo" && optim != "adalomo") {
+      const SafetensorsFile opt(ckpt + "/optimizer.safetensors");
+      for (const std::string& n : opt.names()) EXPECT_EQ(opt.info(n).dtype, "BF16") << n;
+    }
   }
   TrainingArguments resumed = args(20);
   resumed.resume_from = ckpt;
@@ -316,10 +329,16 @@ TEST(Checkpoint, ResumeIsBitExactBf16FullAdamW) {
 TEST(Checkpoint, ResumeIsBitExactBf16FullSgdWithMomentum) {
   expect_exact_resume("sgd", 0.9);
 }
+// lomo and adalomo update inside backward, with LOMO's two-pass clipping (max_grad_norm 1).
+TEST(Checkpoint, ResumeIsBitExactBf16FullLomo) {
+  expect_exact_resume("lomo", 0.0);
+}
+TEST(Checkpoint, ResumeIsBitExactBf16FullAdaLomo) {
+  expect_exact_resume("adalomo", 0.0);
+}
 
 TEST(Bf16Full, OtherOptimizersAndFp16AreRefusedNamingTheFlags) {
-  for (const char* optim :
-       {"adafactor", "adamw_bnb_8bit", "lion", "lion_8bit", "lomo", "adalomo", "galore_adamw"}) {
+  for (const char* optim : {"adafactor", "adamw_bnb_8bit", "lion", "lion_8bit", "galore_adamw"}) {
     TrainingArguments a = full_args(optim);
     try {
       a.validate();
@@ -342,6 +361,8 @@ TEST(Bf16Full, OtherOptimizersAndFp16AreRefusedNamingTheFlags) {
   EXPECT_NO_THROW(both.validate());
   EXPECT_NO_THROW(full_args("adamw").validate());
   EXPECT_NO_THROW(full_args("sgd").validate());
+  EXPECT_NO_THROW(full_args("lomo").validate());
+  EXPECT_NO_THROW(full_args("adalomo").validate());
 }
 
 TEST(Bf16Full, EstimateIsWithinTenPercentOfThePlanOnModelStates) {

@@ -1,5 +1,5 @@
 // The optimizer updates of kernels/optim_ops.inc and the --bf16-full steps of kernels/ops.inc
-// (adamw_update_bf16, sgd_update_bf16) on the GPU.
+// (adamw_update_bf16, sgd_update_bf16, lomo_update_bf16, adalomo_update_bf16) on the GPU.
 //
 // Why they give the reference's bits: the per-element math is kernels/optim_math.h's and
 // adamw_math.h's own functions (SNUG_HD), the per-step scalars are formed on the host by the same
@@ -222,13 +222,22 @@ __device__ double block_sum(double x) {
   return total;
 }
 
-__device__ double g2(const float* g, int64_t k) {
-  const float x = g[k];
+// The gradient as the second moment reads it: fp32 (F32Grad), or bf16 widened and times the
+// clipping coefficient (Bf16Grad, the --bf16-full section below).
+struct F32Grad {
+  const float* g;
+  __device__ float operator()(int64_t k) const { return g[k]; }
+};
+
+template <typename G>
+__device__ double g2(const G& g, int64_t k) {
+  const float x = g(k);
   return static_cast<double>(x * x + kernels::kAdafactorEps1);
 }
 
 // R (batch rows): one block per row, g^2 + eps1 summed over the columns.
-__global__ void row_moment_kernel(const float* g, float* R, int64_t cols, float beta2t,
+template <typename G>
+__global__ void row_moment_kernel(G g, float* R, int64_t cols, float beta2t,
                                   float one_minus_beta2t) {
   const int64_t row = blockIdx.x;  // b * rows + i
   double s = 0.0;
@@ -239,8 +248,9 @@ __global__ void row_moment_kernel(const float* g, float* R, int64_t cols, float 
 }
 
 // C (batch cols): one thread per column, summing down the rows in the reference's order.
-__global__ void col_moment_kernel(const float* g, float* C, int64_t batch, int64_t rows,
-                                  int64_t cols, float beta2t, float one_minus_beta2t) {
+template <typename G>
+__global__ void col_moment_kernel(G g, float* C, int64_t batch, int64_t rows, int64_t cols,
+                                  float beta2t, float one_minus_beta2t) {
   for (int64_t bj = first_index(); bj < batch * cols; bj += grid_stride()) {
     const int64_t b = bj / cols, j = bj % cols;
     double s = 0.0;
@@ -259,22 +269,23 @@ __global__ void row_mean_kernel(const float* R, int64_t rows, float* rmean) {
 }
 
 // The factored update of element k (R, C and rmean already updated).
-__device__ float factored_u(const float* g, const float* R, const float* C, const float* rmean,
+template <typename G>
+__device__ float factored_u(const G& g, const float* R, const float* C, const float* rmean,
                             int64_t rows, int64_t cols, int64_t k) {
   const int64_t b = k / (rows * cols), i = (k / cols) % rows, j = k % cols;
   return (kernels::rsqrt_f32(R[b * rows + i] / rmean[b]) * kernels::rsqrt_f32(C[b * cols + j])) *
-         g[k];
+         g(k);
 }
 
 // U of every element (V updated here for a vector), written to u_out when not null (it may be
 // g itself: AdaLomo), and each block's sum of U^2 in partial[blockIdx.x].
-__global__ void update_sumsq_kernel(const float* g, float* u_out, const float* R, const float* C,
-                                    float* V, const float* rmean, int64_t rows, int64_t cols,
-                                    int64_t n, float beta2t, float one_minus_beta2t,
-                                    double* partial) {
+template <typename G>
+__global__ void update_sumsq_kernel(G g, float* u_out, const float* R, const float* C, float* V,
+                                    const float* rmean, int64_t rows, int64_t cols, int64_t n,
+                                    float beta2t, float one_minus_beta2t, double* partial) {
   double ss = 0.0;
   for (int64_t k = first_index(); k < n; k += grid_stride()) {
-    const float u = V ? kernels::vector_moment_update(g[k], V[k], beta2t, one_minus_beta2t)
+    const float u = V ? kernels::vector_moment_update(g(k), V[k], beta2t, one_minus_beta2t)
                       : factored_u(g, R, C, rmean, rows, cols, k);
     if (u_out) u_out[k] = u;
     ss += static_cast<double>(u) * static_cast<double>(u);
@@ -298,7 +309,8 @@ __global__ void adafactor_apply_kernel(float* w, const float* g, const float* R,
   const float d = *denom;
   for (int64_t k = first_index(); k < n; k += grid_stride()) {
     // vector_moment_update's value, from the V it left.
-    const float u = V ? kernels::rsqrt_f32(V[k]) * g[k] : factored_u(g, R, C, rmean, rows, cols, k);
+    const float u =
+        V ? kernels::rsqrt_f32(V[k]) * g[k] : factored_u(F32Grad{g}, R, C, rmean, rows, cols, k);
     float wk = w[k];
     if (decay) wk = wk + decay_alpha * wk;
     w[k] = wk - u / d * lr_t;
@@ -331,9 +343,10 @@ struct FactoredScratch {
   float* rmean;
 };
 
-void second_moment(const float* g, float* u_out, float* R, float* C, float* V, int64_t batch,
-                   int64_t rows, int64_t cols, float beta2t, float one_minus_beta2t,
-                   const FactoredScratch& s, unsigned parts, const char* what) {
+template <typename G>
+void second_moment(G g, float* u_out, float* R, float* C, float* V, int64_t batch, int64_t rows,
+                   int64_t cols, float beta2t, float one_minus_beta2t, const FactoredScratch& s,
+                   unsigned parts, const char* what) {
   const int64_t n = batch * rows * cols;
   if (!V) {
     row_moment_kernel<<<static_cast<unsigned>(batch * rows), kThreads, 0, stream()>>>(
@@ -400,6 +413,45 @@ __global__ void sgd_bf16_kernel(uint16_t* p, const uint16_t* g, uint16_t* buf, i
       buf[i] = to_bf16(d);
     }
     p[i] = to_bf16_stochastic(w + (-lr) * d, kernels::random_bits(key, i));
+  }
+}
+
+__device__ uint16_t store_bf16(float f, bool stochastic, uint64_t key, int64_t i) {
+  return stochastic ? to_bf16_stochastic(f, kernels::random_bits(key, i)) : to_bf16(f);
+}
+
+// A bf16 gradient widened, times the clipping coefficient (lomo_bf16.cpp's ClippedGrad).
+struct Bf16Grad {
+  const uint16_t* g;
+  float coef;
+  __device__ float operator()(int64_t k) const {
+    const float x = from_bf16(g[k]);
+    return coef != 1.0f ? x * coef : x;
+  }
+};
+
+__global__ void lomo_bf16_kernel(uint16_t* p, Bf16Grad g, int64_t n, float lr, float wd,
+                                 float decay, bool stochastic, uint64_t key) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    float w = from_bf16(p[i]);
+    if (wd > 0.0f) w = w * decay;
+    p[i] = store_bf16(w + (-lr) * g(i), stochastic, key, i);
+  }
+}
+
+// AdaLomo's update on bf16 weights: U recomputed from g (no full-size scratch), as
+// adafactor_apply_kernel does.
+__global__ void adalomo_bf16_apply_kernel(uint16_t* w, Bf16Grad g, const float* R, const float* C,
+                                          const float* V, const float* rmean, int64_t rows,
+                                          int64_t cols, int64_t n, const float* denom, float lr_t,
+                                          float decay, bool apply_decay, bool stochastic,
+                                          uint64_t key) {
+  const float d = *denom;
+  for (int64_t k = first_index(); k < n; k += grid_stride()) {
+    const float u = V ? kernels::rsqrt_f32(V[k]) * g(k) : factored_u(g, R, C, rmean, rows, cols, k);
+    float wk = from_bf16(w[k]);
+    if (apply_decay) wk = wk * decay;
+    w[k] = store_bf16(wk + (-lr_t) * (u / d), stochastic, key, k);
   }
 }
 
@@ -474,7 +526,7 @@ void adafactor_update(float* w, const float* g, float* R, float* C, float* V, in
   if (n <= 0) return;
   const unsigned parts = reduction_parts(n);
   const FactoredScratch s(V ? 0 : batch, static_cast<int>(parts));
-  second_moment(g, nullptr, R, C, V, batch, rows, cols, beta2t, one_minus_beta2t, s, parts,
+  second_moment(F32Grad{g}, nullptr, R, C, V, batch, rows, cols, beta2t, one_minus_beta2t, s, parts,
                 "adafactor_update");
   adafactor_apply_kernel<<<grid_for(n), kThreads, 0, stream()>>>(
       w, g, R, C, V, s.rmean, rows, cols, n, s.denom, lr_t, decay_alpha, decay);
@@ -489,7 +541,8 @@ void adalomo_update(float* w, float* g, float* R, float* C, float* V, int64_t ro
   const unsigned parts = reduction_parts(n);
   const FactoredScratch s(V ? 0 : 1, static_cast<int>(parts));
   // U over g: every element's U reads only its own g after the row and column sums are done.
-  second_moment(g, g, R, C, V, 1, rows, cols, beta2t, one_minus_beta2t, s, parts, "adalomo_update");
+  second_moment(F32Grad{g}, g, R, C, V, 1, rows, cols, beta2t, one_minus_beta2t, s, parts,
+                "adalomo_update");
   adalomo_apply_kernel<<<grid_for(n), kThreads, 0, stream()>>>(w, g, n, s.denom, lr_t, decay,
                                                                apply_decay);
   check_launch("adalomo_update");
@@ -544,6 +597,30 @@ void sgd_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, f
   check_launch("sgd_update_bf16");
 }
 
+void lomo_update_bf16(uint16_t* p, const uint16_t* g, int64_t n, float lr, float weight_decay,
+                      float grad_coef, bool stochastic, uint64_t key) {
+  if (n <= 0) return;
+  const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay);
+  lomo_bf16_kernel<<<grid_for(n), kThreads, 0, stream()>>>(p, Bf16Grad{g, grad_coef}, n, lr,
+                                                           weight_decay, decay, stochastic, key);
+  check_launch("lomo_update_bf16");
+}
+
+void adalomo_update_bf16(uint16_t* w, const uint16_t* g, float* R, float* C, float* V, int64_t rows,
+                         int64_t cols, float grad_coef, float beta2t, float one_minus_beta2t,
+                         float lr_t, float decay, bool apply_decay, bool stochastic, uint64_t key) {
+  const int64_t n = rows * cols;
+  if (n <= 0) return;
+  const unsigned parts = reduction_parts(n);
+  const FactoredScratch s(V ? 0 : 1, static_cast<int>(parts));
+  const Bf16Grad gk{g, grad_coef};
+  second_moment(gk, nullptr, R, C, V, 1, rows, cols, beta2t, one_minus_beta2t, s, parts,
+                "adalomo_update_bf16");
+  adalomo_bf16_apply_kernel<<<grid_for(n), kThreads, 0, stream()>>>(
+      w, gk, R, C, V, s.rmean, rows, cols, n, s.denom, lr_t, decay, apply_decay, stochastic, key);
+  check_launch("adalomo_update_bf16");
+}
+
 }  // namespace
 
 void register_optim(OpTable& t) {
@@ -561,6 +638,8 @@ void register_optim(OpTable& t) {
   t.galore_apply = &galore_apply;
   t.adamw_update_bf16 = &adamw_update_bf16;
   t.sgd_update_bf16 = &sgd_update_bf16;
+  t.lomo_update_bf16 = &lomo_update_bf16;
+  t.adalomo_update_bf16 = &adalomo_update_bf16;
 }
 
 }  // namespace snug::cuda

@@ -1,5 +1,6 @@
 #include "models/gpt2/gpt2.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -66,20 +67,22 @@ ModelSummary GPT2::summary() const {
 }
 
 void GPT2::init_weights(uint64_t seed) {
-  NormalGenerator rng(seed);
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg_.n_layer));
+  // One normal stream over the weights in parameter order, each parameter from its offset
+  // (NormalGenerator::at): chunks fill in parallel with the serial values.
+  int64_t offset = 0;
   for (Parameter* p : parameters()) {
     const std::string& n = p->name;
-    nn::fill_values(*p, device().ops(), [&](float* d, int64_t cnt) {
-      if (n.ends_with(".bias")) {
-        for (int64_t i = 0; i < cnt; ++i) d[i] = 0.0f;
-      } else if (n.find(".ln_") != std::string::npos) {
-        for (int64_t i = 0; i < cnt; ++i) d[i] = 1.0f;
-      } else {
-        const float std = n.ends_with("c_proj.weight") ? proj_std : 0.02f;
-        rng.fill(d, cnt, 0.0f, std);
-      }
+    const bool bias = n.ends_with(".bias"), norm = n.find(".ln_") != std::string::npos;
+    const float std = n.ends_with("c_proj.weight") ? proj_std : 0.02f;
+    const int64_t base = offset;
+    nn::fill_values_indexed(*p, [&](float* d, int64_t begin, int64_t cnt) {
+      if (bias || norm)
+        std::fill(d, d + cnt, bias ? 0.0f : 1.0f);
+      else
+        NormalGenerator::at(seed, base + begin).fill(d, cnt, 0.0f, std);
     });
+    if (!bias && !norm) offset += p->numel();
   }
 }
 
