@@ -118,14 +118,31 @@ def part_ops(a, res):
     summary["timings"] = [l for l in open(f"{a.out}/ops_stdout.txt").read().splitlines()
                           if " ms" in l and "[" not in l][:40]
     res["ops"] = summary
-    if a.memcheck:
-        env = dict(os.environ, SNUG_CUDA_ALLOC="debug")
-        m = run(f"compute-sanitizer --tool memcheck --error-exitcode 9 {tests} "
-                f"--gtest_brief=1 --gtest_filter='{a.memcheck_filter}'", a.memcheck_timeout, env)
-        lines = [l for l in (m["out"] + m["err"]).splitlines() if "ERROR SUMMARY" in l]
-        res["ops"]["memcheck"] = {"rc": m["rc"], "s": m["s"],
-                                  "summary": lines[-1] if lines else None,
-                                  "tail": (m["out"] + m["err"])[-1500:] if m["rc"] else ""}
+
+
+def part_memcheck(a, res):
+    """compute-sanitizer memcheck over the CUDA op tests, one cudaMalloc per tensor."""
+    tests = os.path.join(a.bin, "tests", "snug_cuda_tests")
+    env = dict(os.environ, SNUG_CUDA_ALLOC="debug")
+    m = run(f"compute-sanitizer --tool memcheck --error-exitcode 9 {tests} "
+            f"--gtest_brief=1 --gtest_filter='{a.memcheck_filter}'", a.memcheck_timeout, env)
+    lines = [l for l in (m["out"] + m["err"]).splitlines() if "ERROR SUMMARY" in l]
+    res["memcheck"] = {"rc": m["rc"], "s": m["s"], "filter": a.memcheck_filter,
+                       "summary": lines[-1] if lines else None,
+                       "tail": (m["out"] + m["err"])[-1500:] if m["rc"] else ""}
+    print(f"memcheck: {res['memcheck']['summary']} rc={m['rc']}", flush=True)
+
+
+def part_compile(a, res):
+    """PyTorch with torch.compile (bf16 autocast), for the same table as the speed part."""
+    r = run(f"python3 {HERE}/torch_gpt2_cuda.py --mode compile --steps {a.speed_steps}", 400)
+    try:
+        row = json.loads(r["out"].strip().splitlines()[-1])
+        row["engine"] = "torch"
+    except Exception:
+        row = {"engine": "torch", "mode": "compile", "rc": r["rc"], "err": r["err"][-800:]}
+    res["compile"] = row
+    print(f"speed torch compile: {row.get('tokens_per_second')}", flush=True)
 
 
 def part_parity(a, res):
@@ -156,18 +173,18 @@ def part_parity(a, res):
 
 
 def part_generate(a, res):
-    """Greedy and beam generation on cuda give the cpu's tokens (a gpt2-tiny trained 2 steps)."""
+    """Greedy and beam generation on cuda give the cpu's tokens (a gpt2-tiny trained 40 steps)."""
     snug = os.path.join(a.bin, "snug")
     d = os.path.join(a.out, "generate")
     os.makedirs(d, exist_ok=True)
-    t = run(f"{snug} train --device cpu --max-steps 2 --save-steps 2 --output-dir {d}/o "
+    t = run(f"{snug} train --device cpu --max-steps 40 --save-steps 40 --output-dir {d}/o "
             "--overwrite-output-dir", 120)
     rows = [{"train_rc": t["rc"]}]
     for extra in ["", "--num-beams 3", "--bf16",
                   "--do-sample --temperature 0.8 --top-k 5 --top-p 0.9 --seed 7"]:
         outs = {}
         for dev in ("cpu", "cuda"):
-            r = run(f"{snug} generate --device {dev} --checkpoint {d}/o/checkpoint-2 "
+            r = run(f"{snug} generate --device {dev} --checkpoint {d}/o/checkpoint-40 "
                     f"--prompt 'The ' --max-new-tokens 24 {extra}", 60)
             outs[dev] = r
         rows.append({"flags": extra, "same": outs["cpu"]["out"] == outs["cuda"]["out"],
