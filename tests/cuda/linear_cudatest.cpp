@@ -1,0 +1,129 @@
+// The CUDA GEMM-based ops of kernels/cuda/gemm.cu not covered by elementwise_cudatest.cpp:
+// gemm_bf16 and the six Linear ops (Conv1D and nn.Linear layouts, fp32 and bf16 operands), against
+// snug::ref on random inputs. Accumulating outputs start from random values, write-only ones from
+// NaN.
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/kernels.h"
+#include "support/gpu.h"
+#include "support/random.h"
+
+namespace snug {
+namespace {
+
+using test::GpuBuffer;
+using test::random_floats;
+using test::rel_norm_error;
+using Vec = std::vector<float>;
+
+std::vector<uint16_t> to_bf16(const Vec& v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_bf16(v[i]);
+  return out;
+}
+
+Vec nans(int64_t n) {
+  return Vec(static_cast<size_t>(n), std::numeric_limits<float>::quiet_NaN());
+}
+
+TEST(CudaGemm, Bf16AllTransposes) {
+  SNUG_REQUIRE_GPU(gpu);
+  uint64_t seed = 700;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (auto [M, N, K, beta] : {std::tuple<int64_t, int64_t, int64_t, float>{13, 11, 9, 0.0f},
+                                   {64, 50, 37, 1.0f},
+                                   {256, 768, 512, 0.0f}}) {
+        SCOPED_TRACE(testing::Message() << "ta=" << ta << " tb=" << tb << " M=" << M);
+        const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+        const auto A = to_bf16(random_floats((ta ? K : M) * lda, ++seed));
+        const auto B = to_bf16(random_floats((tb ? N : K) * ldb, ++seed));
+        Vec C = beta == 0.0f ? nans(M * N) : random_floats(M * N, ++seed);
+        Vec want = C;
+        ref::gemm_bf16(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, beta, want.data(), N);
+        GpuBuffer<uint16_t> dA(gpu, A), dB(gpu, B);
+        GpuBuffer<float> dC(gpu, C);
+        gpu.ops().gemm_bf16(ta, tb, M, N, K, 0.5f, dA, lda, dB, ldb, beta, dC, N);
+        EXPECT_LT(rel_norm_error(dC.host(), want), test::kF32Tol);
+      }
+}
+
+// One Linear op pair in fp32: forward (out write-only) and backward (dinp write-only or +=, dw and
+// db +=), with and without a bias.
+TEST(CudaLinear, Fp32BothLayouts) {
+  SNUG_REQUIRE_GPU(gpu);
+  const OpTable& ops = gpu.ops();
+  uint64_t seed = 800;
+  for (bool nt : {false, true})
+    for (bool bias : {false, true})
+      for (auto [N, IC, OC] : {std::tuple<int64_t, int64_t, int64_t>{7, 5, 3}, {130, 96, 200}}) {
+        SCOPED_TRACE(testing::Message() << "nt=" << nt << " bias=" << bias << " N=" << N);
+        const Vec inp = random_floats(N * IC, ++seed), w = random_floats(IC * OC, ++seed),
+                  b = random_floats(OC, ++seed), dout = random_floats(N * OC, ++seed);
+        const Vec dw0 = random_floats(IC * OC, ++seed), db0 = random_floats(OC, ++seed);
+        const Vec dinp0 = random_floats(N * IC, ++seed);
+        // forward
+        Vec out = nans(N * OC);
+        (nt ? ref::linear_nt_forward : ref::linear_forward)(out.data(), inp.data(), w.data(),
+                                                            bias ? b.data() : nullptr, N, IC, OC);
+        GpuBuffer<float> g_inp(gpu, inp), g_w(gpu, w), g_b(gpu, b), g_out(gpu, N * OC);
+        (nt ? ops.linear_nt_forward : ops.linear_forward)(g_out, g_inp, g_w,
+                                                          bias ? g_b.get() : nullptr, N, IC, OC);
+        EXPECT_LT(rel_norm_error(g_out.host(), out), test::kF32Tol);
+        // backward
+        for (bool accumulate : {false, true}) {
+          if (accumulate && !nt) continue;  // only linear_nt_backward can add into dinp
+          Vec dinp = accumulate ? dinp0 : nans(N * IC), dw = dw0, db = db0;
+          GpuBuffer<float> g_dinp(gpu, dinp), g_dw(gpu, dw), g_db(gpu, db), g_dout(gpu, dout);
+          if (nt) {
+            ref::linear_nt_backward(dinp.data(), dw.data(), bias ? db.data() : nullptr, dout.data(),
+                                    inp.data(), w.data(), N, IC, OC, accumulate);
+            ops.linear_nt_backward(g_dinp, g_dw, bias ? g_db.get() : nullptr, g_dout, g_inp, g_w, N,
+                                   IC, OC, accumulate);
+          } else {
+            ref::linear_backward(dinp.data(), dw.data(), bias ? db.data() : nullptr, dout.data(),
+                                 inp.data(), w.data(), N, IC, OC);
+            ops.linear_backward(g_dinp, g_dw, bias ? g_db.get() : nullptr, g_dout, g_inp, g_w, N,
+                                IC, OC);
+          }
+          EXPECT_LT(rel_norm_error(g_dinp.host(), dinp), test::kF32Tol);
+          EXPECT_LT(rel_norm_error(g_dw.host(), dw), test::kF32Tol);
+          EXPECT_LT(rel_norm_error(g_db.host(), db), test::kF32Tol);
+        }
+      }
+}
+
+TEST(CudaLinear, Bf16OperandsConv1DLayout) {
+  SNUG_REQUIRE_GPU(gpu);
+  const OpTable& ops = gpu.ops();
+  uint64_t seed = 900;
+  for (auto [N, IC, OC] : {std::tuple<int64_t, int64_t, int64_t>{9, 6, 5}, {128, 64, 192}}) {
+    SCOPED_TRACE(testing::Message() << "N=" << N << " IC=" << IC << " OC=" << OC);
+    const auto inp = to_bf16(random_floats(N * IC, ++seed));
+    const auto w = to_bf16(random_floats(IC * OC, ++seed));
+    const auto dout = to_bf16(random_floats(N * OC, ++seed));
+    const Vec b = random_floats(OC, ++seed);
+    Vec out = nans(N * OC);
+    ref::linear_forward_bf16(out.data(), inp.data(), w.data(), b.data(), N, IC, OC);
+    GpuBuffer<uint16_t> g_inp(gpu, inp), g_w(gpu, w), g_dout(gpu, dout);
+    GpuBuffer<float> g_b(gpu, b), g_out(gpu, N * OC);
+    ops.linear_forward_bf16(g_out, g_inp, g_w, g_b, N, IC, OC);
+    EXPECT_LT(rel_norm_error(g_out.host(), out), test::kF32Tol);
+
+    Vec dinp = nans(N * IC), dw = random_floats(IC * OC, ++seed), db = random_floats(OC, ++seed);
+    GpuBuffer<float> g_dinp(gpu, dinp), g_dw(gpu, dw), g_db(gpu, db);
+    ref::linear_backward_bf16(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(),
+                              N, IC, OC);
+    ops.linear_backward_bf16(g_dinp, g_dw, g_db, g_dout, g_inp, g_w, N, IC, OC);
+    EXPECT_LT(rel_norm_error(g_dinp.host(), dinp), test::kF32Tol);
+    EXPECT_LT(rel_norm_error(g_dw.host(), dw), test::kF32Tol);
+    EXPECT_LT(rel_norm_error(g_db.host(), db), test::kF32Tol);
+  }
+}
+
+}  // namespace
+}  // namespace snug
