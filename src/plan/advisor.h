@@ -13,13 +13,13 @@
 // kernels::measure_gemm_peak_flops, or --gemm-gflops), the rate of the GEMMs the configuration's
 // precision runs on: fp32 on gemm_f32 (dnnl_sgemm, or cblas_sgemm without oneDNN); --bf16 and
 // --bf16-full on the run's --gemm-path (kernels/gemm_path.h): oneDNN's bf16 matmul, measured on
-// its own (faster where the CPU has bf16 units, so 16 bits rank first there), or the widen path, whose products are fp32's and
-// whose conversion passes (16-bit operands widened, outputs rounded, the compute copies cast)
-// are charged as kWidenedStepOverhead of the step: a widened 16-bit step never ranks ahead of
-// fp32 at the same FLOPs, only where it saves more (the recompute of checkpointing that fp32
-// needs to fit, say). Per token, with N = 12*L*C^2 + V*C the
-// GEMM parameters (the layers' four Linear weights and the tied LM head) and causal attention
-// (each token's scores and weighted sum over (T+1)/2 keys on average: 2*T*C per layer):
+// its own (faster where the CPU has bf16 units, so 16 bits rank first there), or the widen path,
+// whose products are fp32's and whose conversion passes (16-bit operands widened, outputs rounded,
+// the compute copies cast) are charged as kWidenedStepOverhead of the step: a widened 16-bit step
+// never ranks ahead of fp32 at the same FLOPs, only where it saves more (the recompute of
+// checkpointing that fp32 needs to fit, say). Per token, with N = 12*L*C^2 + V*C the GEMM
+// parameters (the layers' four Linear weights and the tied LM head) and causal attention (each
+// token's scores and weighted sum over (T+1)/2 keys on average: 2*T*C per layer):
 //   forward   2N + 2*L*T*C
 //   training  3 x forward (backward = 2 x forward)
 //   recompute every-layer, every-k, sqrt: + one forward of the layers (24*L*C^2 + 2*L*T*C);
