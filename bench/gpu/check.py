@@ -133,16 +133,21 @@ def part_memcheck(a, res):
     print(f"memcheck: {res['memcheck']['summary']} rc={m['rc']}", flush=True)
 
 
-def part_compile(a, res):
-    """PyTorch with torch.compile (bf16 autocast), for the same table as the speed part."""
-    r = run(f"python3 {HERE}/torch_gpt2_cuda.py --mode compile --steps {a.speed_steps}", 400)
+def torch_row(a, mode, timeout):
+    """One PyTorch peer measurement (bench/gpu/torch_gpt2_cuda.py) as a speed row."""
+    r = run(f"python3 {HERE}/torch_gpt2_cuda.py --mode {mode} --steps {a.speed_steps}", timeout)
     try:
         row = json.loads(r["out"].strip().splitlines()[-1])
         row["engine"] = "torch"
     except Exception:
-        row = {"engine": "torch", "mode": "compile", "rc": r["rc"], "err": r["err"][-800:]}
-    res["compile"] = row
-    print(f"speed torch compile: {row.get('tokens_per_second')}", flush=True)
+        row = {"engine": "torch", "mode": mode, "rc": r["rc"], "err": r["err"][-800:]}
+    print(f"speed torch {mode}: {row.get('tokens_per_second')}", flush=True)
+    return row
+
+
+def part_compile(a, res):
+    """PyTorch with torch.compile (bf16 autocast), for the same table as the speed part."""
+    res["compile"] = torch_row(a, "compile", 400)
 
 
 def part_parity(a, res):
@@ -264,14 +269,7 @@ def part_speed(a, res):
         print(f"speed snug {mode}: {row.get('tokens_per_second')} tok/s, peak "
               f"{row.get('peak_bytes')}", flush=True)
     for mode in a.torch_modes:
-        r = run(f"python3 {HERE}/torch_gpt2_cuda.py --mode {mode} --steps {a.speed_steps}", 300)
-        try:
-            row = json.loads(r["out"].strip().splitlines()[-1])
-            row["engine"] = "torch"
-        except Exception:
-            row = {"engine": "torch", "mode": mode, "rc": r["rc"], "err": r["err"][-800:]}
-        rows.append(row)
-        print(f"speed torch {mode}: {row.get('tokens_per_second')}", flush=True)
+        rows.append(torch_row(a, mode, 300))
     res["speed"] = rows
 
 

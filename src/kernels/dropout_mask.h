@@ -2,7 +2,9 @@
 // backward, recomputation (checkpointing) and a resumed run see forward's mask without anything
 // stored. Used by LoRA's dropout (nn/lora.h), the hidden and attention-probability dropout of the
 // encoder ops (kernels/ops.inc) and inside flash attention (regenerated per score in backward).
-// Shared by the fast and the reference kernels: it is the mask's definition, not arithmetic.
+// Shared by the fast and the reference kernels: it is the mask's definition, not arithmetic. The
+// CUDA kernels call these same functions from device code (constexpr, --expt-relaxed-constexpr),
+// so the GPU's masks are the CPU's bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -11,13 +13,13 @@
 
 namespace snug::kernels {
 
-inline bool dropout_keep(uint64_t key, int64_t i, double p) {
+constexpr bool dropout_keep(uint64_t key, int64_t i, double p) {
   // 53-bit uniform in [0, 1) from the (key, i) hash.
   const uint64_t h = splitmix64_mix(key + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1));
   return static_cast<double>(h >> 11) * 0x1.0p-53 >= p;
 }
 
-inline bool lora_keep(uint64_t key, int64_t i, double p) {
+constexpr bool lora_keep(uint64_t key, int64_t i, double p) {
   return dropout_keep(key, i, p);
 }
 

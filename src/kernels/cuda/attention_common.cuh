@@ -13,6 +13,7 @@
 
 #include "kernels/attention_dims.h"
 #include "kernels/cuda/context.cuh"
+#include "kernels/dropout_mask.h"
 
 namespace snug::cuda {
 
@@ -78,16 +79,8 @@ __device__ inline int64_t query_end(const AttentionDims& d, int64_t b, int64_t s
   return lo;
 }
 
-// kernels/dropout_mask.h's dropout_keep (core/random.h's splitmix64_mix inlined).
-__device__ inline bool dropout_keep(uint64_t key, int64_t i, double p) {
-  uint64_t z = key + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1.0p-53 >= p;
-}
 __device__ inline bool keep(const AttentionDims& d, int64_t b, int64_t h, int64_t t, int64_t s) {
-  return dropout_keep(d.dropout_key, ((b * d.NH + h) * d.T + t) * d.T + s, d.dropout_p);
+  return kernels::dropout_keep(d.dropout_key, ((b * d.NH + h) * d.T + t) * d.T + s, d.dropout_p);
 }
 // 1/(1-p) when score (b,h,t,s) is kept, 0 when dropped; 1 without dropout.
 __device__ inline float keep_scale(const AttentionDims& d, int64_t b, int64_t h, int64_t t,

@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/context.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/dropout_mask.h"
 
 namespace snug::cuda {
 
@@ -289,13 +290,7 @@ void bias_grad_rows(float* db, const float* dy, int64_t N, int64_t C) {
 
 // ---- dropout (the mask of kernels/dropout_mask.h, bit for bit) ------------------------------
 
-__device__ inline bool dropout_keep(uint64_t key, int64_t i, double p) {
-  uint64_t z = key + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;  // core/random.h splitmix64_mix
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z = z ^ (z >> 31);
-  return static_cast<double>(z >> 11) * 0x1.0p-53 >= p;
-}
+using kernels::dropout_keep;
 
 __global__ void dropout_forward_kernel(float* out, uint8_t* mask, const float* in, int64_t n,
                                        double p, uint64_t key, float inv_keep) {

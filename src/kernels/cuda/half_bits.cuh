@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/random.h"
+#include "kernels/dropout_mask.h"
 #include "kernels/stochastic_round.h"
 
 namespace snug::cuda {
@@ -81,10 +82,6 @@ __device__ inline uint16_t f32_to_bf16_stochastic(float f, uint32_t r) {
   return static_cast<uint16_t>(((u + up) >> 16) | quiet);
 }
 
-// kernels::dropout_keep (kernels/dropout_mask.h): keep element i of the mask under `key`.
-__device__ inline bool dropout_keep(uint64_t key, int64_t i, double p) {
-  const uint64_t h = splitmix64_mix(key + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1));
-  return static_cast<double>(h >> 11) * 0x1.0p-53 >= p;
-}
+using kernels::dropout_keep;  // kernels/dropout_mask.h, called from device code
 
 }  // namespace snug::cuda

@@ -4,10 +4,10 @@
 // for bit the host's; the stochastic rounding draws kernels::random_bits(key, i), so a GPU run
 // stores the CPU's bits.
 //
-// sum_squares_bf16 is deterministic: a grid fixed by n writes one double partial per block, and
-// one block adds the partials in order (no atomics), so two runs give the same gradient norm.
+// sum_squares_bf16 is deterministic (sum_squares.cuh).
 #include "kernels/cuda/context.cuh"
 #include "kernels/cuda/half_bits.cuh"
+#include "kernels/cuda/sum_squares.cuh"
 
 namespace snug::cuda {
 
@@ -47,32 +47,7 @@ __global__ void scale_bf16_kernel(uint16_t* x, float s, int64_t n) {
   SNUG_GRID_STRIDE(i, n) x[i] = f32_to_bf16(bf16_to_f32(x[i]) * s);
 }
 
-constexpr int kSumThreads = 256, kSumBlocks = 256;
-
 // part[blockIdx.x] = sum of x^2 over this block's grid-stride slice, in double.
-__global__ void sum_squares_bf16_kernel(const uint16_t* x, int64_t n, double* part) {
-  __shared__ double red[kSumThreads];
-  double s = 0.0;
-  SNUG_GRID_STRIDE(i, n) {
-    const double v = bf16_to_f32(x[i]);
-    s += v * v;
-  }
-  red[threadIdx.x] = s;
-  __syncthreads();
-  for (int w = kSumThreads / 2; w > 0; w /= 2) {
-    if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) part[blockIdx.x] = red[0];
-}
-
-// part[0] = sum of part[0, count), in order.
-__global__ void sum_partials_kernel(double* part, int count) {
-  double s = 0.0;
-  for (int i = 0; i < count; ++i) s += part[i];
-  part[0] = s;
-}
-
 #undef SNUG_GRID_STRIDE
 
 unsigned grid_for(int64_t n) {
@@ -120,20 +95,12 @@ void scale_bf16(uint16_t* x, float s, int64_t n) {
   check_launch("scale_bf16");
 }
 
+struct Bf16Widen {
+  __device__ float operator()(uint16_t v) const { return bf16_to_f32(v); }
+};
+
 double sum_squares_bf16(const uint16_t* x, int64_t n) {
-  if (n <= 0) return 0.0;
-  const unsigned blocks =
-      blocks_for(n, kSumThreads) > kSumBlocks ? kSumBlocks : blocks_for(n, kSumThreads);
-  Scratch part(blocks * sizeof(double));
-  sum_squares_bf16_kernel<<<blocks, kSumThreads, 0, stream()>>>(x, n, part.as<double>());
-  check_launch("sum_squares_bf16");
-  sum_partials_kernel<<<1, 1, 0, stream()>>>(part.as<double>(), static_cast<int>(blocks));
-  check_launch("sum_squares_bf16 (partials)");
-  double h = 0.0;
-  check(cudaMemcpyAsync(&h, part.as<double>(), sizeof(double), cudaMemcpyDeviceToHost, stream()),
-        "sum_squares_bf16 download");
-  sync("sum_squares_bf16");
-  return h;
+  return sum_squares_of(x, n, Bf16Widen{}, "sum_squares_bf16");
 }
 
 }  // namespace
