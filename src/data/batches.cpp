@@ -163,7 +163,9 @@ int64_t ExampleLoader::next_rows(int64_t rows, int32_t* inputs, int32_t* targets
         put(x.ids[static_cast<size_t>(k)],
             k + 1 < n ? x.labels[static_cast<size_t>(k + 1)] : kIgnoreIndex, k);
     }
-    for (int32_t k = 0; t < cols; ++k) put(how_.pad_id, kIgnoreIndex, k);  // padding
+    // Padding. A while loop: `t` advances inside put, which clang's -Wfor-loop-analysis misses.
+    int32_t k = 0;
+    while (t < cols) put(how_.pad_id, kIgnoreIndex, k++);
   }
   return cols;
 }
