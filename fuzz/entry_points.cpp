@@ -4,6 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,7 +20,9 @@
 #include "data/tokenizer_json.h"
 #include "io/json_input.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
+#include "peft/peft_adapter.h"
 #include "train/run_record.h"
 #include "train/trainer_state.h"
 
@@ -52,6 +58,34 @@ ScratchFile& scratch() {
   static ScratchFile f;
   return f;
 }
+
+// A folder of this process's own (a PEFT adapter is a folder of two files), rewritten for each
+// input and removed at exit.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "snug-fuzz-XXXXXX").string();
+    SNUG_ASSERT(::mkdtemp(tmpl.data()) != nullptr, "mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  void write(const char* name, const uint8_t* data, size_t size) const {
+    const std::string p = path_ + "/" + name;
+    std::FILE* f = std::fopen(p.c_str(), "wb");
+    SNUG_ASSERT(f != nullptr, "cannot write ", p);
+    SNUG_ASSERT(size == 0 || std::fwrite(data, 1, size, f) == size, "cannot write ", p);
+    std::fclose(f);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace
 
@@ -173,12 +207,19 @@ void jsonl_records(const uint8_t* data, size_t size) {
     "byte_fallback": false, "ignore_merges": false,
     "vocab": {"a": 0, "b": 1, "ab": 2, "<|endoftext|>": 3, "Ġ": 4, "Ġab": 5},
     "merges": ["a b", "Ġ ab"]}})";
-  static ModelTokenizer tok = [] {
-    ModelTokenizer t(JsonTokenizer::parse(kTokenizer, "fuzz tokenizer"), "fuzz tokenizer");
-    t.eos_token = "<|im_end|>";
-    t.set_chat_template(ChatTemplate::by_name("chatml"));
-    return t;
+  // One tokenizer per known chat template (data/chat_template.h); the input's size picks which
+  // renders it, so that every template's renderer and assistant spans are fuzzed.
+  static std::vector<ModelTokenizer> toks = [] {
+    std::vector<ModelTokenizer> v;
+    for (const std::string& name : ChatTemplate::known_names()) {
+      ModelTokenizer t(JsonTokenizer::parse(kTokenizer, "fuzz tokenizer"), "fuzz tokenizer");
+      t.eos_token = "<|im_end|>";
+      t.set_chat_template(ChatTemplate::by_name(name));
+      v.push_back(std::move(t));
+    }
+    return v;
   }();
+  const ModelTokenizer& tok = toks[size % toks.size()];
   const std::string& path = scratch().hold(data, size);
   for (const bool assistant_only : {false, true}) {
     SftOptions o;
@@ -196,6 +237,32 @@ void jsonl_records(const uint8_t* data, size_t size) {
       }
     } catch (const Error&) {
     }
+  }
+}
+
+bool adapter_folder(const uint8_t* data, size_t size) {
+  if (size < 3) return false;
+  static const ScratchDir dir;
+  const size_t L = std::min<size_t>(size - 2, data[0] | static_cast<size_t>(data[1]) << 8);
+  dir.write(kPeftConfigFile, data + 2, L);
+  dir.write(kPeftWeightsFile, data + 2 + L, size - 2 - L);
+  // One narrow layer keeps building the model cheap; llama's and gpt2's module names differ.
+  static Device dev(cpu_backend());
+  static const ModelConfig configs[] = {
+      resolve_model("llama-tiny",
+                    {.vocab_size = 16, .n_positions = 8, .n_embd = 8, .n_layer = 1, .n_head = 2}),
+      resolve_model("gpt2-tiny",
+                    {.vocab_size = 16, .n_positions = 8, .n_embd = 8, .n_layer = 1, .n_head = 2})};
+  const ModelConfig& cfg = configs[(data[0] ^ data[1]) & 1];
+  try {
+    const PeftAdapterConfig a = read_peft_adapter_config(dir.path());
+    TrainingArguments args;
+    adopt_peft_adapter(args, a, [](const std::string&) { return false; });
+    const std::unique_ptr<Model> model = create_model(cfg, dev);
+    (void)load_peft_adapter(*model, args, a);
+    return true;
+  } catch (const Error&) {
+    return false;
   }
 }
 

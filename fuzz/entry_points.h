@@ -29,8 +29,16 @@ void trainer_state(const uint8_t* data, size_t size);
 void tokenizer_json(const uint8_t* data, size_t size);
 
 // load_sft_data (data/sft_data.h) on a file holding `data` as jsonl records, with a small
-// byte-level tokenizer and the ChatML template, with and without --assistant-only-loss; the
-// examples it accepts are then batched padded and packed (data/batches.h).
+// byte-level tokenizer and one of the known chat templates (by the input's size), with and
+// without --assistant-only-loss; the examples it accepts are then batched padded and packed
+// (data/batches.h).
 void jsonl_records(const uint8_t* data, size_t size);
+
+// An adapter folder as `snug generate --adapter DIR` reads it: read_peft_adapter_config,
+// adopt_peft_adapter, then load_peft_adapter onto a small model (llama-tiny or gpt2-tiny shrunk
+// to one narrow layer, by the first byte). `data`: a 2-byte little-endian length L, L bytes of
+// adapter_config.json, then the rest as adapter_model.safetensors (fuzz/make_adapter_seeds.py
+// writes such inputs). Returns whether the adapter loaded (for the corpus test's known seeds).
+bool adapter_folder(const uint8_t* data, size_t size);
 
 }  // namespace snug::fuzz
