@@ -10,7 +10,8 @@ namespace {
 
 typedef float F16 __attribute__((vector_size(64)));
 typedef int32_t I16 __attribute__((vector_size(64)));
-typedef uint8_t U16 __attribute__((vector_size(16)));
+typedef int32_t I8 __attribute__((vector_size(32)));
+typedef uint8_t U8 __attribute__((vector_size(8)));
 
 // The full-block scaling and clamp of one value, as written in the definition.
 float scaled(float v, float inv) {
@@ -47,8 +48,6 @@ float fast::block_absmax(const float* x, int64_t n) {
 
 void fast::encode_block4(const float* x, int64_t n, float inv, const float* bounds,
                          uint8_t* packed) {
-  const I16 even = {0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14};
-  const I16 odd = even + 1;
   // (No helper returns a vector: a 64-byte return value changes the ABI without AVX-512.)
   const F16 minus_one = F16{} - 1.0f, one = F16{} + 1.0f;
   F16 bound[15];
@@ -64,9 +63,11 @@ void fast::encode_block4(const float* x, int64_t n, float inv, const float* boun
     s = s < one ? s : one;
     I16 c = {};
     for (int k = 0; k < 15; ++k) c -= bound[k] < s;  // true is -1
-    const I16 bytes = (__builtin_shuffle(c, even) << 4) | __builtin_shuffle(c, odd);
-    const U16 narrow = __builtin_convertvector(bytes, U16);
-    std::memcpy(packed + i / 2, &narrow, 8);
+    // Even elements to the high nibbles, odd ones to the low.
+    const I8 hi = __builtin_shufflevector(c, c, 0, 2, 4, 6, 8, 10, 12, 14);
+    const I8 lo = __builtin_shufflevector(c, c, 1, 3, 5, 7, 9, 11, 13, 15);
+    const U8 bytes = __builtin_convertvector((hi << 4) | lo, U8);
+    std::memcpy(packed + i / 2, &bytes, sizeof(bytes));
   }
   for (; i < n; i += 2)
     packed[i / 2] = static_cast<uint8_t>((bucket15(bounds, scaled(x[i], inv)) << 4) |

@@ -16,10 +16,12 @@
 #endif
 
 // GCC 12's AVX-512 intrinsics pass an "undefined" vector through, which it then reports as
-// maybe-uninitialized where they inline (GCC bug 105593, as core/dtype.cpp); the warning is false.
+// (maybe-)uninitialized where they inline (GCC bug 105593, as core/dtype.cpp); the warning is
+// false.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace snug::detail {
@@ -54,9 +56,6 @@ inline VD vsqrt(VD x) {
 inline VD vfma(VD a, VD b, VD c) {
   return (VD)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
 }
-// Where float pairs (x[j], y[j]) land in the output: x0 y0 x1 y1 ...
-constexpr VI32 kInterleaveLo = {0, 8, 1, 9, 2, 10, 3, 11};
-constexpr VI32 kInterleaveHi = {4, 12, 5, 13, 6, 14, 7, 15};
 #else
 inline VD vsqrt(VD x) {
   return (VD)_mm256_sqrt_pd((__m256d)x);
@@ -64,8 +63,6 @@ inline VD vsqrt(VD x) {
 inline VD vfma(VD a, VD b, VD c) {
   return (VD)_mm256_fmadd_pd((__m256d)a, (__m256d)b, (__m256d)c);
 }
-constexpr VI32 kInterleaveLo = {0, 4, 1, 5};
-constexpr VI32 kInterleaveHi = {2, 6, 3, 7};
 #endif
 
 constexpr uint64_t kMantissa = 0x000fffffffffffffull;
@@ -154,8 +151,14 @@ inline int64_t pairs_lanes(VD u1, VD u2, float* out, float mean, float std) {
                    ((VI32) __builtin_convertvector(y - bound, VF) !=
                     (VI32) __builtin_convertvector(y + bound, VF));
   const VF ox = mean + std * xf, oy = mean + std * yf;
-  const VF lo = __builtin_shuffle(ox, oy, kInterleaveLo),
-           hi = __builtin_shuffle(ox, oy, kInterleaveHi);
+  // The output order x0 y0 x1 y1 ...
+#if SNUG_NORMAL_LANES == 8
+  const VF lo = __builtin_shufflevector(ox, oy, 0, 8, 1, 9, 2, 10, 3, 11),
+           hi = __builtin_shufflevector(ox, oy, 4, 12, 5, 13, 6, 14, 7, 15);
+#else
+  const VF lo = __builtin_shufflevector(ox, oy, 0, 4, 1, 5),
+           hi = __builtin_shufflevector(ox, oy, 2, 6, 3, 7);
+#endif
   std::memcpy(out, &lo, sizeof(lo));
   std::memcpy(out + W, &hi, sizeof(hi));
   uint64_t words[sizeof(bad) / 8], any = 0;  // one test for the common case: no lane guarded
