@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/quant_inner.h"
 
 namespace snug::quant {
 
@@ -76,9 +77,9 @@ SortedCode make_sorted(const float* code, size_t n) {
 }
 
 // torch.bucketize(v, bounds, right=False): the number of bounds strictly below v, i.e. the
-// nearest code with an exact tie going to the lower one.
+// nearest code with an exact tie going to the lower one (without branches: core/quant_inner.h).
 inline uint32_t bucket(const std::vector<float>& bounds, float v) {
-  return static_cast<uint32_t>(std::lower_bound(bounds.begin(), bounds.end(), v) - bounds.begin());
+  return fast::count_below(bounds.data(), bounds.size(), v);
 }
 // The same for 15 bounds, branch-free (the 4-bit fast path; vectorizes).
 inline uint32_t bucket16(const float* bounds, float v) {
@@ -102,15 +103,24 @@ const SortedCode& sorted_dynamic(bool is_signed) {
 }
 
 void check_finite(const float* x, int64_t n) {
+  // One pass that vectorizes (an integer test of the exponent bits, no branch), in parallel; the
+  // element named in the message is looked for only when there is one.
+  uint32_t bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, sizeof(b));
+    bad |= (b & 0x7fffffffu) >= 0x7f800000u ? 1u : 0u;
+  }
+  if (bad == 0) return;
   for (int64_t i = 0; i < n; ++i)
     SNUG_CHECK(std::isfinite(x[i]), "quantize: input element ", i, " is ", x[i],
                " (NaN and Inf cannot be quantized)");
 }
 
+// max |x[i]| (finite x: check_finite runs first), on vectors (core/quant_inner.h).
 float block_absmax_of(const float* x, int64_t n) {
-  float m = 0.0f;
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
-  return m;
+  return fast::block_absmax(x, n);
 }
 
 // bitsandbytes blockwise scaling: full blocks multiply by 1/max(absmax, 1e-38), the remainder
@@ -184,12 +194,9 @@ void quantize_4bit(const float* x, int64_t n, int64_t block, Format f, uint8_t* 
     absmax[b] = s.stored;
     const float* bounds = sc->bounds.data();
     if (sc->identity && len == block && block % 2 == 0) {
-      // Fast path (nf4, full even block): whole bytes, branch-free nearest code.
-      for (int64_t i = 0; i < len; i += 2) {
-        const uint32_t hi = bucket16(bounds, s.scaled(x[begin + i]));
-        const uint32_t lo = bucket16(bounds, s.scaled(x[begin + i + 1]));
-        packed[(begin + i) >> 1] = static_cast<uint8_t>((hi << 4) | lo);
-      }
+      // Fast path (nf4, full even block): whole bytes, branch-free nearest code, on vectors
+      // (core/quant_inner.h: s.scaled and bucket16 lane by lane).
+      fast::encode_block4(x + begin, len, s.inv, bounds, packed + (begin >> 1));
     } else {
       for (int64_t i = 0; i < len; ++i)
         put_nibble(packed, begin + i, sc->order[bucket16(bounds, s.scaled(x[begin + i]))]);

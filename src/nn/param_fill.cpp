@@ -1,6 +1,7 @@
 #include "nn/param_fill.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "core/dtype.h"
@@ -18,9 +19,10 @@ constexpr int64_t kChunk = 4096;  // floats per host-buffer chunk (16 KiB)
 void fill_values(Parameter& p, const OpTable& /*ops: the device's, whose copies it uses*/,
                  const std::function<void(float*, int64_t)>& fill) {
   if (p.quantized()) {
-    std::vector<float> host(static_cast<size_t>(p.numel()));
-    fill(host.data(), p.numel());
-    quantize_weight_into(*p.quant, host.data(), p.name);
+    // Not zeroed first: fill writes every value (a pass over the tensor saved).
+    const auto host = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(p.numel()));
+    fill(host.get(), p.numel());
+    quantize_weight_into(*p.quant, host.get(), p.name);
     return;
   }
   const DType d = p.value.dtype();
@@ -51,11 +53,12 @@ void fill_values_indexed(Parameter& p, const IndexedFill& fill) {
   const int64_t n = p.numel();
   const auto chunks = [n](int64_t size) { return (n + size - 1) / size; };
   if (p.quantized()) {
-    std::vector<float> host(static_cast<size_t>(n));
+    // Not zeroed first: the chunks write every value (and touch its pages in parallel).
+    const auto host = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n));
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t c = 0; c < chunks(kBig); ++c)
-      fill(host.data() + c * kBig, c * kBig, std::min(kBig, n - c * kBig));
-    quantize_weight_into(*p.quant, host.data(), p.name);
+      fill(host.get() + c * kBig, c * kBig, std::min(kBig, n - c * kBig));
+    quantize_weight_into(*p.quant, host.get(), p.name);
     init_progress_add(n);
     return;
   }
