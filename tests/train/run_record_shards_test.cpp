@@ -89,19 +89,21 @@ TEST(RunRecordShards, AResumeNamesTheShardThatChanged) {
   EXPECT_NE(m.find("weight shard model-00001-of-00002.safetensors: 1000 bytes, now 1004"),
             std::string::npos)
       << m;
-  m = refusal(saved, record({a}));
+  m = refusal(saved, record(json::array({a})));
   EXPECT_NE(m.find("weight shard model-00002-of-00002.safetensors: no longer in the folder"),
             std::string::npos)
       << m;
-  m = refusal(record({a}), record({a, b}));
+  m = refusal(record(json::array({a})), record({a, b}));
   EXPECT_NE(m.find("weight shard model-00002-of-00002.safetensors: not in the checkpoint's run"),
             std::string::npos)
       << m;
-  m = refusal(record(nullptr), record({a}));
+  m = refusal(record(nullptr), record(json::array({a})));
   EXPECT_NE(m.find("model_files.weights"), std::string::npos) << m;
 
   // A checkpoint of an earlier snug has no weights record: not compared on it.
-  EXPECT_EQ(refusal(json{{"model_files", {{"config", "0000000000000001"}}}}, record({a})), "");
+  EXPECT_EQ(
+      refusal(json{{"model_files", {{"config", "0000000000000001"}}}}, record(json::array({a}))),
+      "");
 }
 
 }  // namespace
