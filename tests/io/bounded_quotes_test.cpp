@@ -53,6 +53,13 @@ TEST(BoundedQuotes, SafetensorsHeaderNamesAndValues) {
   p = write_st(tmp, "gap.safetensors", {{big, entry("F32", 4, 8)}}, 8);
   EXPECT_TRUE(refuses_bounded(open(p), {p, "unindexed bytes", "before tensor 'xxxx"}));
 
+  // A shape of 500000 dimensions whose bytes do not add up: its first dimensions and the count.
+  nlohmann::json wide = entry("F32", 0, 4);
+  wide["shape"] = nlohmann::json(500000, 1);
+  wide["shape"][0] = 2;
+  p = write_st(tmp, "wide.safetensors", {{"a", wide}}, 4);
+  EXPECT_TRUE(refuses_bounded(open(p), {p, "tensor 'a'", "(2,1,1,", "(500000 dimensions)"}));
+
   // A name a caller asks for (from another file: an index, a checkpoint's record).
   p = write_st(tmp, "ok.safetensors", {{big, entry("I32", 0, 4)}}, 4);
   const SafetensorsFile f(p);
