@@ -11,6 +11,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "io/excerpt.h"
 #include "io/output_file.h"
 #include "kernels/gemm_path.h"
 #include "models/registry.h"
@@ -45,8 +46,8 @@ int run_bench_seeds(BenchSeedsFlags f) {
   if (f.seq_len != 0) o.seq_len = f.seq_len;
   if (!f.device_memory.empty()) o.device_memory = parse_device_memory(f.device_memory);
   if (!f.plot.empty())
-    SNUG_CHECK(f.plot.size() > 4 && f.plot.substr(f.plot.size() - 4) == ".svg", "--plot '", f.plot,
-               "': only SVG is written (give a FILE.svg)");
+    SNUG_CHECK(f.plot.size() > 4 && f.plot.substr(f.plot.size() - 4) == ".svg", "--plot '",
+               excerpt(f.plot), "': only SVG is written (give a FILE.svg)");
   const TrainingArguments base = seeds_base_args(o);  // validates model, seq-len, steps
   set_num_threads(o.threads);
   const ModelConfig cfg = resolve_model(o.model);

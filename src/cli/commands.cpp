@@ -5,6 +5,7 @@
 
 #include "cli/number_flag.h"
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "report/report.h"
 
 namespace snug::cli {
@@ -99,8 +100,8 @@ HfFolderOptions folder_options(const FolderFlags& f, DType param_dtype, const st
     } catch (const std::exception&) {
       t = DType::i8;  // refused below with the flag's message
     }
-    SNUG_CHECK(t == DType::f32 || t == DType::bf16 || t == DType::f16, "--dtype '", f.dtype,
-               "': a model folder stores f32, bf16 or f16 tensors");
+    SNUG_CHECK(t == DType::f32 || t == DType::bf16 || t == DType::f16, "--dtype '",
+               excerpt(f.dtype), "': a model folder stores f32, bf16 or f16 tensors");
     o.dtype = t;
   }
   if (!f.max_shard_size.empty())

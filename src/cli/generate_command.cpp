@@ -31,6 +31,7 @@
 #include "data/tokenizer.h"
 #include "data/tokenizers/unicode.h"
 #include "generate/generate.h"
+#include "io/excerpt.h"
 #include "io/json_input.h"
 #include "kernels/backends.h"
 #include "models/registry.h"
@@ -114,14 +115,14 @@ int run_generate(const TrainingArguments& args, GenerateFlags f,
                                                    : EarlyStopping::heuristic;
   SNUG_CHECK(
       f.early_stopping == "true" || f.early_stopping == "false" || f.early_stopping == "never",
-      "--early-stopping must be true, false or never, got '", f.early_stopping, "'");
+      "--early-stopping must be true, false or never, got '", excerpt(f.early_stopping), "'");
   const TextCodec codec = open_codec(args, cfg);
   if (codec.tok && !codec.tok->eos_token.empty())
     if (const auto id = codec.tok->tokenizer.token_to_id(codec.tok->eos_token))
       g.eos_token_ids.push_back(*id);
   for (const std::string& s : f.stop) {
     const auto id = codec.id_of(s);
-    SNUG_CHECK(id.has_value(), "--stop '", s, "' is not a token of the tokenizer");
+    SNUG_CHECK(id.has_value(), "--stop '", excerpt(s), "' is not a token of the tokenizer");
     g.eos_token_ids.push_back(*id);
   }
   g.validate();

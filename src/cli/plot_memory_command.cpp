@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/number_flag.h"
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "io/json_input.h"
 #include "io/output_file.h"
 #include "report/memory_plot.h"
@@ -39,8 +40,9 @@ int run_plot(const PlotArgs& a) {
   o.title = a.title;
   const std::string svg = memory_timeline_svg(t, o);
   write_output_file(a.output, svg, "'" + a.output + "'");
+  // peak_phase is the file's: quoted as an excerpt, as messages quote input.
   std::printf("wrote %s (%zu events, peak %s during '%s')\n", a.output.c_str(), t.events.size(),
-              format_bytes(t.peak_bytes).c_str(), t.peak_phase.c_str());
+              format_bytes(t.peak_bytes).c_str(), excerpt(t.peak_phase).c_str());
   return 0;
 }
 

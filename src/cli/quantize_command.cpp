@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/number_flag.h"
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "io/output_file.h"
 #include "report/quant_compare.h"
 #include "report/report.h"
@@ -41,7 +42,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 int run_quantize(const QuantizeFlags& f) {
   if (!f.plot.empty())
-    SNUG_CHECK(ends_with(f.plot, ".svg") && f.plot.size() > 4, "--plot '", f.plot,
+    SNUG_CHECK(ends_with(f.plot, ".svg") && f.plot.size() > 4, "--plot '", excerpt(f.plot),
                "': only SVG is written (give a FILE.svg)");
   const std::optional<int64_t> block =
       f.block_given ? std::optional<int64_t>(f.block_size) : std::nullopt;

@@ -2,12 +2,16 @@
 
 namespace snug {
 
+// "(2,3)"; past 16 dimensions "(d0,...,d15,... (N dimensions))": a shape read from a file can have
+// any number of dimensions (a safetensors header of a megabyte of 1s), and a message stays a line.
 std::string shape_str(const Shape& s) {
+  constexpr size_t kShown = 16;
   std::string r = "(";
-  for (size_t i = 0; i < s.size(); ++i) {
+  for (size_t i = 0; i < s.size() && i < kShown; ++i) {
     if (i) r += ',';
     r += std::to_string(s[i]);
   }
+  if (s.size() > kShown) r += ",... (" + std::to_string(s.size()) + " dimensions)";
   r += ')';
   return r;
 }

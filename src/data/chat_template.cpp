@@ -1,6 +1,7 @@
 #include "data/chat_template.h"
 
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "io/fnv1a.h"
 
 namespace snug {
@@ -99,7 +100,7 @@ std::vector<std::string> ChatTemplate::known_names() {
 ChatTemplate ChatTemplate::by_name(const std::string& name) {
   for (const Known& k : known())
     if (name == k.name) return ChatTemplate(k.name, static_cast<Kind>(k.kind));
-  throw Error("no chat template is named '" + name + "'");
+  throw Error("no chat template is named '" + excerpt(name) + "'");
 }
 
 ChatTemplate ChatTemplate::recognise(std::string_view text, const std::string& where) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "io/json_input.h"
 
 namespace snug {
@@ -61,7 +62,7 @@ std::vector<ChatMessage> parse_messages(const json& j, const std::string& where,
                ".content: missing or not a string");
     ChatMessage msg{m["role"].get<std::string>(), m["content"].get<std::string>()};
     SNUG_CHECK(msg.role == "system" || msg.role == "user" || msg.role == "assistant", where, ": ",
-               f, ".role: '", msg.role, "' is not one of system, user, assistant");
+               f, ".role: '", excerpt(msg.role), "' is not one of system, user, assistant");
     out.push_back(std::move(msg));
   }
   return out;
@@ -106,10 +107,13 @@ ModelTokenizer ModelTokenizer::load(const std::string& path) {
   for (auto [key, dest] :
        {std::pair{"bos_token", &t.bos_token}, std::pair{"eos_token", &t.eos_token},
         std::pair{"pad_token", &t.pad_token}}) {
-    if (config.is_object() && config.contains(key))
-      *dest = special_token(config, key, config_path.string());
-    else if (map.is_object())
-      *dest = special_token(map, key, map_path.string());
+    const bool in_config = config.is_object() && config.contains(key);
+    if (!in_config && !map.is_object()) continue;
+    const fs::path& from = in_config ? config_path : map_path;
+    *dest = special_token(in_config ? config : map, key, from.string());
+    // Quoted as an excerpt: the file is untrusted, and the token can be a megabyte.
+    SNUG_CHECK(dest->empty() || t.tokenizer.token_to_id(*dest).has_value(), from.string(), ": ",
+               key, " '", excerpt(*dest), "' is not in the vocabulary of ", t.path);
   }
   const fs::path jinja = dir / "chat_template.jinja";
   if (file_exists(jinja)) {
@@ -132,9 +136,6 @@ ModelTokenizer ModelTokenizer::load(const std::string& path) {
       throw Error(config_path.string() + ": chat_template must be a string or a list");
     }
   }
-  for (const std::string* s : {&t.bos_token, &t.eos_token, &t.pad_token})
-    SNUG_CHECK(s->empty() || t.tokenizer.token_to_id(*s).has_value(), t.path, ": special token '",
-               *s, "' (tokenizer_config.json) is not in the vocabulary");
   return t;
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 
 namespace snug {
 
@@ -27,7 +28,7 @@ int64_t free_disk_bytes(const std::string& dir) {
     errno = 0;
     const long long n = std::strtoll(v, &end, 10);
     SNUG_CHECK(*v != '\0' && end != nullptr && *end == '\0' && errno == 0 && n >= 0,
-               "SNUG_FREE_DISK_BYTES: '", v, "' is not a non-negative number of bytes");
+               "SNUG_FREE_DISK_BYTES: '", excerpt(v), "' is not a non-negative number of bytes");
     return static_cast<int64_t>(n);
   }
   struct statvfs st {};

@@ -15,9 +15,12 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/host_staging.h"
+#include "io/excerpt.h"
 #include "io/finite.h"
+#include "io/fnv1a.h"
 #include "io/json_input.h"
 #include "io/output_file.h"
+#include "io/safetensors_stamp.h"
 
 namespace snug {
 
@@ -92,8 +95,8 @@ void pread_all(int fd, void* dst, int64_t bytes, int64_t offset, const std::stri
   while (bytes > 0) {
     const ssize_t n = ::pread(fd, p, static_cast<size_t>(bytes), static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
-    SNUG_CHECK(n >= 0, path, ": reading tensor '", name, "': ", errno_str());
-    SNUG_CHECK(n > 0, path, ": reading tensor '", name, "': unexpected end of file");
+    SNUG_CHECK(n >= 0, path, ": reading tensor '", excerpt(name), "': ", errno_str());
+    SNUG_CHECK(n > 0, path, ": reading tensor '", excerpt(name), "': unexpected end of file");
     p += n;
     bytes -= n;
     offset += n;
@@ -136,16 +139,15 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       if (name == "__metadata__") {
         SNUG_CHECK(v.is_object(), path, ": __metadata__ is not a JSON object");
         for (auto m = v.begin(); m != v.end(); ++m) {
-          SNUG_CHECK(m.value().is_string(), path, ": __metadata__ value of '", m.key(),
+          SNUG_CHECK(m.value().is_string(), path, ": __metadata__ value of '", excerpt(m.key()),
                      "' is not a string");
           metadata_[m.key()] = m.value().get<std::string>();
         }
         continue;
       }
-      std::string where = path;
-      where += ": tensor '";
-      where += name;
-      where += "'";
+      // A header's names and strings are quoted as excerpts (io/excerpt.h): a megabyte name
+      // makes a line of message, not a megabyte.
+      const std::string where = detail::concat(path, ": tensor '", excerpt(name), "'");
       SNUG_CHECK(v.is_object(), where, ": entry is not a JSON object");
       SNUG_CHECK(v.contains("dtype") && v["dtype"].is_string(), where, ": missing string 'dtype'");
       SNUG_CHECK(v.contains("shape") && v["shape"].is_array(), where, ": missing array 'shape'");
@@ -155,7 +157,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       Info inf;
       inf.dtype = v["dtype"].get<std::string>();
       const int64_t esize = st_dtype_size(inf.dtype);
-      SNUG_CHECK(esize > 0, where, ": unknown dtype '", inf.dtype, "'");
+      SNUG_CHECK(esize > 0, where, ": unknown dtype '", excerpt(inf.dtype), "'");
       // Messages quote what was parsed (inf.shape, the offsets as numbers), never the raw JSON:
       // a hostile header can make that arbitrarily large.
       int64_t numel = 1;
@@ -198,11 +200,12 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     const Info* prev = nullptr;
     for (const auto& [name, cur] : by_offset) {
       if (prev != nullptr)
-        SNUG_CHECK(cur->begin >= pos, path, ": tensors '", *prev_name, "' [", prev->begin, ", ",
-                   prev->end, ") and '", name, "' [", cur->begin, ", ", cur->end, ") overlap");
+        SNUG_CHECK(cur->begin >= pos, path, ": tensors '", excerpt(*prev_name), "' [", prev->begin,
+                   ", ", prev->end, ") and '", excerpt(name), "' [", cur->begin, ", ", cur->end,
+                   ") overlap");
       SNUG_CHECK(cur->begin <= pos, path, ": ", cur->begin - pos,
                  " unindexed bytes at data offset ", pos, " (file offset ", data_start_ + pos,
-                 "), before tensor '", name, "'");
+                 "), before tensor '", excerpt(name), "'");
       pos = cur->end;
       prev_name = &name;
       prev = cur;
@@ -215,6 +218,31 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     fd_ = -1;
     throw;
   }
+}
+
+SafetensorsStamp safetensors_stamp(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO: refused
+  SNUG_CHECK(fd >= 0, path, ": cannot open safetensors file: ", errno_str());
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  SNUG_CHECK(::fstat(fd, &st) == 0, path, ": cannot stat: ", errno_str());
+  SNUG_CHECK(S_ISREG(st.st_mode), path, ": not a regular file");
+  SafetensorsStamp s;
+  s.size = st.st_size;
+  SNUG_CHECK(s.size >= 8, path, ": not a safetensors file: ", s.size,
+             " bytes, too short for the 8-byte header length");
+  uint64_t n_le = 0;
+  pread_all(fd, &n_le, 8, 0, path, "<header length>");
+  SNUG_CHECK(n_le <= static_cast<uint64_t>(std::min<int64_t>(s.size - 8, kMaxHeaderBytes)), path,
+             ": header length ", n_le, " does not fit the file (", s.size,
+             " bytes) or the limit of ", kMaxHeaderBytes, " bytes");
+  std::string bytes(8 + static_cast<size_t>(n_le), '\0');
+  pread_all(fd, bytes.data(), static_cast<int64_t>(bytes.size()), 0, path, "<header>");
+  s.header_fnv1a64 = fnv1a64(bytes);
+  return s;
 }
 
 SafetensorsFile::~SafetensorsFile() {
@@ -234,7 +262,7 @@ std::vector<std::string> SafetensorsFile::names() const {
 
 const SafetensorsFile::Info& SafetensorsFile::info(const std::string& name) const {
   auto it = infos_.find(name);
-  SNUG_CHECK(it != infos_.end(), path_, ": no tensor named '", name, "' (the file has ",
+  SNUG_CHECK(it != infos_.end(), path_, ": no tensor named '", excerpt(name), "' (the file has ",
              infos_.size(), " tensors)");
   return it->second;
 }
@@ -269,7 +297,7 @@ std::vector<float> SafetensorsFile::read_f32(const std::string& name) const {
     for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(raw[i]);
     return out;
   }
-  throw Error(detail::concat(path_, ": tensor '", name, "' has dtype ", inf.dtype,
+  throw Error(detail::concat(path_, ": tensor '", excerpt(name), "' has dtype ", inf.dtype,
                              ", not a float dtype (F32, F16, BF16, F64)"));
 }
 
@@ -289,23 +317,21 @@ std::vector<int32_t> SafetensorsFile::read_i32(const std::string& name) const {
     for (size_t i = 0; i < n; ++i) {
       SNUG_CHECK(raw[i] >= std::numeric_limits<int32_t>::min() &&
                      raw[i] <= std::numeric_limits<int32_t>::max(),
-                 path_, ": tensor '", name, "' element ", i, " = ", raw[i],
+                 path_, ": tensor '", excerpt(name), "' element ", i, " = ", raw[i],
                  " does not fit in int32");
       out[i] = static_cast<int32_t>(raw[i]);
     }
     return out;
   }
-  throw Error(detail::concat(path_, ": tensor '", name, "' has dtype ", inf.dtype,
+  throw Error(detail::concat(path_, ": tensor '", excerpt(name), "' has dtype ", inf.dtype,
                              ", not an integer dtype (I32, I64)"));
 }
 
 void SafetensorsFile::read_into(const std::string& name, Tensor& t) const {
   const Info& inf = info(name);
-  SNUG_CHECK(t.defined(), path_, ": read_into('", name, "'): destination tensor is undefined");
-  std::string what = path_;
-  what += ": tensor '";
-  what += name;
-  what += "'";
+  SNUG_CHECK(t.defined(), path_, ": read_into('", excerpt(name),
+             "'): destination tensor is undefined");
+  const std::string what = detail::concat(path_, ": tensor '", excerpt(name), "'");
   check_shape(t, inf.shape, what.c_str());
   const bool file_float =
       inf.dtype == "F32" || inf.dtype == "F16" || inf.dtype == "BF16" || inf.dtype == "F64";
@@ -340,9 +366,9 @@ std::string header_text(const std::string& path, const std::vector<SafetensorsEn
   json header = json::object();
   int64_t offset = 0;
   for (const SafetensorsEntry& e : entries) {
-    SNUG_CHECK(!e.name.empty() && e.name != "__metadata__", path, ": invalid tensor name '", e.name,
-               "'");
-    SNUG_CHECK(!header.contains(e.name), path, ": duplicate tensor name '", e.name, "'");
+    SNUG_CHECK(!e.name.empty() && e.name != "__metadata__", path, ": invalid tensor name '",
+               excerpt(e.name), "'");
+    SNUG_CHECK(!header.contains(e.name), path, ": duplicate tensor name '", excerpt(e.name), "'");
     json shape = json::array();
     for (int64_t d : e.shape) shape.push_back(d);
     header[e.name] = {{"dtype", st_dtype_name(e.dtype)},
@@ -372,8 +398,8 @@ void save_safetensors(const std::string& path,
   std::vector<SafetensorsEntry> entries;
   entries.reserve(tensors.size());
   for (const auto& [name, t] : tensors) {
-    SNUG_CHECK(t != nullptr && t->defined(), path, ": tensor '", name, "' is undefined");
-    SNUG_CHECK(!t->is_meta(), path, ": tensor '", name,
+    SNUG_CHECK(t != nullptr && t->defined(), path, ": tensor '", excerpt(name), "' is undefined");
+    SNUG_CHECK(!t->is_meta(), path, ": tensor '", excerpt(name),
                "' is on the meta device and has no data to save");
     entries.push_back({name, t->dtype(), t->shape()});
   }
@@ -421,8 +447,9 @@ void save_safetensors_streamed(const std::string& path,
 // loss, blamed on the learning rate.
 void check_finite(const Tensor& t, const std::string& path, const std::string& name) {
   if (const std::optional<NonFinite> bad = first_non_finite(t))
-    throw Error(detail::concat(path, ": tensor '", name, "' holds ", bad->nan ? "nan" : "inf",
-                               " at element ", bad->index, "; initial weights must be finite"));
+    throw Error(detail::concat(path, ": tensor '", excerpt(name), "' holds ",
+                               bad->nan ? "nan" : "inf", " at element ", bad->index,
+                               "; initial weights must be finite"));
 }
 
 }  // namespace snug

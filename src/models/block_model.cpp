@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "io/excerpt.h"
 #include "models/model_config.h"
 #include "nn/param_fill.h"
 #include "quant/weight_quant.h"
@@ -142,8 +143,8 @@ void BlockModel::add_lora(const LoraConfig& cfg, uint64_t seed) {
     const std::string first = layer_prefix_ + "0.";
     for (const nn::Linear* lin : linears_.front())
       names += (names.empty() ? "" : ", ") + lin->name().substr(first.size());
-    throw Error(detail::concat("--target-modules: '", key, "' matches no Linear of ", name_,
-                               " (its layers' Linears are ", names, "; or all-linear)"));
+    throw Error(detail::concat("--target-modules: '", excerpt(key), "' matches no Linear of ",
+                               name_, " (its layers' Linears are ", names, "; or all-linear)"));
   }
   // PEFT: the base is frozen, but for the task's modules_to_save (a classifier initialized for
   // this task has to learn too), which stay trainable in full.

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "io/json_input.h"
 #include "models/registry.h"
 
@@ -22,7 +23,7 @@ struct Override {
 
 // "KEY=VALUE" as an Override.
 Override parse_override(const std::string& text) {
-  const std::string origin = "--config-override " + text;
+  const std::string origin = "--config-override " + excerpt(text);  // in every message
   const size_t eq = text.find('=');
   SNUG_CHECK(eq != std::string::npos && eq > 0, origin, ": expected KEY=VALUE (a config.json key ",
              "of the model, e.g. n_layer=4)");
@@ -37,7 +38,7 @@ Override parse_override(const std::string& text) {
     if (!value.empty() && (value[0] == '"' || value[0] == '[' || value[0] == '{')) throw;
     o.value = value;
   }
-  o.label = o.key + "=" + o.value.dump();
+  o.label = excerpt(o.key + "=" + o.value.dump());  // in the model's name
   o.origin = origin;
   return o;
 }
@@ -76,10 +77,11 @@ ModelConfig apply_config_overrides(const Architecture& arch, const ModelConfig& 
       for (const auto& [k, v] : cfg.hf.items())
         if (k != "model_type") keys += (keys.empty() ? "" : ", ") + k;
       throw Error(detail::concat(o.origin, ": model '", cfg.shape.name, "' (", cfg.shape.model_type,
-                                 ") has no config.json key '", o.key, "' (its keys: ", keys, ")"));
+                                 ") has no config.json key '", excerpt(o.key),
+                                 "' (its keys: ", keys, ")"));
     }
     for (size_t k = 0; k < i; ++k)
-      SNUG_CHECK(all[k].key != o.key, o.origin, ": config.json key '", o.key,
+      SNUG_CHECK(all[k].key != o.key, o.origin, ": config.json key '", excerpt(o.key),
                  "' is already set by ", all[k].origin);
     j[o.key] = o.value;
     name += " " + o.label;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 
 namespace snug {
 
@@ -71,7 +72,7 @@ ConfigReader::ConfigReader(const nlohmann::json& j, std::string spec, std::strin
 }
 
 void ConfigReader::fail(const std::string& key, const std::string& what) const {
-  throw Error(detail::concat(spec_, ": config.json key '", key, "' ", what));
+  throw Error(detail::concat(spec_, ": config.json key '", excerpt(key), "' ", what));
 }
 
 void ConfigReader::dimension(const std::string& key, int64_t v) const {
@@ -111,7 +112,7 @@ int64_t ConfigReader::integer(const std::string& key, int64_t def) {
                std::fabs(v->get<double>()) < 0x1p62) {
       r = static_cast<int64_t>(v->get<double>());
     } else {
-      fail(key, "must be an integer, got " + v->dump());
+      fail(key, "must be an integer, got " + excerpt(v->dump()));
     }
   }
   out_[key] = r;
@@ -131,7 +132,7 @@ double ConfigReader::number(const std::string& key, double def) {
   const nlohmann::json* v = get(key);
   double r = def;
   if (v != nullptr) {
-    if (!v->is_number()) fail(key, "must be a number, got " + v->dump());
+    if (!v->is_number()) fail(key, "must be a number, got " + excerpt(v->dump()));
     r = v->get<double>();
     if (!std::isfinite(r)) fail(key, "must be finite");
   }
@@ -143,7 +144,7 @@ bool ConfigReader::boolean(const std::string& key, bool def) {
   const nlohmann::json* v = get(key);
   bool r = def;
   if (v != nullptr) {
-    if (!v->is_boolean()) fail(key, "must be true or false, got " + v->dump());
+    if (!v->is_boolean()) fail(key, "must be true or false, got " + excerpt(v->dump()));
     r = v->get<bool>();
   }
   out_[key] = r;
@@ -154,7 +155,7 @@ std::string ConfigReader::string(const std::string& key, const std::string& def)
   const nlohmann::json* v = get(key);
   std::string r = def;
   if (v != nullptr) {
-    if (!v->is_string()) fail(key, "must be a string, got " + v->dump());
+    if (!v->is_string()) fail(key, "must be a string, got " + excerpt(v->dump()));
     r = v->get<std::string>();
   }
   out_[key] = r;

@@ -45,7 +45,9 @@ class ConfigReader {
   // Accepts `key` as harmless (copied to resolved() as given, when present).
   void accept(const std::string& key);
 
-  // Throws "<spec>: config.json key '<key>' <what>".
+  // Throws "<spec>: config.json key '<key>' <what>", the key as an excerpt (io/excerpt.h): a key
+  // or value quoted from the file is at most a short excerpt, so that `what` quotes values
+  // through excerpt() too.
   [[noreturn]] void fail(const std::string& key, const std::string& what) const;
   // The checks every family's shape gets: a dimension `v` read from `key` is in [1, 2^31 - 1]
   // (it indexes as an int32); the exact parameter count `params` is at most 2^58 (its bytes of

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "io/json_input.h"
 #include "io/output_file.h"
 #include "io/safetensors.h"
@@ -83,7 +84,7 @@ int64_t parse_shard_size(const std::string& text, const std::string& flag) {
     }
   }
   auto bad = [&] {
-    return Error(detail::concat(flag, " '", text,
+    return Error(detail::concat(flag, " '", excerpt(text),
                                 "': not a size (bytes, or a number with KB, MB, GB, TB, KiB, "
                                 "MiB, GiB or TiB, e.g. 5GB, 500MB)"));
   };
@@ -98,7 +99,7 @@ int64_t parse_shard_size(const std::string& text, const std::string& flag) {
   } catch (const std::exception&) {
     throw bad();
   }
-  SNUG_CHECK(std::isfinite(v) && v >= 1.0 && v < 9.0e18, flag, " '", text,
+  SNUG_CHECK(std::isfinite(v) && v >= 1.0 && v < 9.0e18, flag, " '", excerpt(text),
              "' is out of range (at least 1 byte)");
   return static_cast<int64_t>(v);
 }

@@ -24,6 +24,7 @@ namespace fs = std::filesystem;
 
 constexpr const char* kIndex = "model.safetensors.index.json";
 constexpr const char* kSingle = "model.safetensors";
+constexpr size_t kMaxShardName = 255;  // NAME_MAX of Linux file systems
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
@@ -46,6 +47,10 @@ std::map<std::string, std::string> read_index(const fs::path& index) {
     SNUG_CHECK(!f.empty() && f.find('/') == std::string::npos && f != "." && f != "..", what,
                ": weight_map['", excerpt(name), "'] = '", excerpt(f),
                "' is not a file name in the folder");
+    // Longer than a file name can be (NAME_MAX): it cannot name a shard, and every message about
+    // the shard would quote its path whole.
+    SNUG_CHECK(f.size() <= kMaxShardName, what, ": weight_map['", excerpt(name), "'] = '",
+               excerpt(f), "' is longer than a file name can be (", kMaxShardName, " bytes)");
     map.emplace(name, f);
   }
   SNUG_CHECK(!map.empty(), what, ": the weight_map is empty");
@@ -86,7 +91,8 @@ WeightFiles weight_files(const std::string& path) {
 
 std::string list_names(const std::vector<std::string>& names) {
   std::string list;
-  for (size_t i = 0; i < names.size() && i < 5; ++i) list += (i ? ", '" : "'") + names[i] + "'";
+  for (size_t i = 0; i < names.size() && i < 5; ++i)
+    list += (i ? ", '" : "'") + excerpt(names[i]) + "'";
   if (names.size() > 5) list += ", ...";
   return list;
 }
@@ -143,7 +149,7 @@ HfLoadReport load_hf_weights(Model& model, const std::string& path, const HfWeig
       if (!wf.index.empty()) {
         const auto it = wf.index.find(name);
         SNUG_CHECK(it != wf.index.end() && it->second == wf.files[fi], wf.files[fi], ": tensor '",
-                   name, "' is not mapped to this shard by ", kIndex);
+                   excerpt(name), "' is not mapped to this shard by ", kIndex);
       }
       const std::string& pre = rules.optional_prefix;
       Parameter* p = find_parameter(model, name, rules);
@@ -170,7 +176,7 @@ HfLoadReport load_hf_weights(Model& model, const std::string& path, const HfWeig
         std::find(report.unused.begin(), report.unused.end(), name) == report.unused.end()) {
       bool ignored = false;
       for (const std::string& s : rules.ignored_suffixes) ignored = ignored || ends_with(name, s);
-      SNUG_CHECK(ignored, file, ": no tensor '", name, "', which ", kIndex, " maps to it");
+      SNUG_CHECK(ignored, file, ": no tensor '", excerpt(name), "', which ", kIndex, " maps to it");
     }
   }
   SNUG_CHECK(unexpected.empty(), path, ": ", unexpected.size(), " tensor(s) that ", desc,
@@ -194,10 +200,12 @@ HfLoadReport load_hf_weights(Model& model, const std::string& path, const HfWeig
       const Source& s = src->second;
       if (!f) f = std::make_unique<SafetensorsFile>(wf.files[fi]);
       const SafetensorsFile::Info& inf = f->info(s.name);
-      SNUG_CHECK(inf.shape == p->shape(), wf.files[fi], ": tensor '", s.name, "' has shape ",
-                 shape_str(inf.shape), ", ", desc, " needs ", shape_str(p->shape()));
+      SNUG_CHECK(inf.shape == p->shape(), wf.files[fi], ": tensor '", excerpt(s.name),
+                 "' has shape ", shape_str(inf.shape), ", ", desc, " needs ",
+                 shape_str(p->shape()));
       SNUG_CHECK(inf.dtype == "F32" || inf.dtype == "F16" || inf.dtype == "BF16", wf.files[fi],
-                 ": tensor '", s.name, "' is ", inf.dtype, "; weights must be F32, F16 or BF16");
+                 ": tensor '", excerpt(s.name), "' is ", inf.dtype,
+                 "; weights must be F32, F16 or BF16");
       if (!p->quantized()) {
         f->read_into(s.name, p->value);
         check_finite(p->value, wf.files[fi], s.name);
@@ -222,7 +230,8 @@ HfLoadReport load_hf_weights(Model& model, const std::string& path, const HfWeig
     const SafetensorsFile emb(wf.files[s.file]);
     SNUG_CHECK(head.info(rules.tied_name).shape == emb.info(s.name).shape &&
                    head.read_f32(rules.tied_name) == emb.read_f32(s.name),
-               path, ": '", rules.tied_name, "' differs from '", s.name, "'; ", rules.tie_note);
+               path, ": '", rules.tied_name, "' differs from '", excerpt(s.name), "'; ",
+               rules.tie_note);
   }
   return report;
 }

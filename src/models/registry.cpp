@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "io/json_input.h"
 #include "models/config_override.h"
 
@@ -85,7 +86,7 @@ ModelTask parse_task(const std::string& name, const std::string& where) {
   for (ModelTask t :
        {ModelTask::causal_lm, ModelTask::masked_lm, ModelTask::sequence_classification})
     if (name == task_name(t)) return t;
-  throw Error(detail::concat(where, ": unknown task '", name,
+  throw Error(detail::concat(where, ": unknown task '", excerpt(name),
                              "' (causal-lm, masked-lm or sequence-classification)"));
 }
 
@@ -111,7 +112,7 @@ std::string supported_types() {
 const Architecture& architecture(const std::string& model_type, const std::string& where) {
   for (const Architecture* a : architectures())
     if (model_type == a->model_type) return *a;
-  throw Error(detail::concat(where, where.empty() ? "" : ": ", "model_type '", model_type,
+  throw Error(detail::concat(where, where.empty() ? "" : ": ", "model_type '", excerpt(model_type),
                              "' is not supported yet (supported: ", supported_types(), ")"));
 }
 
@@ -160,7 +161,7 @@ ModelConfig resolve_model(const std::string& spec, const ModelShapeOverrides& o,
       std::string names;
       for (const std::string& n : model_preset_names())
         names += std::string(names.empty() ? "" : ", ") + n;
-      throw Error("unknown model '" + spec + "': not a preset (" + names +
+      throw Error("unknown model '" + excerpt(spec) + "': not a preset (" + names +
                   "), a config.json file or a Hugging Face model folder");
     }
     std::string config_path = spec;

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "io/excerpt.h"
 
 namespace snug {
 
@@ -30,7 +31,8 @@ std::vector<std::string> parse_target_modules(const std::string& text) {
         text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const size_t b = key.find_first_not_of(' '), e = key.find_last_not_of(' ');
     key = b == std::string::npos ? std::string() : key.substr(b, e - b + 1);
-    SNUG_CHECK(!key.empty(), "--target-modules '", text, "': empty module name in the list");
+    SNUG_CHECK(!key.empty(), "--target-modules '", excerpt(text),
+               "': empty module name in the list");
     keys.push_back(key);
     if (comma == std::string::npos) break;
     start = comma + 1;

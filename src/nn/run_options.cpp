@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 
 namespace snug {
 
@@ -28,27 +29,28 @@ CheckpointConfig parse_checkpoint_policy(const std::string& text, int64_t n_laye
     const std::string num = text.substr(prefix.size());
     char* end = nullptr;
     const long k = std::strtol(num.c_str(), &end, 10);
-    SNUG_CHECK(!num.empty() && end && *end == '\0' && k >= 1, "--checkpoint-policy '", text,
-               "': K must be a positive integer");
+    SNUG_CHECK(!num.empty() && end && *end == '\0' && k >= 1, "--checkpoint-policy '",
+               excerpt(text), "': K must be a positive integer");
     c.policy = CheckpointPolicy::every_k;
     c.every_k = k;
     return c;
   }
-  throw Error(detail::concat("--checkpoint-policy: unknown policy '", text,
+  throw Error(detail::concat("--checkpoint-policy: unknown policy '", excerpt(text),
                              "' (known: every-layer, every-k:K, sqrt, selective)"));
 }
 
 LogitsMode parse_logits_mode(const std::string& text) {
   if (text == "chunked") return LogitsMode::chunked;
   if (text == "full") return LogitsMode::full;
-  throw Error(detail::concat("--logits: unknown mode '", text, "' (known: chunked, full)"));
+  throw Error(
+      detail::concat("--logits: unknown mode '", excerpt(text), "' (known: chunked, full)"));
 }
 
 AttentionImpl parse_attention_impl(const std::string& text) {
   if (text == "flash") return AttentionImpl::flash;
   if (text == "naive") return AttentionImpl::naive;
-  throw Error(
-      detail::concat("--attention: unknown implementation '", text, "' (known: flash, naive)"));
+  throw Error(detail::concat("--attention: unknown implementation '", excerpt(text),
+                             "' (known: flash, naive)"));
 }
 
 ComputeDType parse_compute_dtype(bool fp16, bool bf16) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "optim/adafactor.h"
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
@@ -105,7 +106,8 @@ const OptimizerEntry& optimizer_entry(const std::string& name) {
     if (!known.empty()) known += ", ";
     known += n;
   }
-  throw Error(detail::concat("--optim: unknown optimizer '", name, "' (known: ", known, ")"));
+  throw Error(
+      detail::concat("--optim: unknown optimizer '", excerpt(name), "' (known: ", known, ")"));
 }
 
 namespace {

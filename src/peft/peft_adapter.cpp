@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "io/finite.h"
 #include "io/json_input.h"
 #include "io/safetensors.h"
@@ -53,6 +54,11 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
+// The adapter's target_modules for a message: the file's list can be nearly a megabyte.
+std::string targets_shown(const std::vector<std::string>& v) {
+  return excerpt(joined(v));
+}
+
 }  // namespace
 
 PeftAdapterConfig read_peft_adapter_config(const std::string& dir) {
@@ -78,20 +84,20 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir) {
   auto get = [&](const char* key) { return j.contains(key) ? j[key] : nlohmann::json(); };
 
   const nlohmann::json type = get("peft_type");
-  SNUG_CHECK(type.is_null() || type == "LORA", where, ": peft_type ", type.dump(),
+  SNUG_CHECK(type.is_null() || type == "LORA", where, ": peft_type ", excerpt(type.dump()),
              ": only LoRA adapters are read (\"LORA\")");
   const nlohmann::json task = get("task_type");
-  SNUG_CHECK(task.is_null() || task == "CAUSAL_LM", where, ": task_type ", task.dump(),
+  SNUG_CHECK(task.is_null() || task == "CAUSAL_LM", where, ": task_type ", excerpt(task.dump()),
              ": snug generate reads causal LM adapters (\"CAUSAL_LM\")");
   const nlohmann::json bias = get("bias");
-  SNUG_CHECK(bias.is_null() || bias == "none", where, ": bias ", bias.dump(),
+  SNUG_CHECK(bias.is_null() || bias == "none", where, ": bias ", excerpt(bias.dump()),
              ": only \"none\" is supported (the adapter would train the base's biases)");
   for (const Unsupported& u : kUnsupported)
-    SNUG_CHECK(neutral(get(u.key)), where, ": ", u.key, " ", get(u.key).dump(), ": ", u.what,
-               " is not supported");
+    SNUG_CHECK(neutral(get(u.key)), where, ": ", u.key, " ", excerpt(get(u.key).dump()), ": ",
+               u.what, " is not supported");
 
   const nlohmann::json r = get("r");
-  SNUG_CHECK(r.is_number_integer() && r.get<int64_t>() > 0, where, ": r ", r.dump(),
+  SNUG_CHECK(r.is_number_integer() && r.get<int64_t>() > 0, where, ": r ", excerpt(r.dump()),
              ": the rank must be a positive integer");
   a.r = r.get<int64_t>();
   // The ranges of --lora-r and --lora-alpha (train/flag_table.cpp): lora_alpha 1e38 made the
@@ -100,28 +106,28 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir) {
   SNUG_CHECK(in_range(NumberValue{.i = a.r}, r_range), where, ": r ", a.r,
              " is out of range: the rank is ", r_range.describe());
   const nlohmann::json alpha = get("lora_alpha");
-  SNUG_CHECK(alpha.is_number(), where, ": lora_alpha ", value_excerpt(alpha.dump()),
+  SNUG_CHECK(alpha.is_number(), where, ": lora_alpha ", excerpt(alpha.dump()),
              ": must be a number");
   a.alpha = alpha.get<double>();
   const NumberRange& alpha_range = *flag_for_key("lora_alpha").range;
   SNUG_CHECK(in_range(NumberValue{.d = a.alpha}, alpha_range), where, ": lora_alpha ",
              format_number(a.alpha), " is out of range: lora_alpha is ", alpha_range.describe());
   const nlohmann::json rs = get("use_rslora");
-  SNUG_CHECK(rs.is_null() || rs.is_boolean(), where, ": use_rslora ", rs.dump(),
+  SNUG_CHECK(rs.is_null() || rs.is_boolean(), where, ": use_rslora ", excerpt(rs.dump()),
              ": must be true or false");
   a.use_rslora = rs.is_boolean() && rs.get<bool>();
   const nlohmann::json fifo = get("fan_in_fan_out");
-  SNUG_CHECK(fifo.is_null() || fifo.is_boolean(), where, ": fan_in_fan_out ", fifo.dump(),
+  SNUG_CHECK(fifo.is_null() || fifo.is_boolean(), where, ": fan_in_fan_out ", excerpt(fifo.dump()),
              ": must be true or false");
   const nlohmann::json targets = get("target_modules");
-  SNUG_CHECK(!targets.is_string(), where, ": target_modules ", targets.dump(),
+  SNUG_CHECK(!targets.is_string(), where, ": target_modules ", excerpt(targets.dump()),
              ": a regular expression is not supported; give the module names as a list");
-  SNUG_CHECK(targets.is_array() && !targets.empty(), where, ": target_modules ", targets.dump(),
-             ": must be a non-empty list of module names");
+  SNUG_CHECK(targets.is_array() && !targets.empty(), where, ": target_modules ",
+             excerpt(targets.dump()), ": must be a non-empty list of module names");
   for (const nlohmann::json& t : targets) {
     SNUG_CHECK(t.is_string() && !t.get<std::string>().empty() &&
                    t.get<std::string>().find(',') == std::string::npos,
-               where, ": target_modules entry ", t.dump(), ": must be a module name");
+               where, ": target_modules entry ", excerpt(t.dump()), ": must be a module name");
     a.target_modules.push_back(t.get<std::string>());
   }
   return a;
@@ -151,8 +157,8 @@ void adopt_peft_adapter(TrainingArguments& args, const PeftAdapterConfig& a,
     std::sort(theirs.begin(), theirs.end());
     mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
     theirs.erase(std::unique(theirs.begin(), theirs.end()), theirs.end());
-    conflict("target_modules", mine != theirs, shell_word(args.target_modules),
-             "target_modules " + joined(a.target_modules));
+    conflict("target_modules", mine != theirs, excerpt(shell_word(args.target_modules)),
+             "target_modules " + targets_shown(a.target_modules));
   }
   args.lora_r = a.r;
   args.lora_alpha = a.alpha;
@@ -181,9 +187,9 @@ std::string load_peft_adapter(Model& model, const TrainingArguments& args,
   for (const std::string& name : f.names()) {
     const bool prefixed = name.rfind(kPeftPrefix, 0) == 0;
     Parameter* p = prefixed ? model.find(name.substr(std::string(kPeftPrefix).size())) : nullptr;
-    SNUG_CHECK(p != nullptr && adapters.count(p) != 0, path, ": tensor '", name,
+    SNUG_CHECK(p != nullptr && adapters.count(p) != 0, path, ": tensor '", excerpt(name),
                "' is not a LoRA weight of ", name_of_model, " with target_modules ",
-               joined(a.target_modules), " (PEFT's names: ", kPeftPrefix,
+               targets_shown(a.target_modules), " (PEFT's names: ", kPeftPrefix,
                "<module>.lora_A.weight and .lora_B.weight)");
     const SafetensorsFile::Info& inf = f.info(name);
     SNUG_CHECK(inf.dtype == "F32" || inf.dtype == "F16" || inf.dtype == "BF16", path, ": tensor '",
@@ -201,8 +207,8 @@ std::string load_peft_adapter(Model& model, const TrainingArguments& args,
   for (const LoraAdapter& ad : model.lora_adapters())
     for (const Parameter* p : {ad.A, ad.B})
       SNUG_CHECK(loaded.count(p) != 0, path, ": no tensor '", kPeftPrefix, p->name,
-                 "': target_modules ", joined(a.target_modules), " (", a.config_path, ") adapt ",
-                 ad.module, " of ", name_of_model);
+                 "': target_modules ", targets_shown(a.target_modules), " (", a.config_path,
+                 ") adapt ", ad.module, " of ", name_of_model);
   return detail::concat("the adapter ", a.dir, " (", model.lora_adapters().size(),
                         " LoRA modules, r=", a.r, ")");
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "io/output_file.h"
 #include "io/safetensors.h"
 #include "models/registry.h"
@@ -60,8 +61,8 @@ void check_run_config(const nlohmann::json& saved, const TrainingArguments& args
                    const std::string& config_key) {
     if (!s.contains(key) || !m.contains(key) || !differs(s[key], m[key], key)) return;
     const std::string flag = flag_for_key(config_key).name();
-    SNUG_CHECK(false, state_path, ": the run was trained with ", flag, " ", s[key].dump(),
-               " but this export has ", flag, " ", m[key].dump(),
+    SNUG_CHECK(false, state_path, ": the run was trained with ", flag, " ", excerpt(s[key].dump()),
+               " but this export has ", flag, " ", excerpt(m[key].dump()),
                "; pass `snug export` the flags of the run");
   };
   for (const char* key : {"model", "config_override", "lora_r", "lora_alpha", "use_rslora",
@@ -90,18 +91,18 @@ int64_t load_values_by_name(Model& model, const std::string& path) {
   std::set<const Parameter*> loaded;
   for (const std::string& name : f.names()) {
     Parameter* p = model.find(name);
-    SNUG_CHECK(p != nullptr, path, ": tensor '", name, "' is not a parameter of ", name_of_model,
-               model.lora_adapters().empty() ? "" : " with these LoRA adapters",
+    SNUG_CHECK(p != nullptr, path, ": tensor '", excerpt(name), "' is not a parameter of ",
+               name_of_model, model.lora_adapters().empty() ? "" : " with these LoRA adapters",
                "; give the flags of the run that wrote it (--model, --lora-r, --target-modules)");
-    SNUG_CHECK(!p->quantized(), path, ": tensor '", name,
+    SNUG_CHECK(!p->quantized(), path, ": tensor '", excerpt(name),
                "' is stored there, but this model keeps it quantized (--load-in-8bit/"
                "--load-in-4bit); give the flags of the run that wrote it");
     const SafetensorsFile::Info& inf = f.info(name);
-    SNUG_CHECK(inf.shape == p->value.shape(), path, ": tensor '", name, "' has shape ",
+    SNUG_CHECK(inf.shape == p->value.shape(), path, ": tensor '", excerpt(name), "' has shape ",
                shape_str(inf.shape), ", ", name_of_model, " needs ", shape_str(p->value.shape()),
                " (--lora-r, --model and the shape flags must be the run's)");
     SNUG_CHECK(inf.dtype == "F32" || inf.dtype == "F16" || inf.dtype == "BF16", path, ": tensor '",
-               name, "' is ", inf.dtype, "; weights must be F32, F16 or BF16");
+               excerpt(name), "' is ", inf.dtype, "; weights must be F32, F16 or BF16");
     f.read_into(name, p->value);
     loaded.insert(p);
   }

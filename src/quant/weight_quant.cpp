@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/host_staging.h"
+#include "io/excerpt.h"
 #include "kernels/op_table.h"
 
 namespace snug {
@@ -210,7 +211,7 @@ quant::StorageBytes weight_quant_bytes(int64_t numel, const WeightQuantConfig& c
 quant::Format parse_4bit_quant_type(const std::string& s) {
   if (s == "nf4") return quant::Format::nf4;
   if (s == "fp4") return quant::Format::fp4;
-  throw Error(detail::concat("--bnb-4bit-quant-type must be nf4 or fp4, got '", s, "'"));
+  throw Error(detail::concat("--bnb-4bit-quant-type must be nf4 or fp4, got '", excerpt(s), "'"));
 }
 
 }  // namespace snug

@@ -63,9 +63,19 @@ std::string memory_timeline_svg(const Timeline& t, const MemoryPlotOptions& opts
   for (const TimelineEvent& e : t.events) steps.insert(e.step);
   const int64_t step = opts.step >= 0 ? opts.step : (steps.empty() ? 0 : *steps.rbegin());
   if (!steps.count(step)) {
+    // The first few steps and the count: a timeline read from a file can hold any number.
+    constexpr size_t kListed = 8;
     std::string have;
-    for (int64_t s : steps) have += (have.empty() ? "" : ", ") + std::to_string(s);
-    throw Error(detail::concat("memory timeline has no events in step ", step,
+    size_t listed = 0;
+    for (int64_t s : steps) {
+      if (listed++ == kListed) {
+        have += ", ... (" + std::to_string(steps.size()) + " steps)";
+        break;
+      }
+      have += (have.empty() ? "" : ", ") + std::to_string(s);
+    }
+    throw Error(detail::concat(t.source.empty() ? "" : t.source + ": ",
+                               "memory timeline has no events in step ", step,
                                " (steps present: ", have.empty() ? "none" : have, ")"));
   }
 

@@ -21,7 +21,8 @@ struct MemoryPlotOptions {
   std::string title;  // empty: "live memory by category, step N"
 };
 
-// Throws snug::Error when the timeline has no events of the chosen step (naming the steps it has).
+// Throws snug::Error when the timeline has no events of the chosen step, naming t.source and the
+// first 8 steps it has (and their count, when there are more).
 std::string memory_timeline_svg(const Timeline& t, const MemoryPlotOptions& opts);
 
 }  // namespace snug

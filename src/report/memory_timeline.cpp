@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 
 namespace snug {
 
@@ -11,6 +12,15 @@ namespace {
 
 bool starts_with(const std::string& s, const char* prefix) {
   return s.rfind(prefix, 0) == 0;
+}
+
+// The category named `name` in event `seq` of `source`; an unknown name is quoted as an excerpt
+// (core's parse_category would quote it whole).
+Category timeline_category(const std::string& name, int64_t seq, const std::string& source) {
+  for (int i = 0; i < kNumCategories; ++i)
+    if (name == category_name(category_at(i))) return category_at(i);
+  throw Error(
+      detail::concat(source, ": event ", seq, ": unknown memory category '", excerpt(name), "'"));
 }
 
 // N of a "step N ..." label, or -1.
@@ -104,6 +114,7 @@ Timeline parse_timeline_json(const nlohmann::json& j, const std::string& source)
              "with --memory-timeline)");
   SNUG_CHECK(j.contains("events") && j["events"].is_array(), source, ": no \"events\" array");
   Timeline t;
+  t.source = source;
   try {
     t.peak_bytes = j.at("peak_bytes").get<int64_t>();
     t.peak_phase = j.value("peak_phase", "");
@@ -115,10 +126,10 @@ Timeline parse_timeline_json(const nlohmann::json& j, const std::string& source)
       ev.time_s = e.value("time_s", 0.0);
       const std::string action = e.at("action").get<std::string>();
       SNUG_CHECK(action == "alloc" || action == "free", source, ": event ", ev.seq,
-                 ": action must be alloc or free, got '", action, "'");
+                 ": action must be alloc or free, got '", excerpt(action), "'");
       const int64_t bytes = e.at("bytes").get<int64_t>();
       ev.delta = action == "alloc" ? bytes : -bytes;
-      ev.category = parse_category(e.at("category").get<std::string>());
+      ev.category = timeline_category(e.at("category").get<std::string>(), ev.seq, source);
       ev.step = e.at("step").get<int64_t>();
       ev.phase = e.at("phase").get<std::string>();
       ev.label = e.value("label", "");

@@ -56,6 +56,7 @@ struct Timeline {
   std::string peak_phase;
   int64_t steps = 0;
   std::string run;
+  std::string source;  // the file it was read from, for messages ("" when built in memory)
 };
 // Reads what timeline_json wrote; throws snug::Error naming `source` and the bad key or event.
 Timeline parse_timeline_json(const nlohmann::json& j, const std::string& source);

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/memory.h"
+#include "io/excerpt.h"
 #include "io/safetensors.h"
 #include "io/svg.h"
 #include "nn/init.h"
@@ -153,7 +154,7 @@ bool method_has_blocks(const std::string& name) {
 
 Method make_method(const std::string& name, std::optional<int64_t> block) {
   const MethodSpec* s = find_spec(name);
-  SNUG_CHECK(s, "unknown method '", name, "' (", join(method_names()), ", or all)");
+  SNUG_CHECK(s, "unknown method '", excerpt(name), "' (", join(method_names()), ", or all)");
   if (block) {
     SNUG_CHECK(*block > 0, "--block-size must be positive, got ", *block);
     SNUG_CHECK(s->blocks, "--block-size does not apply to ", name,
@@ -182,7 +183,7 @@ int64_t ValueSet::numel() const {
 }
 
 ValueSet synthetic_values(const std::string& kind, int64_t count, uint64_t seed) {
-  SNUG_CHECK(kind == "normal" || kind == "outliers", "--synthetic '", kind,
+  SNUG_CHECK(kind == "normal" || kind == "outliers", "--synthetic '", excerpt(kind),
              "': expected normal or outliers");
   constexpr int64_t kMaxCount = int64_t{1} << 30;  // 4 GiB of floats before any method runs
   SNUG_CHECK(count > 0 && count <= kMaxCount, "--count ", count, " is out of range (1 to ",
@@ -214,9 +215,15 @@ ValueSet file_values(const std::string& path, const std::string& tensor) {
   ValueSet v;
   v.name = path;
   if (!tensor.empty()) {
-    SNUG_CHECK(f.contains(tensor), path, " has no tensor '", tensor, "'; available: ", join(names));
+    // The file's names, a few of them: a file can hold any number, each of any length.
+    std::string available;
+    for (size_t i = 0; i < names.size() && i < 8; ++i)
+      available += (i ? ", " : "") + excerpt(names[i]);
+    if (names.size() > 8) available += ", ... (" + std::to_string(names.size()) + " tensors)";
+    SNUG_CHECK(f.contains(tensor), path, " has no tensor '", excerpt(tensor),
+               "'; available: ", available);
     const std::string& dtype = f.info(tensor).dtype;
-    SNUG_CHECK(is_float_dtype(dtype), path, ": tensor '", tensor, "' is ", dtype,
+    SNUG_CHECK(is_float_dtype(dtype), path, ": tensor '", excerpt(tensor), "' is ", dtype,
                "; snug quantize reads float tensors (F32, F16, BF16, F64)");
     v.name += ":" + tensor;
   }

@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "io/disk_space.h"
+#include "io/excerpt.h"
 #include "io/finite.h"
 #include "io/fnv1a.h"
 #include "io/safetensors.h"
@@ -376,8 +377,8 @@ CheckpointState load_checkpoint(const std::string& dir, Model& model, Optimizer&
   CheckpointState st = ts;  // the resume's part of the document
   const int64_t opt_steps = ts.optimizer_steps;
   const nlohmann::json& extra = ts.optimizer_extra;
-  SNUG_CHECK(st.optimizer == optimizer.name(), state_path, ": saved with --optim ", st.optimizer,
-             ", cannot resume with --optim ", optimizer.name());
+  SNUG_CHECK(st.optimizer == optimizer.name(), state_path, ": saved with --optim ",
+             excerpt(st.optimizer), ", cannot resume with --optim ", optimizer.name());
 
   {
     const SafetensorsFile f((d / kModelFile).string());

@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 
 namespace snug {
 
@@ -45,7 +46,7 @@ int64_t apply_freeze(const ParameterList& params, const std::vector<std::string>
         frozen[i] = true;
         any = true;
       }
-    SNUG_CHECK(any, "--freeze '", pat, "' matches no parameter (", params.size(),
+    SNUG_CHECK(any, "--freeze '", excerpt(pat), "' matches no parameter (", params.size(),
                " parameters, named like ", example_names(params),
                "; a pattern with * ? [ ] must match the whole name)");
   }

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/host_staging.h"
+#include "io/excerpt.h"
 #include "quant/weight_quant.h"
 
 namespace snug {
@@ -70,7 +71,7 @@ void load_quantized_base(const std::string& path, Model& model) {
   const auto& meta = f.metadata();
   const auto it = meta.find("quantization");
   const std::string have = it == meta.end() ? "(none recorded)" : it->second;
-  SNUG_CHECK(have == want, path, ": the base was stored quantized as ", have,
+  SNUG_CHECK(have == want, path, ": the base was stored quantized as ", excerpt(have),
              ", this run quantizes it as ", want,
              " (--load-in-8bit/--load-in-4bit, --bnb-4bit-quant-type and "
              "--bnb-4bit-use-double-quant must be the run's)");

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 
 namespace snug {
 
@@ -36,6 +37,7 @@ constexpr Field kFields[] = {
     {"model_files.tokenizer", "--model/--tokenizer (tokenizer.json)"},
     {"model_files.tokenizer_config", "--model/--tokenizer (tokenizer_config.json)"},
     {"model_files.special_tokens_map", "--model/--tokenizer (special_tokens_map.json)"},
+    {"model_files.weights", "--model (its weight shards)"},
     {"data.source", "--data"},
     {"data.fnv1a64", "--data"},
     {"seq_len", "--seq-len"},
@@ -71,11 +73,15 @@ const std::set<std::string> kNotConfigChanges = {
     "resume_from", "init_from", "report_json"};
 // clang-format on
 
-// A value of a record for a message: records come from files (untrusted), so long values are cut.
+// A value of a record for a message: records come from files (untrusted), so long values are
+// quoted as an excerpt (io/excerpt.h).
 std::string shown(const nlohmann::json& v) {
-  std::string s = v.dump();
-  if (s.size() > 80) s = s.substr(0, 77) + "...";
-  return s;
+  return excerpt(v.dump(), 80);
+}
+
+// A string of a record as it is (an excerpt), anything else as shown().
+std::string shown_text(const nlohmann::json& v) {
+  return v.is_string() ? excerpt(v.get<std::string>()) : shown(v);
 }
 
 // record["a.b"] for a dotted key (a missing field is null).
@@ -92,11 +98,56 @@ nlohmann::json field(const nlohmann::json& record, const std::string& key) {
   }
 }
 
-// A checkpoint of an earlier snug has no "model_files" record: those fields are not compared.
+// A checkpoint of an earlier snug has no "model_files" record, or one without "weights" (it
+// recorded the weights by a hash of every byte, under started_from): those fields are not
+// compared.
 bool compared(const Field& f, const nlohmann::json& a, const nlohmann::json& b) {
   const std::string key = f.key;
   if (key.rfind("model_files.", 0) != 0) return true;
-  return a.is_object() && b.is_object() && a.contains("model_files") && b.contains("model_files");
+  const bool both = a.is_object() && b.is_object() && a.contains("model_files") &&
+                    b.contains("model_files") && a["model_files"].is_object() &&
+                    b["model_files"].is_object();
+  if (!both || key != "model_files.weights") return both;
+  return a["model_files"].contains("weights") && b["model_files"].contains("weights");
+}
+
+// The first shard of `saved` that differs in `now` (two lists of {name, size, header_fnv1a64}),
+// said as "weight shard NAME: ..."; "" when the lists are not both such lists (the record is the
+// file's: the generic message shows it).
+std::string shard_change(const nlohmann::json& saved, const nlohmann::json& now) {
+  auto valid = [](const nlohmann::json& list) {
+    if (!list.is_array()) return false;
+    for (const nlohmann::json& s : list)
+      if (!s.is_object() || !s.contains("name") || !s["name"].is_string()) return false;
+    return true;
+  };
+  if (!valid(saved) || !valid(now)) return "";
+  auto find = [](const nlohmann::json& list, const nlohmann::json& name) -> const nlohmann::json* {
+    for (const nlohmann::json& s : list)
+      if (s["name"] == name) return &s;
+    return nullptr;
+  };
+  auto value = [](const nlohmann::json& s, const char* key) {
+    return s.contains(key) ? s[key] : nlohmann::json();
+  };
+  for (const nlohmann::json& a : saved) {
+    const std::string name = "weight shard " + excerpt(a["name"].get<std::string>()) + ": ";
+    const nlohmann::json* b = find(now, a["name"]);
+    if (b == nullptr) return name + "no longer in the folder";
+    if (value(a, "size") != value(*b, "size"))
+      return name + shown(value(a, "size")) + " bytes, now " + shown(value(*b, "size"));
+    if (value(a, "header_fnv1a64") != value(*b, "header_fnv1a64"))
+      return name + "its safetensors header differs (fnv1a64 " +
+             shown_text(value(a, "header_fnv1a64")) + ", now " +
+             shown_text(value(*b, "header_fnv1a64")) +
+             "): a tensor renamed, retyped, reshaped or moved";
+    if (a != *b) return name + "its record differs";
+  }
+  for (const nlohmann::json& b : now)
+    if (find(saved, b["name"]) == nullptr)
+      return "weight shard " + excerpt(b["name"].get<std::string>()) +
+             ": not in the checkpoint's run";
+  return "";
 }
 
 }  // namespace
@@ -106,10 +157,16 @@ void check_same_run(const nlohmann::json& saved, const nlohmann::json& current,
   for (const Field& f : kFields) {
     if (!compared(f, saved, current)) continue;
     const nlohmann::json a = field(saved, f.key), b = field(current, f.key);
-    SNUG_CHECK(a == b, where, ": the checkpoint's run has ", f.key, " ", shown(a), ", this run ",
-               shown(b), " (", f.flag,
-               "); resuming would continue from a state that does not fit it. Give the run's ",
-               f.flag, ", or start a new run");
+    if (a == b) continue;
+    const std::string shards =
+        std::string(f.key) == "model_files.weights" ? shard_change(a, b) : std::string();
+    const std::string differs = shards.empty()
+                                    ? detail::concat(shown(a), ", this run ", shown(b))
+                                    : detail::concat("that differ from this run's: ", shards);
+    throw Error(detail::concat(
+        where, ": the checkpoint's run has ", f.key, " ", differs, " (", f.flag,
+        "); resuming would continue from a state that does not fit it. Give the run's ", f.flag,
+        ", or start a new run"));
   }
 }
 

@@ -8,15 +8,23 @@
 //              and of the tokenizer's files (tokenizer.json, tokenizer_config.json,
 //              special_tokens_map.json; --tokenizer's, else the folder's): a config.json edited
 //              (rms_norm_eps, rope_theta) or merges changed between save and resume is another run
-//              (not compared with a checkpoint of an earlier snug, which has no such record)
+//              (not compared with a checkpoint of an earlier snug, which has no such record);
+//              and "weights", the folder's weight files, each shard as {name, size,
+//              header_fnv1a64} (the FNV-1a 64 of its 8-byte header length and JSON header, not of
+//              its data: a 7B folder's 14 GB are not read; a value changed inside the data with
+//              the header the same is not seen), or null without weights. A resume names the
+//              first shard whose size or header differs (not compared with a checkpoint written
+//              before this record, which has no "weights")
 //   data       source ("builtin", "dummy" or "file") and, for a file, its FNV-1a 64 content hash
 //   seq_len
 //   optimizer  --optim and every setting of its state (betas, epsilon, weight decay, momentum,
 //              8-bit embeddings, Adafactor's relative step, GaLore's rank, gap and scale)
 //   quantized base  its quantization (WeightQuantConfig::describe(), or null)
 //   seed       (fixes the data order and every random draw)
-//   started_from    --init-from's path and content hash, or null for the seeded initialization;
-//              a resumed run carries the record of the run it continues
+//   started_from    --init-from's path (or the --model folder's) and its shards as in
+//              model_files.weights, or null for the seeded initialization; a resumed run carries
+//              the record of the run it continues (a checkpoint of an earlier snug keeps its
+//              whole-file "fnv1a64" here)
 // A resume refuses any difference in these fields (check_same_run); every other setting of the
 // run's config may change, as the Hugging Face Trainer allows, and is reported (config_changes).
 #pragma once

@@ -8,6 +8,8 @@
 
 #include "core/dtype.h"
 #include "io/fnv1a.h"
+#include "io/safetensors_stamp.h"
+#include "models/hf_folder.h"
 #include "models/hf_weights.h"
 #include "train/flag_table.h"
 #include "train/model_setup.h"
@@ -32,11 +34,28 @@ uint64_t data_checksum(const std::string& path) {
   return h;
 }
 
-// The files beside the weights that change what a run computes without changing its weights
-// (issue 29, item 4): config.json (rms_norm_eps, rope_theta, ...), generation_config.json, and
-// the tokenizer's files (tokenizer.json's merges, tokenizer_config.json's chat template and
-// special tokens). By content hash, under keys without dots (run_record.cpp reads dotted keys).
-nlohmann::json model_files(const TrainingArguments& args, const ModelConfig& cfg) {
+// The safetensors files a weights path stands for (a file, or a folder's model.safetensors or the
+// shards its index lists), in load order, each by its name, size and header hash
+// (io/safetensors_stamp.h): what the record says of weights, without reading them.
+nlohmann::json weight_shards(const std::string& path) {
+  nlohmann::json shards = nlohmann::json::array();
+  for (const std::string& f : hf_weight_files(path)) {
+    const SafetensorsStamp s = safetensors_stamp(f);
+    shards.push_back({{"name", std::filesystem::path(f).filename().string()},
+                      {"size", s.size},
+                      {"header_fnv1a64", hex64(s.header_fnv1a64)}});
+  }
+  return shards;
+}
+
+// The files of the --model folder that change what a run computes (issue 29, item 4):
+// config.json (rms_norm_eps, rope_theta, ...), generation_config.json, the tokenizer's files
+// (tokenizer.json's merges, tokenizer_config.json's chat template and special tokens), by content
+// hash, and the weights, each shard by weight_shards (null for a folder without weights; kept
+// whether or not --init-from replaces them, so that the record of a resume, which takes no
+// --init-from, is the same). Under keys without dots (run_record.cpp reads dotted keys).
+nlohmann::json model_files(const TrainingArguments& args, const ModelConfig& cfg,
+                           const nlohmann::json& folder_weights) {
   namespace fs = std::filesystem;
   nlohmann::json files = nlohmann::json::object();
   std::error_code ec;
@@ -54,6 +73,7 @@ nlohmann::json model_files(const TrainingArguments& args, const ModelConfig& cfg
     add("tokenizer_config", tok.parent_path() / "tokenizer_config.json");
     add("special_tokens_map", tok.parent_path() / "special_tokens_map.json");
   }
+  files["weights"] = folder_weights;
   return files;
 }
 
@@ -79,7 +99,9 @@ nlohmann::json make_run_record(const TrainingArguments& args) {
   const bool file = args.data != "builtin" && args.data != "dummy";
   r["data"] = {{"source", file ? "file" : args.data},
                {"fnv1a64", file ? nlohmann::json(hex64(data_checksum(args.data))) : nullptr}};
-  r["model_files"] = model_files(args, cfg);
+  const bool folder_weights = !cfg.folder.empty() && hf_folder_has_weights(cfg.folder);
+  const nlohmann::json shards = folder_weights ? weight_shards(cfg.folder) : nlohmann::json();
+  r["model_files"] = model_files(args, cfg, shards);
   r["seq_len"] = args.seq_len;
   r["optimizer"] = {{"name", args.optim}};
   for (const TrainingFlag& f : training_flags())  // the optimizer's settings
@@ -88,22 +110,15 @@ nlohmann::json make_run_record(const TrainingArguments& args) {
   r["quantized_base"] = wq ? nlohmann::json(wq->resolved().describe()) : nullptr;
   r["seed"] = args.seed;
   // The starting weights (train/model_setup.h): --init-from's file or folder, or the --model
-  // folder's weights; a folder's checksum covers each weight file (models/hf_weights.h).
+  // folder's weights, each shard by weight_shards.
   const std::string weights = initial_weights_path(args, cfg);
   if (weights.empty()) {
     r["started_from"] = nullptr;
   } else {
-    uint64_t h = fnv1a64("");
-    if (std::filesystem::is_directory(weights)) {
-      for (const std::string& f : hf_weight_files(weights))
-        h = fnv1a64(
-            std::filesystem::path(f).filename().string() + ":" + hex64(fnv1a64_file(f)) + "\n", h);
-    } else {
-      h = fnv1a64_file(weights);
-    }
-    r["started_from"] = {{args.init_from.empty() ? "model_folder" : "init_from",
-                          std::filesystem::absolute(weights).string()},
-                         {"fnv1a64", hex64(h)}};
+    r["started_from"] = {
+        {args.init_from.empty() ? "model_folder" : "init_from",
+         std::filesystem::absolute(weights).string()},
+        {"shards", args.init_from.empty() && folder_weights ? shards : weight_shards(weights)}};
   }
   return r;
 }

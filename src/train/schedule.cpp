@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 
 namespace snug {
 
@@ -20,8 +21,8 @@ void validate_scheduler(const std::string& type) {
     if (!known.empty()) known += ", ";
     known += n;
   }
-  throw Error(
-      detail::concat("--lr-scheduler-type: unknown schedule '", type, "' (known: ", known, ")"));
+  throw Error(detail::concat("--lr-scheduler-type: unknown schedule '", excerpt(type),
+                             "' (known: ", known, ")"));
 }
 
 double lr_multiplier(const std::string& type, int64_t step, int64_t total, int64_t warmup) {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "io/fnv1a.h"
 #include "io/json_input.h"
 
@@ -124,7 +125,7 @@ TrainerState parse_trainer_state(std::string_view text, const std::string& path)
              ": unknown checksum_algorithm");
   st.files = f.object(j, "", "files");
   for (const auto& [name, rec] : st.files.items()) {
-    const std::string field = "files[\"" + name + "\"]";
+    const std::string field = "files[\"" + excerpt(name) + "\"]";  // the name is the file's
     SNUG_CHECK(rec.is_object(), path, ": ", field, " is not an object");
     SNUG_CHECK(f.integer(rec, field, "size") >= 0, path, ": ", field, ".size is negative");
     SNUG_CHECK(is_hex64(f.string(rec, field, "fnv1a64")), path, ": ", field,

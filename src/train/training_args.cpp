@@ -2,6 +2,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "kernels/backends.h"
 #include "kernels/gemm_path.h"
 #include "models/registry.h"
@@ -22,7 +23,7 @@ std::optional<DType> torch_storage(const std::string& name) {
   if (name == "bfloat16") return DType::bf16;
   if (name == "float16") return DType::f16;
   if (name == "float32") return DType::f32;
-  throw Error(detail::concat("--torch-dtype: unknown dtype '", name,
+  throw Error(detail::concat("--torch-dtype: unknown dtype '", excerpt(name),
                              "' (known: bfloat16, float16, float32)"));
 }
 
@@ -93,9 +94,10 @@ void TrainingArguments::validate() const {
   if (lora_r > 0) lora_config().validate();
   SNUG_CHECK(!(load_in_8bit && load_in_4bit), "--load-in-8bit and --load-in-4bit are exclusive");
   SNUG_CHECK(bnb_4bit_quant_type == "nf4" || bnb_4bit_quant_type == "fp4",
-             "--bnb-4bit-quant-type: unknown type '", bnb_4bit_quant_type, "' (known: nf4, fp4)");
+             "--bnb-4bit-quant-type: unknown type '", excerpt(bnb_4bit_quant_type),
+             "' (known: nf4, fp4)");
   SNUG_CHECK(bnb_4bit_compute_dtype == "fp32" || bnb_4bit_compute_dtype == "bf16",
-             "--bnb-4bit-compute-dtype: unknown dtype '", bnb_4bit_compute_dtype,
+             "--bnb-4bit-compute-dtype: unknown dtype '", excerpt(bnb_4bit_compute_dtype),
              "' (known: fp32, bf16)");
   SNUG_CHECK(!qlora || (load_in_4bit && lora_r > 0),
              "--qlora needs a 4-bit base with LoRA adapters (--load-in-4bit and --lora-r > 0)");
@@ -107,7 +109,7 @@ void TrainingArguments::validate() const {
   kernels::resolve_gemm_path(gemm_path);  // known, and available on this CPU
   // Known by name; whether it can be used here (a GPU, a CUDA build) is asked where the run
   // makes it: `plan --device cuda` needs no GPU.
-  SNUG_CHECK(is_device_name(device), "--device: unknown device '", device,
+  SNUG_CHECK(is_device_name(device), "--device: unknown device '", excerpt(device),
              "' (expected cpu, cuda, cuda:N or meta)");
   optimizer_entry(optim);  // throws the message listing the known names
   SNUG_CHECK(!(bf16_full && fp16),

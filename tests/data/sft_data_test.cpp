@@ -170,8 +170,8 @@ TEST(ModelTokenizer, RefusalsNameTheFile) {
                         "tokenizer.json does not exist"));
   chatml_folder(model, {{"eos_token", "<|not_a_token|>"}});
   EXPECT_TRUE(HasSubstr(error_message([&] { ModelTokenizer::load(model.file("")); }),
-                        "special token '<|not_a_token|>' (tokenizer_config.json) is not in the "
-                        "vocabulary"));
+                        "tokenizer_config.json: eos_token '<|not_a_token|>' is not in the "
+                        "vocabulary of "));
   chatml_folder(model, {{"chat_template", nullptr}});
   const ModelTokenizer tok = ModelTokenizer::load(model.file(""));
   const SftRecord r =

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 
 namespace snug::tok {
 
@@ -28,7 +29,8 @@ class Fields {
       const std::string& k = item.key();  // (clang 14 cannot capture a structured binding)
       const bool ok =
           std::any_of(known.begin(), known.end(), [&](const char* n) { return k == n; });
-      SNUG_CHECK(ok, what_, ": ", at(k), ": field not supported by snug (see docs/tokenizers.md)");
+      SNUG_CHECK(ok, what_, ": ", at(excerpt(k)),
+                 ": field not supported by snug (see docs/tokenizers.md)");
     }
   }
   bool has(const char* k) const { return j_.contains(k); }

@@ -49,7 +49,7 @@ void PostProcessor::parse_template(const Fields& f, int64_t vocab_size) {
   const Fields specials(f.get("special_tokens"), f.at("special_tokens"), f.what());
   std::map<std::string, std::vector<int32_t>> ids_of;
   for (const auto& [name, value] : f.get("special_tokens").items()) {
-    const Fields s(value, specials.at(name), f.what());
+    const Fields s(value, specials.at(shorten(name)), f.what());  // the key is the file's
     s.only({"id", "ids", "tokens"});
     SNUG_CHECK(s.string("id") == name, f.what(), ": ", s.at("id"), ": differs from its key");
     const auto& ids = s.array("ids");

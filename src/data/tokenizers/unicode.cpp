@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 
 namespace snug::tok {
 
@@ -115,11 +116,7 @@ std::string utf8_lossy(std::string_view bytes) {
 }
 
 std::string shorten(std::string_view s) {
-  constexpr size_t kMax = 60;
-  if (s.size() <= kMax) return std::string(s);
-  size_t n = kMax;
-  while (n > 0 && (static_cast<uint8_t>(s[n]) & 0xC0) == 0x80) --n;
-  return std::string(s.substr(0, n)) + "...";
+  return excerpt(s);
 }
 
 }  // namespace snug::tok

@@ -23,8 +23,8 @@ void append_utf8(char32_t cp, std::string& out);
 // of Rust's String::from_utf8_lossy that tokenizers' ByteLevel decoder ends with.
 std::string utf8_lossy(std::string_view bytes);
 
-// `s` for an error message: at most about 60 bytes, cut on a character boundary, "..." after a
-// cut (a hostile file's token can be arbitrarily long).
+// `s` for an error message: snug::excerpt (io/excerpt.h), at most 64 bytes cut on a character
+// boundary and the length said (a hostile file's token can be arbitrarily long).
 std::string shorten(std::string_view s);
 
 }  // namespace snug::tok

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "models/config_reader.h"
 #include "models/presets.h"
 
@@ -106,10 +107,10 @@ BertConfig parse_bert_config(const nlohmann::json& j, const std::string& spec,
   k.number("layer_norm_eps", eps);
   c.layer_norm_eps = static_cast<float>(eps);
   const std::string act = k.string("hidden_act", "gelu");
-  SNUG_CHECK(act == "gelu", spec, ": hidden_act '", act,
+  SNUG_CHECK(act == "gelu", spec, ": hidden_act '", excerpt(act),
              "' is not supported (BERT's 'gelu', the exact erf form)");
   const std::string pos = k.string("position_embedding_type", "absolute");
-  SNUG_CHECK(pos == "absolute", spec, ": position_embedding_type '", pos,
+  SNUG_CHECK(pos == "absolute", spec, ": position_embedding_type '", excerpt(pos),
              "' is not supported (only 'absolute')");
   refuse_true("is_decoder");
   refuse_true("add_cross_attention");
@@ -127,7 +128,7 @@ BertConfig parse_bert_config(const nlohmann::json& j, const std::string& spec,
     else if (cls == "BertForMaskedLM" || cls == "BertForPreTraining" || cls == "BertModel")
       c.task = ModelTask::masked_lm;  // the pre-trained checkpoints' encoder + MLM head
     else
-      throw Error(detail::concat(spec, ": architectures '", cls,
+      throw Error(detail::concat(spec, ": architectures '", excerpt(cls),
                                  "' is not supported (BertForMaskedLM, "
                                  "BertForSequenceClassification)"));
   }
@@ -137,7 +138,7 @@ BertConfig parse_bert_config(const nlohmann::json& j, const std::string& spec,
   k.integer("num_labels", c.num_labels, false);
   if (j.contains("problem_type") && !j["problem_type"].is_null()) {
     const std::string pt = k.string("problem_type", "");
-    SNUG_CHECK(pt == "single_label_classification", spec, ": problem_type '", pt,
+    SNUG_CHECK(pt == "single_label_classification", spec, ": problem_type '", excerpt(pt),
                "' is not supported (single_label_classification)");
   }
   c.validate();

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "models/config_reader.h"
 #include "models/presets.h"
 
@@ -72,11 +73,12 @@ GPTNeoXConfig parse_gpt_neox_config(const nlohmann::json& j, const std::string& 
   else if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast")
     c.gelu_exact = false;
   else
-    r.fail("hidden_act", "is '" + act +
+    r.fail("hidden_act", "is '" + excerpt(act) +
                              "'; gpt_neox is implemented with gelu (exact erf) and its tanh "
                              "approximations gelu_new, gelu_pytorch_tanh, gelu_fast");
   if (const nlohmann::json* s = r.raw("rope_scaling"))
-    r.fail("rope_scaling", "is " + s->dump() + ": rope scaling is not implemented for gpt_neox");
+    r.fail("rope_scaling",
+           "is " + excerpt(s->dump()) + ": rope scaling is not implemented for gpt_neox");
   if (r.has("rope_parameters")) {
     // transformers v5: {"rope_type": "default", "rope_theta": ..., "partial_rotary_factor": ...}
     for (const char* k : {"rotary_pct", "rotary_emb_base"})
@@ -86,14 +88,15 @@ GPTNeoXConfig parse_gpt_neox_config(const nlohmann::json& j, const std::string& 
     for (const auto& [k, v] : p.items()) {
       if (k == "rope_type" || k == "type") {
         if (v != "default")
-          r.fail("rope_parameters", "has rope type " + v.dump() +
+          r.fail("rope_parameters", "has rope type " + excerpt(v.dump()) +
                                         "; gpt_neox is implemented with the default rope only");
       } else if (k == "rope_theta" || k == "partial_rotary_factor") {
         if (!v.is_number() || !std::isfinite(v.get<double>()))
-          r.fail("rope_parameters", "'" + k + "' must be a finite number");
+          r.fail("rope_parameters", "'" + excerpt(k) + "' must be a finite number");
         (k == "rope_theta" ? c.rotary_emb_base : c.rotary_pct) = v.get<double>();
       } else {
-        r.fail("rope_parameters", "has '" + k + "', which snug does not implement for gpt_neox");
+        r.fail("rope_parameters",
+               "has '" + excerpt(k) + "', which snug does not implement for gpt_neox");
       }
     }
   } else {

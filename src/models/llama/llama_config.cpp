@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "io/excerpt.h"
 #include "models/config_reader.h"
 
 namespace snug {
@@ -35,14 +36,15 @@ Defaults defaults(LlamaVariant v) {
 // `params` says whether rope_theta and partial_rotary_factor live inside (v5's rope_parameters).
 void read_rope(const ConfigReader& r, const std::string& key, const nlohmann::json& j, bool params,
                LlamaRope& rope) {
-  if (!j.is_object()) r.fail(key, "must be an object or null, got " + j.dump());
+  if (!j.is_object()) r.fail(key, "must be an object or null, got " + excerpt(j.dump()));
   std::string type;
   for (const char* k : {"rope_type", "type"})
     if (j.contains(k)) {
       if (!j[k].is_string()) r.fail(key, detail::concat("'", k, "' must be a string"));
       const std::string t = j[k].get<std::string>();
       if (!type.empty() && t != type)
-        r.fail(key, detail::concat("gives two types, '", type, "' and '", t, "'"));
+        r.fail(key,
+               detail::concat("gives two types, '", excerpt(type), "' and '", excerpt(t), "'"));
       type = t;
     }
   if (type.empty()) r.fail(key, "has no 'rope_type' (or 'type')");
@@ -50,11 +52,11 @@ void read_rope(const ConfigReader& r, const std::string& key, const nlohmann::js
   auto num = [&](const char* k, double& out, bool required) {
     allowed.insert(k);
     if (!j.contains(k) || j[k].is_null()) {
-      if (required) r.fail(key, detail::concat("of type '", type, "' needs '", k, "'"));
+      if (required) r.fail(key, detail::concat("of type '", excerpt(type), "' needs '", k, "'"));
       return;
     }
     if (!j[k].is_number() || !std::isfinite(j[k].get<double>()))
-      r.fail(key, detail::concat("'", k, "' must be a finite number, got ", j[k].dump()));
+      r.fail(key, detail::concat("'", k, "' must be a finite number, got ", excerpt(j[k].dump())));
     out = j[k].get<double>();
   };
   if (params) {
@@ -85,14 +87,15 @@ void read_rope(const ConfigReader& r, const std::string& key, const nlohmann::js
                                  " must be a positive integer"));
     rope.original_max_position_embeddings = static_cast<int64_t>(orig);
   } else {
-    r.fail(key, detail::concat("has rope type '", type,
+    r.fail(key, detail::concat("has rope type '", excerpt(type),
                                "', which snug does not implement (supported: default, linear, "
                                "llama3)"));
   }
   for (const auto& [k, v] : j.items())
     if (allowed.count(k) == 0)
-      r.fail(key, detail::concat("has '", k, "', which snug does not implement for rope type '",
-                                 type, "'"));
+      r.fail(key,
+             detail::concat("has '", excerpt(k), "', which snug does not implement for rope type '",
+                            excerpt(type), "'"));
 }
 
 long double params_exact(const LlamaConfig& c) {
@@ -177,7 +180,8 @@ LlamaConfig parse_llama_config(LlamaVariant variant, const nlohmann::json& j,
   r.zero_dropout("attention_dropout");
   const std::string act = r.string("hidden_act", "silu");
   if (act != "silu" && act != "swish")
-    r.fail("hidden_act", "is '" + act + "'; " + d.type + " is implemented with silu (SwiGLU) only");
+    r.fail("hidden_act",
+           "is '" + excerpt(act) + "'; " + d.type + " is implemented with silu (SwiGLU) only");
   // pretraining_tp > 1 split the GEMMs in older transformers: the same product.
   if (r.integer("pretraining_tp", 1) < 1) r.fail("pretraining_tp", "must be positive");
 
@@ -231,7 +235,7 @@ LlamaConfig parse_llama_config(LlamaVariant variant, const nlohmann::json& j,
         for (const nlohmann::json& t : *lt)
           if (t != "full_attention")
             r.fail("layer_types",
-                   "lists " + t.dump() + "; snug implements full_attention layers only");
+                   "lists " + excerpt(t.dump()) + "; snug implements full_attention layers only");
       }
       break;
     }
