@@ -14,6 +14,7 @@
 #include "kernels/op_table.h"
 #include "train/checkpoint.h"
 #include "train/fused_step.h"
+#include "train/grad_norm.h"
 #include "train/model_setup.h"
 #include "train/output_dir.h"
 #include "train/replay_memo.h"
@@ -160,41 +161,6 @@ void Trainer::prepare_batch(int32_t* inputs, int32_t* targets, int64_t T, int64_
   }
 }
 
-double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets, int64_t B,
-                            int64_t T, int64_t accum, int64_t window_targets, double loss_scale) {
-  return accumulate_gradients(model, inputs, targets, nullptr,
-                              std::vector<int64_t>(static_cast<size_t>(accum), T), B, T,
-                              window_targets, loss_scale);
-}
-
-double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets,
-                            const int32_t* positions, const std::vector<int64_t>& cols, int64_t B,
-                            int64_t T, int64_t window_targets, double loss_scale) {
-  double loss_sum = 0.0;  // sum of per-token losses over the window
-  const auto accum = static_cast<int64_t>(cols.size());
-  for (int64_t micro = 0; micro < accum; ++micro) {
-    const int64_t off = micro * B * T;
-    const int64_t C = cols[static_cast<size_t>(micro)];
-    int64_t n = 0;
-    for (int64_t i = off; i < off + B * C; ++i) n += targets[i] >= 0 ? 1 : 0;
-    if (positions != nullptr) model.set_position_ids({positions + off, positions + off + B * C});
-    const float scale = window_targets > 0
-                            ? static_cast<float>(static_cast<double>(n) * loss_scale /
-                                                 static_cast<double>(window_targets))
-                            : 0.0f;
-    const float loss = model.forward(inputs + off, targets + off, B, C, true, scale);
-    if (!std::isfinite(loss)) {
-      model.free_activations();
-      if (positions != nullptr) model.set_position_ids({});
-      return loss;
-    }
-    loss_sum += static_cast<double>(loss) * static_cast<double>(n);
-    model.backward(scale);
-  }
-  if (positions != nullptr) model.set_position_ids({});
-  return window_targets > 0 ? loss_sum / static_cast<double>(window_targets) : 0.0;
-}
-
 EvalLog evaluate(Model& model, const TrainData& data, int64_t B, int64_t T, uint64_t seed,
                  const EvalOptions& options) {
   const std::unique_ptr<BatchSource> src = data.batches(B, T, seed, false);
@@ -301,26 +267,11 @@ void Trainer::run_eval(TrainResult& r, TrainCallback* callback) {
 
 double Trainer::clip_gradients() {
   if (model_.device().is_meta()) return 0.0;
-  // Gradients are fp32, or bf16 under --bf16-full (reduced in double, scaled and rounded back).
-  const OpTable& ops = model_.device().ops();
-  double sq = 0.0;
-  for (Parameter* p : model_.parameters()) {
-    if (!p->grad.defined()) continue;
-    sq += p->grad.dtype() == DType::bf16 ? ops.sum_squares_bf16(p->grad.data_u16(), p->grad.numel())
-                                         : ops.sum_squares(p->grad.data<float>(), p->grad.numel());
-  }
-  const double norm = std::sqrt(sq);
+  const ParameterList& params = model_.parameters();
+  const double norm = std::sqrt(grad_sum_squares(params));
   if (args_.max_grad_norm > 0) {
-    // clip_grad_norm_: coefficient max_norm / (norm + 1e-6), clamped to 1.
-    const double coef = args_.max_grad_norm / (norm + 1e-6);
-    if (coef < 1.0)
-      for (Parameter* p : model_.parameters()) {
-        if (!p->grad.defined()) continue;
-        if (p->grad.dtype() == DType::bf16)
-          ops.scale_bf16(p->grad.data_u16(), static_cast<float>(coef), p->grad.numel());
-        else
-          ops.scale(p->grad.data<float>(), static_cast<float>(coef), p->grad.numel());
-      }
+    const double coef = clip_coefficient(norm, args_.max_grad_norm);
+    if (coef < 1.0) scale_gradients(params, coef);
   }
   return norm;
 }

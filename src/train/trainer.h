@@ -21,6 +21,7 @@
 #include "models/model.h"
 #include "optim/lomo.h"
 #include "optim/optimizer.h"
+#include "train/accumulate.h"
 #include "train/checkpoint.h"
 #include "train/grad_scaler.h"
 #include "train/output_dir_lock.h"
@@ -81,19 +82,6 @@ struct TrainResult {
   double best_metric = 0.0;
 };
 
-// Forward + backward over `accum` micro-batches of (B,T) tokens laid out one after another in
-// inputs/targets, accumulating into the parameters' gradients d(window loss)/dW where the window
-// loss is the sum of per-token losses divided by `window_targets`, the number of targets >= 0 in
-// the whole window, times `loss_scale` (fp16's dynamic loss scale; 1 otherwise). Returns that
-// window loss, unscaled (non-finite: stopped at that micro-batch).
-double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets, int64_t B,
-                            int64_t T, int64_t accum, int64_t window_targets,
-                            double loss_scale = 1.0);
-// The same with micro-batch m holding cols[m] <= T tokens per row ((B, cols[m]) at offset m*B*T)
-// and, when `positions` is not null, its position ids laid out as the inputs (packed rows).
-double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets,
-                            const int32_t* positions, const std::vector<int64_t>& cols, int64_t B,
-                            int64_t T, int64_t window_targets, double loss_scale = 1.0);
 // What evaluate() does beyond a causal LM's next-token loss (the Trainer sets it per --task).
 struct EvalOptions {
   // Called on each batch before its forward: rows x cols inputs and targets as the data gave
