@@ -35,7 +35,7 @@ void TrainWindow::read(const Prepare& prepare) {
     if (prepare) prepare(&inputs[off], &targets[off], c, micro, epoch, position, *loader);
     for (int64_t i = micro * B * T; i < micro * B * T + B * c; ++i)
       valid_targets += targets[static_cast<size_t>(i)] >= 0 ? 1 : 0;
-    const int64_t consumed = position + B;
+    const int64_t consumed = position + loader->global_batch_size();  // every rank's rows
     epoch += consumed / windows;
     position = consumed % windows;
   }
