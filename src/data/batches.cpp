@@ -80,9 +80,32 @@ std::vector<std::vector<int32_t>> pack_rows(const std::vector<Example>& ex, int6
 
 }  // namespace
 
+BatchSource::BatchSource(const DataShard& shard) : shard_(shard) {
+  SNUG_CHECK(shard.world >= 1 && shard.rank >= 0 && shard.rank < shard.world, "data loader: rank ",
+             shard.rank, " of a world of ", shard.world, " (needs 0 <= rank < world)");
+}
+
+int64_t BatchSource::next_rows(int64_t rows, int32_t* inputs, int32_t* targets,
+                               int32_t* positions) {
+  if (shard_.world == 1) return read_rows(rows, inputs, targets, positions);
+  SNUG_ASSERT(rows >= 1 && rows <= batch_size(), "rows ", rows);
+  skip_rows(shard_.rank * rows);
+  const int64_t cols = read_rows(rows, inputs, targets, positions);
+  skip_rows((shard_.world - 1 - shard_.rank) * rows);
+  return cols;
+}
+
+void BatchSource::skip_rows(int64_t rows) {
+  for (int64_t done = 0; done < rows;) {
+    const int64_t n = std::min(batch_size(), rows - done);
+    read_rows(n, nullptr, nullptr, nullptr);
+    done += n;
+  }
+}
+
 ExampleLoader::ExampleLoader(const std::vector<Example>& examples, int64_t B, int64_t T,
-                             uint64_t seed, const ExampleBatching& how)
-    : ex_(examples), B_(B), T_(T), seed_(seed), how_(how) {
+                             uint64_t seed, const ExampleBatching& how, const DataShard& shard)
+    : BatchSource(shard), ex_(examples), B_(B), T_(T), seed_(seed), how_(how) {
   SNUG_CHECK(B >= 1, "data loader: batch size must be at least 1, got ", B);
   SNUG_CHECK(T >= 1, "data loader: sequence length must be at least 1, got ", T);
   SNUG_CHECK(!examples.empty(), "data loader: no examples");
@@ -117,9 +140,9 @@ std::vector<uint32_t> ExampleLoader::order(int64_t epoch) const {
   if (how_.shuffle)
     o = permutation(rows_.size(), seed_, static_cast<uint64_t>(epoch) + 0x6578616d706c6573ull);
   if (how_.group_by_length) {
-    // LengthGroupedSampler: megabatches of 50 batches, each sorted longest first; the longest row
-    // of all leads, so that a batch that does not fit shows at step 1.
-    const size_t mega = static_cast<size_t>(50 * B_);
+    // LengthGroupedSampler: megabatches of 50 (global) batches, each sorted longest first; the
+    // longest row of all leads, so that a batch that does not fit shows at step 1.
+    const size_t mega = static_cast<size_t>(50 * global_batch_size());
     for (size_t b = 0; b < o.size(); b += mega) {
       const auto end = o.begin() + static_cast<std::ptrdiff_t>(std::min(o.size(), b + mega));
       std::stable_sort(o.begin() + static_cast<std::ptrdiff_t>(b), end,
@@ -133,7 +156,19 @@ std::vector<uint32_t> ExampleLoader::order(int64_t epoch) const {
   return o;
 }
 
-int64_t ExampleLoader::next_rows(int64_t rows, int32_t* inputs, int32_t* targets,
+void ExampleLoader::advance() {
+  if (++position_ == items_per_epoch()) {
+    ++epoch_;
+    position_ = 0;
+    order_ = order(epoch_);
+  }
+}
+
+void ExampleLoader::skip_rows(int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) advance();
+}
+
+int64_t ExampleLoader::read_rows(int64_t rows, int32_t* inputs, int32_t* targets,
                                  int32_t* positions) {
   SNUG_ASSERT(rows >= 1 && rows <= B_, "rows ", rows);
   std::vector<int64_t> picked(static_cast<size_t>(rows));
@@ -141,11 +176,7 @@ int64_t ExampleLoader::next_rows(int64_t rows, int32_t* inputs, int32_t* targets
   for (int64_t r = 0; r < rows; ++r) {
     picked[static_cast<size_t>(r)] = order_[static_cast<size_t>(position_)];
     cols = std::max(cols, how_.packing ? T_ : row_length(picked[static_cast<size_t>(r)]));
-    if (++position_ == items_per_epoch()) {
-      ++epoch_;
-      position_ = 0;
-      order_ = order(epoch_);
-    }
+    advance();
   }
   for (int64_t r = 0; r < rows; ++r) {
     int64_t t = 0;
@@ -180,36 +211,27 @@ void ExampleLoader::seek(int64_t epoch, int64_t position) {
 }
 
 std::unique_ptr<BatchSource> TokenStreamData::batches(int64_t B, int64_t T, uint64_t seed,
-                                                      bool shuffle) const {
-  return std::make_unique<DataLoader>(*src_, B, T, seed, shuffle);
+                                                      bool shuffle, const DataShard& shard) const {
+  return std::make_unique<DataLoader>(*src_, B, T, seed, shuffle, shard);
 }
 
-std::unique_ptr<BatchSource> ExampleData::batches(int64_t B, int64_t T, uint64_t seed,
-                                                  bool shuffle) const {
+std::unique_ptr<BatchSource> ExampleData::batches(int64_t B, int64_t T, uint64_t seed, bool shuffle,
+                                                  const DataShard& shard) const {
   ExampleBatching how = how_;
   how.shuffle = shuffle;
   if (!shuffle) how.group_by_length = false;  // evaluation reads the examples in order
-  return std::make_unique<ExampleLoader>(ex_, B, T, seed, how);
+  return std::make_unique<ExampleLoader>(ex_, B, T, seed, how, shard);
 }
 
 namespace {
 
 class FullRows final : public BatchSource {
  public:
-  FullRows(int64_t B, int64_t T) : B_(B), T_(T) {
+  FullRows(int64_t B, int64_t T, const DataShard& shard) : BatchSource(shard), B_(B), T_(T) {
     SNUG_CHECK(B >= 1 && T >= 1, "full rows: batch ", B, " x ", T, " must be positive");
   }
   int64_t batch_size() const override { return B_; }
   int64_t seq_len() const override { return T_; }
-  int64_t next_rows(int64_t rows, int32_t* inputs, int32_t* targets, int32_t*) override {
-    SNUG_ASSERT(rows >= 1 && rows <= B_, "rows ", rows);
-    if (inputs) std::fill_n(inputs, rows * T_, 0);
-    if (targets) std::fill_n(targets, rows * T_, 0);
-    position_ += rows;
-    epoch_ += position_ / B_;
-    position_ %= B_;
-    return T_;
-  }
   int64_t items_per_epoch() const override { return B_; }
   int64_t epoch() const override { return epoch_; }
   int64_t position() const override { return position_; }
@@ -218,14 +240,26 @@ class FullRows final : public BatchSource {
     position_ = position;
   }
 
+ protected:
+  int64_t read_rows(int64_t rows, int32_t* inputs, int32_t* targets, int32_t*) override {
+    SNUG_ASSERT(rows >= 1 && rows <= B_, "rows ", rows);
+    if (inputs) std::fill_n(inputs, rows * T_, 0);
+    if (targets) std::fill_n(targets, rows * T_, 0);
+    position_ += rows;
+    epoch_ += position_ / B_;
+    position_ %= B_;
+    return T_;
+  }
+
  private:
   int64_t B_, T_, epoch_ = 0, position_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<BatchSource> FullRowsData::batches(int64_t B, int64_t T, uint64_t, bool) const {
-  return std::make_unique<FullRows>(B, T);
+std::unique_ptr<BatchSource> FullRowsData::batches(int64_t B, int64_t T, uint64_t, bool,
+                                                   const DataShard& shard) const {
+  return std::make_unique<FullRows>(B, T, shard);
 }
 
 namespace {

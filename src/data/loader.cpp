@@ -9,8 +9,9 @@
 
 namespace snug {
 
-DataLoader::DataLoader(const TokenSource& source, int64_t B, int64_t T, uint64_t seed, bool shuffle)
-    : source_(source), B_(B), T_(T), seed_(seed), shuffle_(shuffle) {
+DataLoader::DataLoader(const TokenSource& source, int64_t B, int64_t T, uint64_t seed, bool shuffle,
+                       const DataShard& shard)
+    : BatchSource(shard), source_(source), B_(B), T_(T), seed_(seed), shuffle_(shuffle) {
   SNUG_CHECK(B >= 1, "data loader: batch size must be at least 1, got ", B);
   SNUG_CHECK(T >= 1, "data loader: sequence length must be at least 1, got ", T);
   const int64_t n = source.size();
@@ -42,18 +43,26 @@ void DataLoader::next(int32_t* inputs, int32_t* targets) {
   next_rows(B_, inputs, targets, nullptr);
 }
 
-int64_t DataLoader::next_rows(int64_t rows, int32_t* inputs, int32_t* targets, int32_t*) {
+void DataLoader::advance() {
+  if (++position_ == windows_) {
+    ++epoch_;
+    position_ = 0;
+    order_ = permutation(windows_, seed_, epoch_);
+  }
+}
+
+void DataLoader::skip_rows(int64_t rows) {
+  for (int64_t b = 0; b < rows; ++b) advance();
+}
+
+int64_t DataLoader::read_rows(int64_t rows, int32_t* inputs, int32_t* targets, int32_t*) {
   SNUG_ASSERT(rows >= 1 && rows <= B_, "rows ", rows);
   for (int64_t b = 0; b < rows; ++b) {
     const int64_t w = order_[static_cast<size_t>(position_)];
     source_.read(w * T_, T_ + 1, scratch_.data());
     if (inputs != nullptr) std::copy_n(scratch_.data(), T_, inputs + b * T_);
     if (targets != nullptr) std::copy_n(scratch_.data() + 1, T_, targets + b * T_);
-    if (++position_ == windows_) {
-      ++epoch_;
-      position_ = 0;
-      order_ = permutation(windows_, seed_, epoch_);
-    }
+    advance();
   }
   return T_;
 }

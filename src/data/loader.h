@@ -24,19 +24,20 @@ class DataLoader final : public BatchSource {
  public:
   // The source must outlive the loader. Throws snug::Error if B < 1, T < 1, or the source has
   // fewer than T + 1 tokens. shuffle false: windows in order, every epoch (evaluation).
-  DataLoader(const TokenSource& source, int64_t B, int64_t T, uint64_t seed, bool shuffle = true);
+  // `shard`: this process's share of batches of world * B windows (data/batches.h).
+  DataLoader(const TokenSource& source, int64_t B, int64_t T, uint64_t seed, bool shuffle = true,
+             const DataShard& shard = {});
   // A temporary source would dangle.
-  DataLoader(const TokenSource&& source, int64_t B, int64_t T, uint64_t seed,
-             bool shuffle = true) = delete;
+  DataLoader(const TokenSource&& source, int64_t B, int64_t T, uint64_t seed, bool shuffle = true,
+             const DataShard& shard = {}) = delete;
 
-  // Fills inputs and targets, each B*T int32 in row-major (B, T) order.
+  // Fills inputs and targets, each B*T int32 in row-major (B, T) order (next_rows of B rows).
   void next(int32_t* inputs, int32_t* targets);
   // Same, into i32 tensors of shape (B, T) (e.g. allocated under Category::input_data); throws
   // snug::Error on a wrong shape or dtype; on a meta tensor only advances the state.
   void next(Tensor& inputs, Tensor& targets);
 
-  // BatchSource: `rows` windows; cols is always T.
-  int64_t next_rows(int64_t rows, int32_t* inputs, int32_t* targets, int32_t* positions) override;
+  // BatchSource: next_rows reads `rows` windows; cols is always T.
   int64_t items_per_epoch() const override { return windows_; }
 
   int64_t epoch() const override { return epoch_; }
@@ -57,8 +58,13 @@ class DataLoader final : public BatchSource {
     return window_at(epoch + position / windows_, position % windows_);
   }
 
+ protected:
+  int64_t read_rows(int64_t rows, int32_t* inputs, int32_t* targets, int32_t* positions) override;
+  void skip_rows(int64_t rows) override;  // without reading the source
+
  private:
   std::vector<uint32_t> permutation(int64_t windows, uint64_t seed, int64_t epoch) const;
+  void advance();  // past one window
 
   const TokenSource& source_;
   int64_t B_;

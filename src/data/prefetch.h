@@ -3,9 +3,10 @@
 // With 0 workers batches are read on the training thread when needed (PyTorch's default). With
 // N > 0 a producer thread fills N * prefetch_factor staging slots ahead of the training loop
 // (torch.utils.data's prefetch_factor defaults to 2), so reading never stalls a step. Batch order
-// is exactly that of the synchronous loader: one producer walks the same DataLoader, which is
-// why more workers deepen the queue instead of adding threads (reading windows of token ids is a
-// memcpy; one thread keeps ahead of any training step). The staging slots are host memory: tensors
+// is exactly that of the synchronous loader (a sharded one's rows: data/batches.h's DataShard):
+// one producer walks the same loader, which is why more workers deepen the queue instead of
+// adding threads (reading windows of token ids is a memcpy; one thread keeps ahead of any
+// training step). The staging slots are host memory: tensors
 // of the device's host pool (Device::host(), the device's own pool on cpu and meta) in
 // `input_data`, so the report shows what prefetching costs; the model uploads a batch to its device
 // when it runs it. Pinned memory (`--dataloader-pin-memory`) is a CUDA host-allocation mode; on

@@ -113,7 +113,7 @@ std::string BlockModel::phase(const char* what, size_t l) const {
 }
 
 void BlockModel::ready(Parameter* p) {
-  if (grad_ready_ && p->requires_grad && p->grad.defined()) grad_ready_(*p);
+  grad_ready_.notify(*p);
 }
 
 void BlockModel::ready_range(size_t begin, size_t end) {

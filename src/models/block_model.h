@@ -9,7 +9,8 @@
 //     block reads (nn/run_context.h);
 //   - the run options of the Model interface (attention kernel, logits mode, checkpoint policy,
 //     compute dtype, GEMM path, dequantization dtype, forward count, NEFTune's alpha);
-//   - the grad-ready hook (LOMO) and the order it hands parameters over, layer by layer;
+//   - the grad-ready listeners (LOMO, data-parallel buckets; models/grad_ready.h), the micro-batch
+//     they are told, and the order parameters are handed over, layer by layer;
 //   - LoRA on the layers' Linears: adapters, PEFT's freezing, merged weights, fp32 values of any
 //     parameter;
 //   - the layers' bookkeeping: which parameters and Linears each layer owns, the memory phases
@@ -18,7 +19,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,9 +58,13 @@ class BlockModel : public Model {
   // parameters are the copies) and no quantized one (dequantized per use instead).
   int64_t num_compute_copy_params() const final;
   DType param_dtype() const final { return ps_.param_dtype(); }
-  void set_grad_ready_hook(std::function<void(Parameter&)> hook) final {
-    grad_ready_ = std::move(hook);
+  GradReadyId add_grad_ready_listener(GradReadyListener listener) final {
+    return grad_ready_.add(std::move(listener));
   }
+  void remove_grad_ready_listener(GradReadyId id) final { grad_ready_.remove(id); }
+  void set_micro_batch(int64_t m, int64_t n) final { grad_ready_.set_micro_batch(m, n); }
+  void set_head_grad_last(bool on) final { head_grad_last_ = on; }
+  bool head_grad_last() const final { return head_grad_last_; }
   void set_neftune_noise_alpha(double alpha) final { neftune_alpha_ = alpha; }
   void set_forward_count(uint64_t n) final { ctx().forward_count = n; }
 
@@ -90,7 +94,6 @@ class BlockModel : public Model {
   const CheckpointConfig& ckpt() const { return ckpt_; }
   LogitsMode logits_option() const { return logits_; }
   double neftune_alpha() const { return neftune_alpha_; }
-  bool has_grad_ready_hook() const { return static_cast<bool>(grad_ready_); }
 
   // Registers the next layer while constructing: its parameters are [begin, end) of
   // parameters(), `linears` its Linears in slot order (LoRA's targets).
@@ -131,11 +134,12 @@ class BlockModel : public Model {
   bool segment_end(size_t l) const;
   std::string phase(const char* what, size_t l) const;
 
-  // The grad-ready hook (LOMO) gets `p` if it trains and has a gradient.
+  // The grad-ready listeners get `p` if it trains and has a gradient.
   void ready(Parameter* p);
-  // Parameters [begin, end) of parameters() to the hook.
+  // Parameters [begin, end) of parameters() to the listeners, in that order.
   void ready_range(size_t begin, size_t end);
-  // Layer l's base parameters, then its adapters', to the hook.
+  // Layer l's base parameters in parameters() order, then its adapters' (A, B of each adapted
+  // Linear in the layer's slot order), to the listeners.
   void layer_ready(size_t l);
 
   // The composition's part: its saved activations dropped, the attention kernel given to its
@@ -160,7 +164,8 @@ class BlockModel : public Model {
   CheckpointConfig ckpt_;
   std::vector<LoraAdapter> lora_;
   double neftune_alpha_ = 0.0;
-  std::function<void(Parameter&)> grad_ready_;
+  GradReadyListeners grad_ready_;
+  bool head_grad_last_ = false;
 };
 
 }  // namespace snug

@@ -149,8 +149,8 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
     s->norm = {};
   }
   const LogitsMode mode = targets ? logits_option() : LogitsMode::full;
-  // With a grad-ready hook, the head weight's gradient is recomputed at the end of backward.
-  const bool defer = has_grad_ready_hook();
+  // set_head_grad_last: the head weight's gradient is recomputed at the end of backward.
+  const bool defer = head_grad_last();
   const double loss =
       head_->forward(xf, targets_t, valid_targets_, mode, for_backward, loss_scale, defer, s->head);
   if (!for_backward) c.free_compute_weights();

@@ -13,10 +13,19 @@
 //   - gradient checkpointing (nn/run_options.h): every_layer / every_k keep only the inputs of
 //     segments and recompute a segment before its backward; selective drops the cheap tensors
 //     and recomputes them (DecoderLayer::drop_selective);
-//   - the grad-ready hook (LOMO): each layer's parameters (then its adapters') are handed over
-//     right after the layer's backward, the final norm's after its own, the embeddings' at the
-//     very end; with a hook the chunked head defers the tied/untied head weight's gradient to the
-//     end of backward;
+//   - grad-ready listeners (models/grad_ready.h; LOMO, data-parallel buckets), which get the
+//     parameters that train, each once per backward, in this order (the all-reduce buckets rely
+//     on it; tests/models/decoder_lm_test.cpp checks it):
+//       1. the final norm's (weight, then bias), right after its backward;
+//       2. the untied head weight (lm_head.weight), unless set_head_grad_last;
+//       3. layer L-1, then L-2, ..., then 0, each right after its backward: the layer's
+//          parameters in parameters() order, then its LoRA adapters' (A, B per adapted Linear,
+//          in the layer's Linear order);
+//       4. with set_head_grad_last, the untied head weight (its gradient computed only now);
+//       5. the learned positions (GPT-2's wpe), then the token embeddings, which a tied head's
+//          gradient is part of (so a tied head comes last either way).
+//     set_head_grad_last changes when the head's gradient is computed and held (the memory
+//     timeline), never its values; listening changes nothing;
 //   - LoRA on any Linear of the layers, NEFTune on the token embeddings, --bf16-full storage, a
 //     quantized base (ParameterStore), memory phases named after the layers.
 //

@@ -29,12 +29,14 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "kernels/gemm_path.h"
+#include "models/grad_ready.h"
 #include "nn/kv_cache.h"
 #include "nn/lora.h"
 #include "nn/parameter.h"
@@ -106,9 +108,26 @@ class Model {
   virtual int64_t num_compute_copy_params() const = 0;
   // Storage dtype of the parameters: f32, or bf16 under --bf16-full.
   virtual DType param_dtype() const = 0;
-  // Optimizer-in-backward (optim/lomo.h): backward hands each parameter to the hook as soon as
-  // its gradient is final for this backward; the hook may update it and free the gradient.
-  virtual void set_grad_ready_hook(std::function<void(Parameter&)> hook) = 0;
+  // Grad-ready listeners (models/grad_ready.h: optimizer-in-backward, data-parallel buckets):
+  // backward hands each parameter that trains to every listener as soon as its gradient is final
+  // for this backward. Listening changes neither the numbers nor the memory of a backward. The
+  // order parameters become ready in is the family's, documented with it (DecoderLM: the final
+  // norm, then the layers from the last to the first, the embeddings last; the head weight where
+  // set_head_grad_last says); the same for every backward of a run.
+  virtual GradReadyId add_grad_ready_listener(GradReadyListener listener) = 0;
+  virtual void remove_grad_ready_listener(GradReadyId id) = 0;
+  // The micro-batch (m of n, 0-based) the following backwards belong to, which listeners are told:
+  // whoever drives backward over an accumulation window says (accumulate_gradients, the fused
+  // step). 0 of 1 until set.
+  virtual void set_micro_batch(int64_t m, int64_t n) = 0;
+  // Off (the default): a chunked LM head produces its weight's gradient during forward, with the
+  // loss, and hands it over right after the final norm's. On: forward keeps the head's input
+  // instead, and the weight's gradient is computed at the end of backward (the logits recomputed
+  // chunk by chunk, the same kernel and sums): live only from then on, which optimizer-in-backward
+  // asks for (train/fused_step.h) so that at most one block's gradients exist at a time. A
+  // family whose head computes its gradient in backward anyway (full logits) ignores it.
+  virtual void set_head_grad_last(bool on) = 0;
+  virtual bool head_grad_last() const = 0;
   // Packed sequences (--packing): position ids (B,T) for the forwards that follow, each document
   // restarting at 0, so attention stays within documents (rotary by these positions). Empty:
   // row t is position t.
@@ -144,6 +163,26 @@ class Model {
   // their keys and values to `cache`, advances it, and returns the logits of each row's last
   // token, (B, V) fp32 on the model's device. Keeps nothing else.
   virtual Tensor forward_cached(const int32_t* tokens, int64_t B, int64_t T, nn::KVCache& cache);
+};
+
+// A grad-ready listener subscribed for this object's lifetime.
+class GradReadySubscription {
+ public:
+  GradReadySubscription(Model& model, GradReadyListener listener)
+      : model_(&model), id_(model.add_grad_ready_listener(std::move(listener))) {}
+  ~GradReadySubscription() {
+    if (model_) model_->remove_grad_ready_listener(id_);
+  }
+  GradReadySubscription(GradReadySubscription&& o) noexcept : model_(o.model_), id_(o.id_) {
+    o.model_ = nullptr;
+  }
+  GradReadySubscription(const GradReadySubscription&) = delete;
+  GradReadySubscription& operator=(const GradReadySubscription&) = delete;
+  GradReadySubscription& operator=(GradReadySubscription&&) = delete;
+
+ private:
+  Model* model_;
+  GradReadyId id_;
 };
 
 }  // namespace snug

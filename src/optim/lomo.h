@@ -1,5 +1,5 @@
 // Optimizers fused into backward: LOMO and AdaLOMO. The update of a parameter runs as soon as
-// backward has finished its gradient (Model::set_grad_ready_hook), and the gradient is freed at
+// backward has finished its gradient (Model::add_grad_ready_listener), and the gradient is freed at
 // once, so at most one block's gradients are ever live instead of all P of them
 // (train/fused_step.h drives it; docs/optimizers.md has the memory and the costs).
 //

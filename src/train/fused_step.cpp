@@ -1,47 +1,46 @@
 #include "train/fused_step.h"
 
-#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <utility>
 
 #include "core/error.h"
-#include "kernels/op_table.h"
+#include "train/grad_norm.h"
 
 namespace snug {
 
 namespace {
 
-// Sets the model's grad-ready hook for one scope.
-class HookScope {
+// One pass's grad-ready listener, with the head weight's gradient asked for last (so that it
+// does not live through the whole backward beside each block's), for one scope.
+class PassScope {
  public:
-  HookScope(Model& model, std::function<void(Parameter&)> hook) : model_(model) {
-    model_.set_grad_ready_hook(std::move(hook));
+  PassScope(Model& model, std::function<void(Parameter&)> update)
+      : model_(model),
+        head_last_(model.head_grad_last()),
+        sub_(model, [u = std::move(update)](Parameter& p, const GradReadyInfo&) { u(p); }) {
+    model_.set_head_grad_last(true);
+    model_.set_micro_batch(0, 1);  // the step is one micro-batch (check_fused_settings)
   }
-  ~HookScope() { model_.set_grad_ready_hook(nullptr); }
-  HookScope(const HookScope&) = delete;
-  HookScope& operator=(const HookScope&) = delete;
+  ~PassScope() { model_.set_head_grad_last(head_last_); }
+  PassScope(const PassScope&) = delete;
+  PassScope& operator=(const PassScope&) = delete;
 
  private:
   Model& model_;
+  bool head_last_;
+  GradReadySubscription sub_;
 };
 
-double grad_sum_squares(const Parameter& p) {
-  if (p.grad.is_meta()) return 0.0;
-  const OpTable& ops = p.grad.device().ops();
-  if (p.grad.dtype() == DType::bf16) return ops.sum_squares_bf16(p.grad.data_u16(), p.grad.numel());
-  return ops.sum_squares(p.grad.data<float>(), p.grad.numel());
-}
-
-// forward + backward of the batch with `hook`, the loss multiplied by loss_scale; returns the
-// loss (backward skipped if non-finite).
+// forward + backward of the batch, `hook` getting each parameter whose gradient is ready, the
+// loss multiplied by loss_scale; returns the loss (backward skipped if non-finite).
 float pass(Model& model, const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
            double loss_scale, std::function<void(Parameter&)> hook) {
   int64_t n = 0;
   for (int64_t i = 0; i < B * T; ++i) n += targets[i] >= 0 ? 1 : 0;
   const float scale = n > 0 ? static_cast<float>(loss_scale) : 0.0f;
-  HookScope scope(model, std::move(hook));
+  PassScope scope(model, std::move(hook));
   const float loss = model.forward(inputs, targets, B, T, true, scale);
   if (!std::isfinite(loss)) {
     model.free_activations();
@@ -87,8 +86,7 @@ FusedStepResult fused_optimizer_step(Model& model, InBackwardOptimizer& opt, con
       return r;
     }
     r.grad_norm = std::sqrt(sq) / scale;
-    // torch.nn.utils.clip_grad_norm_: max_norm / (norm + 1e-6), clamped to 1.
-    if (clip) coef = std::min(1.0, max_grad_norm / (r.grad_norm + 1e-6));
+    if (clip) coef = clip_coefficient(r.grad_norm, max_grad_norm);
     coef /= scale;
   }
   opt.begin_step(lr, static_cast<float>(coef));

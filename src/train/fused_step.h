@@ -1,7 +1,10 @@
 // One training step with an optimizer that runs inside backward (LOMO, AdaLOMO; optim/lomo.h).
-// The model's grad-ready hook (Model::set_grad_ready_hook) hands each parameter to the optimizer
-// as soon as backward has finished its gradient; the optimizer updates it and frees the gradient,
-// so at most one block's gradients are live (the embeddings' at the end) instead of all of them.
+// A grad-ready listener (Model::add_grad_ready_listener, models/grad_ready.h) hands each parameter
+// to the optimizer as soon as backward has finished its gradient; the optimizer updates it and
+// frees the gradient, so at most one block's gradients are live (the embeddings' at the end)
+// instead of all of them. The step asks for the LM head weight's gradient last
+// (Model::set_head_grad_last) for the same reason: otherwise it would be live from forward on.
+// The listener consumes the gradients, so it subscribes last (after any other listener).
 //
 // Gradient clipping by global norm (max_grad_norm > 0) needs the norm before the first update,
 // and the first update happens long before the last gradient exists. So, as LOMO does, the step

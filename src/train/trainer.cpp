@@ -3,15 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
-#include <set>
 #include <utility>
 
 #include "core/error.h"
 #include "data/collator.h"
-#include "data/prefetch.h"
-#include "kernels/gemm_path.h"
-#include "kernels/op_table.h"
 #include "train/checkpoint.h"
 #include "train/fused_step.h"
 #include "train/model_setup.h"
@@ -19,6 +14,7 @@
 #include "train/replay_memo.h"
 #include "train/run_record.h"
 #include "train/schedule.h"
+#include "train/train_window.h"
 
 namespace snug {
 
@@ -147,352 +143,40 @@ void Trainer::set_grad_scaler_options(const GradScalerOptions& o) {
   scaler_ = std::make_unique<GradScaler>(o);
 }
 
-void Trainer::prepare_batch(int32_t* inputs, int32_t* targets, int64_t T, int64_t step,
-                            int64_t micro, int64_t epoch, int64_t position,
-                            const BatchSource& source) const {
-  const int64_t B = args_.per_device_train_batch_size;
-  if (task_ == ModelTask::masked_lm) {
-    mask_tokens(inputs, targets, B * T, vocab_, static_cast<int32_t>(mask_token_id_),
-                collator_key(args_.seed, step, micro));
-  } else if (task_ == ModelTask::sequence_classification) {
-    // Labels come with --data dummy only, a token stream: the constructor checks.
-    dummy_row_labels(targets, source, args_.seed, epoch, position, B, T, num_labels_);
-  }
-}
-
-double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets, int64_t B,
-                            int64_t T, int64_t accum, int64_t window_targets, double loss_scale) {
-  return accumulate_gradients(model, inputs, targets, nullptr,
-                              std::vector<int64_t>(static_cast<size_t>(accum), T), B, T,
-                              window_targets, loss_scale);
-}
-
-double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets,
-                            const int32_t* positions, const std::vector<int64_t>& cols, int64_t B,
-                            int64_t T, int64_t window_targets, double loss_scale) {
-  double loss_sum = 0.0;  // sum of per-token losses over the window
-  const auto accum = static_cast<int64_t>(cols.size());
-  for (int64_t micro = 0; micro < accum; ++micro) {
-    const int64_t off = micro * B * T;
-    const int64_t C = cols[static_cast<size_t>(micro)];
-    int64_t n = 0;
-    for (int64_t i = off; i < off + B * C; ++i) n += targets[i] >= 0 ? 1 : 0;
-    if (positions != nullptr) model.set_position_ids({positions + off, positions + off + B * C});
-    const float scale = window_targets > 0
-                            ? static_cast<float>(static_cast<double>(n) * loss_scale /
-                                                 static_cast<double>(window_targets))
-                            : 0.0f;
-    const float loss = model.forward(inputs + off, targets + off, B, C, true, scale);
-    if (!std::isfinite(loss)) {
-      model.free_activations();
-      if (positions != nullptr) model.set_position_ids({});
-      return loss;
-    }
-    loss_sum += static_cast<double>(loss) * static_cast<double>(n);
-    model.backward(scale);
-  }
-  if (positions != nullptr) model.set_position_ids({});
-  return window_targets > 0 ? loss_sum / static_cast<double>(window_targets) : 0.0;
-}
-
-EvalLog evaluate(Model& model, const TrainData& data, int64_t B, int64_t T, uint64_t seed,
-                 const EvalOptions& options) {
-  const std::unique_ptr<BatchSource> src = data.batches(B, T, seed, false);
-  const int64_t items = src->items_per_epoch();
-  std::vector<int32_t> in(static_cast<size_t>(B * T)), tg(in.size());
-  std::vector<int32_t> pos(src->has_positions() ? in.size() : 0);
-  double weighted = 0.0;
-  int64_t rows_with_targets = 0, done = 0, correct = 0, labelled = 0;
-  std::set<std::pair<int64_t, int64_t>> shapes;
-  const bool skip = options.skip_repeated_shapes && model.device().is_meta();
-  while (done < items) {
-    const int64_t rows = std::min(B, items - done);
-    const int64_t cols =
-        src->next_rows(rows, in.data(), tg.data(), pos.empty() ? nullptr : pos.data());
-    if (options.prepare) options.prepare(in.data(), tg.data(), rows, cols, done);
-    if (skip && !shapes.insert({rows, cols}).second) {
-      if (std::any_of(tg.begin(), tg.begin() + rows * cols, [](int32_t t) { return t >= 0; }))
-        rows_with_targets += rows;
-      done += rows;
-      continue;
-    }
-    if (!pos.empty())
-      model.set_position_ids({pos.begin(), pos.begin() + static_cast<std::ptrdiff_t>(rows * cols)});
-    const float loss = model.forward(in.data(), tg.data(), rows, cols, false);
-    if (options.accuracy && !model.device().is_meta()) {  // meta has no logits to read
-      // (rows, labels): softmax keeps the order of the logits, so either gives the argmax.
-      const Tensor& out = model.logits();
-      SNUG_ASSERT(out.shape().size() == 2 && out.shape()[0] == rows && out.dtype() == DType::f32,
-                  "accuracy needs (rows, labels) fp32 outputs, got ", shape_str(out.shape()));
-      const int64_t labels = out.shape()[1];
-      // (rows, labels) floats, read on the host.
-      std::vector<float> logits(static_cast<size_t>(rows * labels));
-      model.device().download(logits.data(), out.data<float>(), rows * labels);
-      const float* p = logits.data();
-      for (int64_t b = 0; b < rows; ++b) {
-        const int32_t label = tg[static_cast<size_t>(b * cols)];
-        if (label < 0) continue;
-        const float* row = p + b * labels;
-        correct += std::max_element(row, row + labels) - row == label ? 1 : 0;
-        ++labelled;
-      }
-    }
-    model.free_activations();
-    if (model.last_valid_targets() > 0) {
-      weighted += static_cast<double>(loss) * static_cast<double>(rows);
-      rows_with_targets += rows;
-    }
-    done += rows;
-  }
-  if (!pos.empty()) model.set_position_ids({});
-  SNUG_CHECK(rows_with_targets > 0, "evaluation data ", data.describe(),
-             " has no token to evaluate");
-  EvalLog e{};
-  e.eval_loss = weighted / static_cast<double>(rows_with_targets);
-  e.perplexity = std::exp(e.eval_loss);
-  e.samples = done;
-  if (options.accuracy && labelled > 0)
-    e.accuracy = static_cast<double>(correct) / static_cast<double>(labelled);
-  return e;
-}
-
-EvalOptions Trainer::eval_options() const {
-  EvalOptions o;
-  o.skip_repeated_shapes = skip_repeats_;
-  // The evaluation's masks and labels (data/collator.h) are the same at every evaluation of a
-  // run, so that its eval_loss moves with the model only.
-  const uint64_t seed = args_.seed;
-  if (task_ == ModelTask::masked_lm) {
-    const int64_t vocab = vocab_;
-    const auto mask_id = static_cast<int32_t>(mask_token_id_);
-    o.prepare = [seed, vocab, mask_id](int32_t* inputs, int32_t* targets, int64_t rows,
-                                       int64_t cols, int64_t first_row) {
-      mask_tokens(inputs, targets, rows * cols, vocab, mask_id, eval_collator_key(seed, first_row));
-    };
-  } else if (task_ == ModelTask::sequence_classification) {
-    // The evaluation data is a token stream read in order (the constructor checks): row i is
-    // its window i.
-    const int64_t num_labels = num_labels_;
-    o.prepare = [seed, num_labels](int32_t*, int32_t* targets, int64_t rows, int64_t cols,
-                                   int64_t first_row) {
-      std::vector<int32_t> labels(static_cast<size_t>(rows));
-      for (int64_t b = 0; b < rows; ++b)
-        labels[static_cast<size_t>(b)] = dummy_eval_label(seed, first_row + b, num_labels);
-      row_labels(targets, labels.data(), rows, cols);
-    };
-    o.accuracy = true;
-  }
-  return o;
-}
-
-void Trainer::run_eval(TrainResult& r, TrainCallback* callback) {
-  model_.device().pool().set_phase(detail::concat("eval step ", r.steps));
-  // Every evaluation starts from the same memory (weights, optimizer state, no gradients) and
-  // has the same shapes: in a dry run the first allocates all that the others would.
-  EvalLog e = skip_repeats_ && model_.device().is_meta() && !r.evals.empty()
-                  ? r.evals.front()
-                  : evaluate(model_, *eval_, args_.per_device_eval_batch_size, args_.seq_len,
-                             args_.seed, eval_options());
-  e.step = r.steps;
-  SNUG_CHECK(std::isfinite(e.eval_loss), "eval_loss is ", e.eval_loss, " at step ", r.steps);
-  r.evals.push_back(e);
-  if (callback) callback->on_eval(e);
-}
-
-double Trainer::clip_gradients() {
-  if (model_.device().is_meta()) return 0.0;
-  // Gradients are fp32, or bf16 under --bf16-full (reduced in double, scaled and rounded back).
-  const OpTable& ops = model_.device().ops();
-  double sq = 0.0;
-  for (Parameter* p : model_.parameters()) {
-    if (!p->grad.defined()) continue;
-    sq += p->grad.dtype() == DType::bf16 ? ops.sum_squares_bf16(p->grad.data_u16(), p->grad.numel())
-                                         : ops.sum_squares(p->grad.data<float>(), p->grad.numel());
-  }
-  const double norm = std::sqrt(sq);
-  if (args_.max_grad_norm > 0) {
-    // clip_grad_norm_: coefficient max_norm / (norm + 1e-6), clamped to 1.
-    const double coef = args_.max_grad_norm / (norm + 1e-6);
-    if (coef < 1.0)
-      for (Parameter* p : model_.parameters()) {
-        if (!p->grad.defined()) continue;
-        if (p->grad.dtype() == DType::bf16)
-          ops.scale_bf16(p->grad.data_u16(), static_cast<float>(coef), p->grad.numel());
-        else
-          ops.scale(p->grad.data<float>(), static_cast<float>(coef), p->grad.numel());
-      }
-  }
-  return norm;
-}
-
 TrainResult Trainer::train(TrainCallback* callback) {
   using clock = std::chrono::steady_clock;
   const int64_t B = args_.per_device_train_batch_size, T = args_.seq_len;
-  const int64_t accum = args_.gradient_accumulation_steps;
   const bool real = !model_.device().is_meta();
-  MemoryPool& pool = model_.device().pool();
   TrainResult r;
   r.total_steps = total_steps_;
-
-  std::unique_ptr<BatchSource> loader;
-  std::unique_ptr<Prefetcher> prefetch;
-  if (data_) {
-    loader = data_->batches(B, T, args_.seed, true);
-    loader->seek(data_epoch_, data_position_);
-    prefetch =
-        std::make_unique<Prefetcher>(*loader, args_.dataloader_num_workers, 2, model_.device());
-  }
-  // A dry run without data reads nothing but holds the staging slots a run's prefetcher would.
-  std::unique_ptr<BatchSource> slot_shapes;
-  if (!data_ && args_.dataloader_num_workers > 0) {
-    slot_shapes = FullRowsData().batches(B, T, args_.seed, true);
-    prefetch = std::make_unique<Prefetcher>(*slot_shapes, args_.dataloader_num_workers, 2,
-                                            model_.device());
-  }
-  // Host buffers for one accumulation window of token ids (B*T*accum each); micro-batch m is
-  // (B, cols[m]) at offset m*B*T.
-  std::vector<int32_t> inputs(static_cast<size_t>(B * T * accum), 0), targets(inputs.size(), 0);
-  std::vector<int32_t> positions(loader && loader->has_positions() ? inputs.size() : 0, 0);
-  std::vector<int64_t> cols(static_cast<size_t>(accum), T);
-  // A dry run given the run's data (plan/dry_run.h) reads and evaluates it as the run does, on
-  // meta, so that every micro-batch has the run's shape; without data it assumes full rows.
-  const bool eval = eval_ != nullptr;
-  if (!loader && task_ == ModelTask::sequence_classification) {
-    // A dry run without data: label 0 for every row, in the layout the head takes.
-    const std::vector<int32_t> zeros(static_cast<size_t>(B), 0);
-    for (int64_t micro = 0; micro < accum; ++micro)
-      row_labels(&targets[static_cast<size_t>(micro * B * T)], zeros.data(), B, T);
-  }
-
-  // The loader's state after the last batch the loop consumed (the prefetcher reads ahead, so
-  // the loader itself may be further): what a checkpoint records.
-  int64_t data_epoch = data_epoch_, data_position = data_position_;
-  const int64_t windows = loader ? loader->items_per_epoch() : 1;
   r.steps = start_step_;
   r.resumed_from_step = start_step_;
-
+  // A dry run given the run's data (plan/dry_run.h) reads and evaluates it as the run does, on
+  // meta, so that every micro-batch has the run's shape; without data it assumes full rows.
+  TrainWindow w(data_, B, T, args_.gradient_accumulation_steps, args_.seed,
+                args_.dataloader_num_workers, model_.device(), data_epoch_, data_position_);
+  if (!w.has_data() && task_ == ModelTask::sequence_classification) {
+    // A dry run without data: label 0 for every row, in the layout the head takes.
+    const std::vector<int32_t> zeros(static_cast<size_t>(B), 0);
+    for (int64_t micro = 0; micro < w.accum; ++micro)
+      row_labels(&w.targets[static_cast<size_t>(micro * B * T)], zeros.data(), B, T);
+  }
   // A dry run of a run's data replays each of its steps, but those whose shapes repeat.
-  ReplayMemo memo(skip_repeats_ && !real && loader != nullptr &&
-                  !optimizer_->memory_varies_by_step());
+  ReplayMemo memo(skip_repeats_ && !real && w.has_data() && !optimizer_->memory_varies_by_step());
   const auto t0 = clock::now();
   try {
     for (int64_t step = start_step_; step < total_steps_; ++step) {
-      const std::string prefix = detail::concat("step ", step + 1, " ");
-      // The whole accumulation window is read first so that every micro-batch's loss can be
-      // normalized by the window's total number of target tokens (not per micro-batch: the
-      // gradient-accumulation bug transformers fixed in 4.46). B=8 x 1 and B=2 x 4 over the same
-      // samples then give the same loss and the same update.
-      int64_t window_targets = 0;
-      if (loader) {
-        for (int64_t micro = 0; micro < accum; ++micro) {
-          const auto off = static_cast<size_t>(micro * B * T);
-          const int64_t c = prefetch->next(&inputs[off], &targets[off],
-                                           positions.empty() ? nullptr : &positions[off]);
-          cols[static_cast<size_t>(micro)] = c;
-          prepare_batch(&inputs[off], &targets[off], c, step, micro, data_epoch, data_position,
-                        *loader);
-          for (int64_t i = micro * B * T; i < micro * B * T + B * c; ++i)
-            window_targets += targets[static_cast<size_t>(i)] >= 0 ? 1 : 0;
-          const int64_t consumed = data_position + B;
-          data_epoch += consumed / windows;
-          data_position = consumed % windows;
-        }
-      } else {
-        window_targets = accum * (task_ == ModelTask::sequence_classification ? B : B * T);
-      }
+      read_window(w, step);
       const double lr = args_.learning_rate * lr_multiplier(args_.lr_scheduler_type, step,
                                                             total_steps_, args_.warmup_steps);
-      // A dry run skips a step whose shapes all occurred before (train/replay_memo.h), with the
-      // values a meta step has.
-      double step_loss = 0.0, norm = 0.0;
-      if (!memo.skip_step(cols, step > start_step_)) {
-        // Random draws of the forwards (LoRA dropout, NEFTune) keyed by the step, so that a
-        // resumed run draws what the uninterrupted one did.
-        model_.set_forward_count(static_cast<uint64_t>(step) << 16);
-        // lomo/adalomo update inside backward (train/fused_step.h): no gradients are left after.
-        FusedStepResult fused;
-        if (fused_) {
-          if (!positions.empty())
-            model_.set_position_ids({positions.begin(), positions.begin() + B * cols[0]});
-          fused = fused_optimizer_step(model_, *fused_, inputs.data(), targets.data(), B, cols[0],
-                                       static_cast<float>(lr), args_.max_grad_norm,
-                                       scaler_ ? scaler_->scale() : 0.0);
-          if (!positions.empty()) model_.set_position_ids({});
-        }
-        step_loss =
-            fused_ ? fused.loss
-                   : accumulate_gradients(model_, inputs.data(), targets.data(),
-                                          positions.empty() ? nullptr : positions.data(), cols, B,
-                                          T, window_targets, scaler_ ? scaler_->scale() : 1.0);
-        SNUG_CHECK(std::isfinite(step_loss), "loss is ", step_loss, " at step ", step + 1,
-                   ": training stopped; lower --learning-rate or check the data");
-        pool.set_phase(prefix + "optimizer");
-        // fp16: unscale, and skip the step when a gradient overflowed (GradScaler.step/update);
-        // lomo/adalomo found the overflow in their first pass and updated nothing.
-        const bool skip =
-            scaler_ && (fused_ ? fused.overflow : scaler_->unscale_and_check(model_.parameters()));
-        if (scaler_) scaler_->update(skip);
-        norm = std::numeric_limits<double>::quiet_NaN();
-        if (fused_) {
-          norm = fused.grad_norm;
-        } else if (!skip) {
-          norm = clip_gradients();
-          SNUG_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1,
-                     ": training stopped");
-          optimizer_->step(static_cast<float>(lr));
-        }
-        r.skipped_steps += skip ? 1 : 0;
-        model_.zero_grad();
-        pool.set_phase(prefix + "done");
-      }
-      ++r.steps;
-      r.samples += B * accum;
-      for (const int64_t c : cols) {
-        r.tokens += B * c;
-        r.longest_batch = std::max(r.longest_batch, c);
-      }
-      r.loss.push_back(step_loss);
-      r.grad_norm.push_back(norm);
-      r.learning_rate.push_back(lr);
-      if (callback)
-        callback->on_step({r.steps, total_steps_, r.loss.back(), norm, lr,
-                           std::chrono::duration<double>(clock::now() - t0).count()});
-      if (eval && args_.eval_steps > 0 && r.steps % args_.eval_steps == 0) run_eval(r, callback);
-      if (real && args_.save_steps > 0 && r.steps % args_.save_steps == 0) {
-        CheckpointState st;
-        st.step = r.steps;
-        st.data_epoch = data_epoch;
-        st.data_position = data_position;
-        st.seed = args_.seed;
-        st.config = args_.to_json();
-        st.run = run_record_;
-        r.checkpoints.push_back(
-            save_checkpoint(args_.output_dir, st, model_, *optimizer_, checkpoint_files_));
-        // --load-best-model-at-end: the Trainer judges a checkpoint by the evaluation of its
-        // step (save steps are multiples of eval steps): lower eval_loss, higher eval_accuracy
-        // is better (greater_is_better), and a tie keeps the earlier checkpoint.
-        if (args_.load_best_model_at_end && !r.evals.empty() && r.evals.back().step == r.steps) {
-          const EvalLog& e = r.evals.back();
-          const bool accuracy = args_.best_metric_key() == "eval_accuracy";
-          SNUG_ASSERT(!accuracy || e.accuracy.has_value(), "no eval_accuracy at step ", r.steps);
-          const double metric = accuracy ? *e.accuracy : e.eval_loss;
-          const bool better =
-              args_.greater_is_better() ? metric > r.best_metric : metric < r.best_metric;
-          if (r.best_model_checkpoint.empty() || better) {
-            r.best_model_checkpoint = r.checkpoints.back();
-            r.best_metric = metric;
-          }
-        }
-        rotate_checkpoints(args_.output_dir, args_.save_total_limit, r.checkpoints.back(),
-                           r.best_model_checkpoint);
-      }
+      StepOutcome s;  // a step a dry run skips has a meta step's values
+      if (!memo.skip_step(w.cols, step > start_step_)) s = run_step(w, step, lr);
+      log_step(r, w, s, lr, std::chrono::duration<double>(clock::now() - t0).count(), callback);
+      if (eval_ != nullptr && args_.eval_steps > 0 && r.steps % args_.eval_steps == 0)
+        run_eval(r, callback);
+      if (real && args_.save_steps > 0 && r.steps % args_.save_steps == 0) save(r, w);
     }
-    if (eval && (r.evals.empty() || r.evals.back().step != r.steps)) run_eval(r, callback);
-    if (args_.load_best_model_at_end && !r.best_model_checkpoint.empty() &&
-        r.best_model_checkpoint != r.checkpoints.back()) {
-      model_.device().pool().set_phase("load best model");
-      load_checkpoint(r.best_model_checkpoint, model_, *optimizer_);
-    }
+    finish(r, callback);
   } catch (const OutOfMemoryError& e) {
     r.error = e.what();
     r.out_of_memory = true;

@@ -4,15 +4,27 @@
 // optimizer step at the scheduled learning rate, zero_grad(set_to_none). Pool phase labels
 // ("forward h.2", "backward lm_head", "step 3 optimizer") say where the peak happened.
 //
+// train() runs each optimizer step as named steps, in this order, so that a data-parallel
+// communicator (issue 30) slots in between them:
+//   read window   the window's micro-batches from the loader (train/train_window.h), and their
+//                 count of valid targets, which synchronise_targets() makes the global one;
+//   accumulate    forward + backward over the micro-batches (train/accumulate.h), or the fused
+//                 step of an optimizer that runs inside backward (train/fused_step.h);
+//   synchronise   the gradients made the same on every rank (all-reduce, or reduce-scatter to
+//                 their owners); nothing in one process;
+//   step          fp16's unscale and overflow check, clipping by the global norm (its sum of
+//                 squares local, then summed across ranks, then the root: train/grad_norm.h),
+//                 the optimizer's update, zero_grad;
+//   log, eval     the step's record and callback; evaluation every --eval-steps;
+//   save          a checkpoint every --save-steps (with --load-best-model-at-end's bookkeeping).
+//
 // Failures during the run (non-finite loss, out of device memory, bad data) do not throw out of
 // train(): they end the run and come back in TrainResult::error, with everything measured up to
 // that point, so the caller can still write the report.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +33,9 @@
 #include "models/model.h"
 #include "optim/lomo.h"
 #include "optim/optimizer.h"
+#include "train/accumulate.h"
 #include "train/checkpoint.h"
+#include "train/evaluate.h"
 #include "train/grad_scaler.h"
 #include "train/output_dir_lock.h"
 #include "train/training_args.h"
@@ -29,6 +43,7 @@
 namespace snug {
 
 class DataLoader;
+struct TrainWindow;
 
 struct StepLog {
   int64_t step;  // 1-based, completed optimizer steps
@@ -37,18 +52,6 @@ struct StepLog {
   double grad_norm;
   double learning_rate;
   double elapsed_s;
-};
-
-struct EvalLog {
-  int64_t step;       // optimizer steps completed when it ran
-  double eval_loss;   // as the Trainer's evaluation loop: the mean of the batches' mean token
-                      // losses, each batch weighted by its rows
-  double perplexity;  // exp(eval_loss), as transformers' run_clm reports it
-  int64_t samples;    // rows evaluated
-  // Sequence classification only: the share of rows whose most likely label is their label,
-  // what the Trainer logs as eval_accuracy when compute_metrics returns "accuracy" (argmax of
-  // the logits against the labels, over every row evaluated).
-  std::optional<double> accuracy;
 };
 
 class TrainCallback {
@@ -81,41 +84,6 @@ struct TrainResult {
   double best_metric = 0.0;
 };
 
-// Forward + backward over `accum` micro-batches of (B,T) tokens laid out one after another in
-// inputs/targets, accumulating into the parameters' gradients d(window loss)/dW where the window
-// loss is the sum of per-token losses divided by `window_targets`, the number of targets >= 0 in
-// the whole window, times `loss_scale` (fp16's dynamic loss scale; 1 otherwise). Returns that
-// window loss, unscaled (non-finite: stopped at that micro-batch).
-double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets, int64_t B,
-                            int64_t T, int64_t accum, int64_t window_targets,
-                            double loss_scale = 1.0);
-// The same with micro-batch m holding cols[m] <= T tokens per row ((B, cols[m]) at offset m*B*T)
-// and, when `positions` is not null, its position ids laid out as the inputs (packed rows).
-double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets,
-                            const int32_t* positions, const std::vector<int64_t>& cols, int64_t B,
-                            int64_t T, int64_t window_targets, double loss_scale = 1.0);
-// What evaluate() does beyond a causal LM's next-token loss (the Trainer sets it per --task).
-struct EvalOptions {
-  // Called on each batch before its forward: rows x cols inputs and targets as the data gave
-  // them (targets: the next tokens), `first_row` the index of the batch's first row in the
-  // evaluation order. Masked-lm masks the inputs, sequence classification puts the labels in
-  // (data/collator.h). Empty: the batch as it is.
-  std::function<void(int32_t* inputs, int32_t* targets, int64_t rows, int64_t cols,
-                     int64_t first_row)>
-      prepare;
-  // Dry runs on meta: a batch of a shape already evaluated is skipped (its forward starts from
-  // the same memory, so it allocates what that one did).
-  bool skip_repeated_shapes = false;
-  // Count the rows whose most likely label (the argmax of the model's (rows, labels) output,
-  // the first on a tie) is the label in column 0 of their targets: EvalLog::accuracy.
-  bool accuracy = false;
-};
-
-// eval_loss of `data` (every row once, in order, batches of B): the mean of the batches' mean
-// token losses weighted by their rows (batches without any target are left out). No gradients.
-EvalLog evaluate(Model& model, const TrainData& data, int64_t B, int64_t T, uint64_t seed,
-                 const EvalOptions& options = {});
-
 class Trainer {
  public:
   // `data` may be null on the meta device only (a dry run without data: full rows, nothing
@@ -147,7 +115,25 @@ class Trainer {
  private:
   Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<TrainData> owned,
           const TrainData* data, const TrainData* eval);
+  // What one optimizer step gives the log (0 for a step a dry run skips).
+  struct StepOutcome {
+    double loss = 0.0, grad_norm = 0.0;
+    bool skipped = false;  // fp16: an overflow skipped the update
+  };
+  // The steps of one optimizer step, in train()'s order (see the top of this file). A dry run
+  // skips run_step for steps whose shapes repeat (train/replay_memo.h).
+  void read_window(TrainWindow& w, int64_t step) const;
+  void synchronise_targets(TrainWindow& w) const;
+  StepOutcome run_step(const TrainWindow& w, int64_t step, double lr);
+  double accumulate(const TrainWindow& w);
+  StepOutcome fused_step(const TrainWindow& w, double lr);
+  void synchronise_gradients();
   double clip_gradients();  // returns the pre-clip global norm
+  void log_step(TrainResult& r, const TrainWindow& w, const StepOutcome& s, double lr,
+                double elapsed_s, TrainCallback* callback) const;
+  void save(TrainResult& r, const TrainWindow& w);
+  // After the last step: the final evaluation, --load-best-model-at-end's load.
+  void finish(TrainResult& r, TrainCallback* callback);
   // --resume-from: checks the checkpoint's run record against this run's, loads it and sets the
   // start step and loader state.
   void resume(const std::string& from);

@@ -2,8 +2,9 @@
 // GQA with rotary, SwiGLU, untied head) gets the run options for free, because they live in the
 // blocks and the run context rather than in a model class. Checked here on that shape:
 // every checkpoint policy gives bitwise the gradients of none (with LoRA dropout and bf16 in
-// play), the meta run equals the cpu run to the byte under each run option, the grad-ready hook
-// hands over every trainable parameter once with its final gradient, and NEFTune touches only
+// play), the meta run equals the cpu run to the byte under each run option, a grad-ready listener
+// gets every trainable parameter once with its final gradient, in the documented order, and
+// changes neither the numbers nor the memory, and NEFTune touches only
 // training forwards. The checkpoint and meta checks run on a GPT-NeoX-shaped spec too (LayerNorm,
 // parallel residual, exact GELU, partial rotary, the per-head interleaved fused projection), whose
 // split q, k, v go through mixed precision's compact/widen like separate projections'. And all of
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,7 +65,8 @@ struct Options {
   CheckpointConfig ckpt;
   ComputeDType compute = ComputeDType::f32;
   bool lora = false;
-  bool hook = false;
+  bool hook = false;    // a listener that consumes each gradient, the head's last (as LOMO)
+  bool listen = false;  // a listener that only records the order (the gradients stay)
   double neftune = 0.0;
   AttentionImpl kernel = AttentionImpl::flash;
   bool neox = false;
@@ -101,13 +104,17 @@ Outcome run(const Backend& kind, const Options& o) {
   m.set_compute_dtype(o.compute);
   m.set_neftune_noise_alpha(o.neftune);
   Outcome out;
-  if (o.hook)
-    m.set_grad_ready_hook([&](Parameter& p) {
+  std::optional<GradReadySubscription> sub;
+  if (o.hook || o.listen) {
+    m.set_head_grad_last(o.hook);
+    sub.emplace(m, [&](Parameter& p, const GradReadyInfo&) {
       out.ready_order.push_back(p.name);
+      if (!o.hook) return;
       if (!dev.is_meta())
         out.grads[p.name].assign(p.grad.data<float>(), p.grad.data<float>() + p.numel());
       p.free_grad();
     });
+  }
   const Batch b = batch();
   m.set_forward_count(5);
   out.loss = m.forward(b.tokens.data(), b.targets.data(), B, T);
@@ -162,6 +169,7 @@ TEST(DecoderLM, MetaEqualsCpuToTheByteUnderEachRunOption) {
   all[3].lora = true;
   all[4].hook = true;
   all[5].neftune = 5.0;
+  all[5].listen = true;
   all[5].ckpt = policy(CheckpointPolicy::every_layer);
   for (size_t n = 0, count = all.size(); n < count; ++n) {  // each again on the NeoX shape
     all.push_back(all[n]);
@@ -182,7 +190,7 @@ TEST(DecoderLM, MetaEqualsCpuToTheByteUnderEachRunOption) {
   }
 }
 
-TEST(DecoderLM, GradReadyHookHandsOverEachParameterOnceWithItsFinalGradient) {
+TEST(DecoderLM, GradReadyListenerWithHeadLastGetsEachParameterOnceWithItsFinalGradient) {
   Options plain;
   const Outcome want = run(cpu_backend(), plain);
   Options hooked;
@@ -200,6 +208,85 @@ TEST(DecoderLM, GradReadyHookHandsOverEachParameterOnceWithItsFinalGradient) {
   // Last layer first, the embeddings last.
   EXPECT_EQ(got.ready_order.front(), "model.norm.weight");
   EXPECT_EQ(got.ready_order.back(), "model.embed_tokens.weight");
+}
+
+// A data-parallel bucket listener must not change a run: with and without one, the same loss, the
+// same gradients bit for bit, the same memory to the byte and allocation (cpu and meta).
+TEST(DecoderLM, ListeningChangesNeitherTheNumbersNorTheMemory) {
+  for (bool neox : {false, true})
+    for (ComputeDType compute : {ComputeDType::f32, ComputeDType::bf16})
+      for (const Backend* kind : {&cpu_backend(), &meta_backend()}) {
+        Options o;
+        o.neox = neox;
+        o.compute = compute;
+        o.lora = neox;
+        const Outcome plain = run(*kind, o);
+        o.listen = true;
+        const Outcome heard = run(*kind, o);
+        EXPECT_FALSE(heard.ready_order.empty());
+        EXPECT_EQ(heard.loss, plain.loss);
+        EXPECT_EQ(heard.grads, plain.grads);
+        EXPECT_EQ(heard.mem.peak_total, plain.mem.peak_total);
+        EXPECT_EQ(heard.mem.peak_by_category, plain.mem.peak_by_category);
+        EXPECT_EQ(heard.mem.max_by_category, plain.mem.max_by_category);
+        EXPECT_EQ(heard.mem.alloc_count, plain.mem.alloc_count);
+        EXPECT_EQ(heard.mem.peak_phase, plain.mem.peak_phase);
+      }
+}
+
+// The order decoder_lm.h documents, which the all-reduce buckets rely on: the final norm, the
+// untied head (unless asked for last), the layers from the last to the first (base parameters in
+// parameters() order, then the adapters'), the head if asked for last, the embeddings.
+std::vector<std::string> documented_order(const ParameterList& params, int64_t layers,
+                                          bool head_last) {
+  std::vector<std::string> norm, head, embed;
+  std::vector<std::vector<std::string>> base(static_cast<size_t>(layers)),
+      adapters(static_cast<size_t>(layers));
+  for (const Parameter* p : params) {
+    if (!p->requires_grad) continue;
+    const std::string& n = p->name;
+    const size_t at = n.find("layers.");
+    if (at != std::string::npos) {
+      const auto l = static_cast<size_t>(std::stoi(n.substr(at + 7)));
+      (n.find(".lora_") != std::string::npos ? adapters : base)[l].push_back(n);
+    } else {
+      (n.rfind("model.norm.", 0) == 0 ? norm : n == "lm_head.weight" ? head : embed).push_back(n);
+    }
+  }
+  std::vector<std::string> order = norm;
+  if (!head_last) order.insert(order.end(), head.begin(), head.end());
+  for (size_t l = base.size(); l-- > 0;) {
+    order.insert(order.end(), base[l].begin(), base[l].end());
+    order.insert(order.end(), adapters[l].begin(), adapters[l].end());
+  }
+  if (head_last) order.insert(order.end(), head.begin(), head.end());
+  order.insert(order.end(), embed.begin(), embed.end());
+  return order;
+}
+
+TEST(DecoderLM, ParametersBecomeReadyInTheDocumentedOrder) {
+  for (bool lora : {false, true})
+    for (bool head_last : {false, true}) {
+      Device dev(cpu_backend());
+      test::BlockDecoderLM m(tiny_spec(AttentionImpl::flash), dev);
+      m.init_weights(3);
+      if (lora) {
+        LoraConfig lc;
+        lc.r = 2;
+        lc.target_modules = {"all-linear"};
+        m.add_lora(lc, 9);
+      }
+      m.set_head_grad_last(head_last);
+      std::vector<std::string> got;
+      const GradReadySubscription sub(
+          m, [&](Parameter& p, const GradReadyInfo&) { got.push_back(p.name); });
+      const Batch b = batch();
+      m.forward(b.tokens.data(), b.targets.data(), B, T);
+      m.backward();
+      const std::vector<std::string> want = documented_order(m.parameters(), 3, head_last);
+      EXPECT_EQ(got, want) << lora << head_last;
+      EXPECT_EQ(got.size(), lora ? 2u * 3u * 7u : m.parameters().size());
+    }
 }
 
 // The packed batch's loss is its documents' losses run alone, weighted by their valid targets;
