@@ -40,9 +40,10 @@ constexpr double kDefaultTimeoutSeconds = 1800;
 struct CommOptions {
   // --ddp-timeout: the longest a collective waits for its peers, in seconds (> 0).
   double timeout_s = kDefaultTimeoutSeconds;
-  // The largest single message (bytes); a larger buffer goes as several messages. MPI counts are
-  // int, so this keeps every count representable; tests lower it to cover the split.
-  size_t max_message_bytes = size_t{1} << 30;
+  // The largest single message (bytes); a larger buffer goes as several messages, so that a
+  // waiting rank sees messages complete (and MPI's int counts are never at risk). Tests lower it
+  // to cover the split.
+  size_t max_message_bytes = size_t{16} << 20;
 };
 
 // A collective in flight (the implementation's side of a Request).

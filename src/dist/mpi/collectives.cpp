@@ -63,25 +63,40 @@ class Collective : public PendingCollective {
 
   // Bounded by --ddp-timeout from the first wait: a rank may start a bucket long before it
   // waits for it (while backward runs), and its peers' messages are then already there.
+  //
+  // Messages move only while a rank is inside an MPI call, both for the sender and the
+  // receiver, a shared-memory fragment at a time: so a waiting rank polls without sleeping
+  // (yielding its core, as OpenMPI's own blocking calls do) as long as messages keep completing.
+  // After kSpinFor without one (a peer still computing, or hung), it sleeps between polls, at
+  // most kMaxNap, and spins again at the next completion. (Sleeping from the first poll made a
+  // 4 MiB all-reduce on 2 ranks take 66 ms against MPI_Allreduce's 3.3 ms; polling so, 2-4 ms.)
   void wait() final {
     using Clock = std::chrono::steady_clock;
+    constexpr auto kSpinFor = std::chrono::seconds(1);
+    constexpr auto kFirstNap = std::chrono::microseconds(20);
+    constexpr auto kMaxNap = std::chrono::microseconds(200);
     if (test()) return;
-    const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>(world_.options.timeout_s));
-    int spins = 0;
-    auto nap = std::chrono::microseconds(20);
+    const auto start = Clock::now();
+    const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(world_.options.timeout_s));
+    auto last_progress = start;
+    size_t seen = progress();
+    auto nap = kFirstNap;
     while (!test()) {
-      if (Clock::now() >= deadline)
+      const auto now = Clock::now();
+      if (now >= deadline)
         abort_job(1, timeout_message(name_, seq_, world_.rank, world_.size,
                                      world_.options.timeout_s, ex_.waiting_for()));
-      // Spin briefly (a peer a moment behind), then sleep, up to a millisecond at a time, so
-      // that waiting ranks leave the cores to the ones still computing.
-      if (++spins < 64) {
+      if (progress() != seen) {
+        seen = progress();
+        last_progress = now;
+        nap = kFirstNap;
+      }
+      if (now - last_progress < kSpinFor) {
         std::this_thread::yield();
       } else {
         std::this_thread::sleep_for(nap);
-        nap = std::min(nap * 2, std::chrono::microseconds(1000));
+        nap = std::min(nap * 2, kMaxNap);
       }
     }
   }
@@ -110,6 +125,8 @@ class Collective : public PendingCollective {
   }
 
   int tag() const { return static_cast<int>(seq_ % kTagSeqs) * 2 + phase_; }
+  // Grows with every completed message and phase.
+  size_t progress() const { return ex_.completed() + static_cast<size_t>(phase_); }
 
   [[noreturn]] void fail(const ExchangeError& e) const {
     throw Error(collective_error_message(name_, seq_, world_.rank, world_.size, e.peer,

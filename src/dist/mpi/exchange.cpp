@@ -60,7 +60,10 @@ bool Exchange::test() {
                             statuses_[static_cast<size_t>(k)].MPI_ERROR};
   }
   if (rc != MPI_SUCCESS) throw ExchangeError{-1, rc};
-  if (completed != MPI_UNDEFINED) open_ -= static_cast<size_t>(completed);
+  if (completed != MPI_UNDEFINED) {
+    open_ -= static_cast<size_t>(completed);
+    completed_ += static_cast<size_t>(completed);
+  }
   if (open_ > 0) return false;
   requests_.clear();
   peers_.clear();

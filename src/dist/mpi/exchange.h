@@ -35,6 +35,8 @@ class Exchange {
 
   // Advances; true when every message posted so far is complete. Throws ExchangeError.
   bool test();
+  // Messages completed so far (a waiting rank's sign of progress).
+  size_t completed() const { return completed_; }
   // The ranks not heard from: the peers of receives not yet complete (sorted, once each), or
   // with every receive complete, the peers of sends not yet taken.
   std::vector<int> waiting_for() const;
@@ -51,6 +53,7 @@ class Exchange {
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
   size_t open_ = 0;
+  size_t completed_ = 0;
 };
 
 }  // namespace snug::dist::mpi
