@@ -8,11 +8,13 @@
 // first collective), so a failure on one rank does not leave the others waiting.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -242,6 +244,21 @@ TEST(MpiCommunicator, RefusesBadArgumentsOnEveryRankAlike) {
   int64_t one = 1;
   comm.all_reduce_sum(&one, 1);
   EXPECT_EQ(one, comm.size());
+}
+
+// --ddp-timeout takes any positive number: one beyond the clock's range means no timeout, not
+// a deadline already past.
+TEST(MpiCommunicator, AHugeTimeoutIsNoTimeout) {
+  CommOptions forever;
+  forever.timeout_s = 1e300;
+  std::unique_ptr<Communicator> comm = make_communicator(forever);
+  // Rank 0 comes late, so the others wait past their first poll.
+  if (comm->rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  comm->barrier();
+  int64_t one = 1;
+  comm->all_reduce_sum(&one, 1);
+  EXPECT_EQ(one, comm->size());
+  comm->finish();
 }
 
 TEST(MpiCommunicator, TakesNoCollectiveAfterFinish) {

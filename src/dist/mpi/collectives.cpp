@@ -77,8 +77,10 @@ class Collective : public PendingCollective {
     constexpr auto kMaxNap = std::chrono::microseconds(200);
     if (test()) return;
     const auto start = Clock::now();
-    const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                      std::chrono::duration<double>(world_.options.timeout_s));
+    // At most 10^9 s (31 years), so that the nanosecond clock cannot overflow.
+    const double seconds = std::min(world_.options.timeout_s, 1e9);
+    const auto deadline =
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     auto last_progress = start;
     size_t seen = progress();
     auto nap = kFirstNap;
