@@ -3,7 +3,8 @@
 # Idempotent and quiet when everything is present.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ libdnnl-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
-      libbenchmark-dev liblapack-dev pkg-config libpcre2-dev libutf8proc-dev)
+      libbenchmark-dev liblapack-dev pkg-config libpcre2-dev libutf8proc-dev openmpi-bin
+      libopenmpi-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

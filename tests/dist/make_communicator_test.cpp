@@ -1,0 +1,106 @@
+// Which communicator a process gets (dist/make_communicator.h), from its environment, in builds
+// with and without MPI; and what a rank says when a collective times out (dist/messages.h).
+#include "dist/make_communicator.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "dist/messages.h"
+#include "support/expect_error.h"
+
+namespace snug::dist {
+namespace {
+
+using testing_data::error_message;
+using testing_data::HasSubstr;
+
+Launch launch_with(const std::map<std::string, std::string>& env) {
+  return detect_launch([&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(MakeCommunicator, ReadsTheLaunchersVariables) {
+  const Launch none = launch_with({{"PATH", "/bin"}});
+  EXPECT_FALSE(none.by_launcher);
+  const Launch ompi = launch_with({{"OMPI_COMM_WORLD_SIZE", "2"}, {"PMIX_RANK", "1"}});
+  EXPECT_TRUE(ompi.by_launcher);
+  EXPECT_EQ(ompi.evidence, "OMPI_COMM_WORLD_SIZE=2");
+  EXPECT_EQ(ompi.world_size, 2);
+  const Launch pmix = launch_with({{"PMIX_RANK", "0"}});
+  EXPECT_TRUE(pmix.by_launcher);
+  EXPECT_EQ(pmix.evidence, "PMIX_RANK=0");
+  EXPECT_EQ(pmix.world_size, 0);  // PMIx does not say
+  const Launch hydra = launch_with({{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}});
+  EXPECT_EQ(hydra.evidence, "PMI_RANK=3");
+  EXPECT_EQ(hydra.world_size, 4);
+  EXPECT_EQ(launch_with({{"OMPI_COMM_WORLD_SIZE", "two"}}).world_size, 0);
+}
+
+TEST(MakeCommunicator, ChoosesByLaunchAndBuild) {
+  const Launch none = launch_with({});
+  const Launch two = launch_with({{"OMPI_COMM_WORLD_SIZE", "2"}});
+  const Launch one = launch_with({{"OMPI_COMM_WORLD_SIZE", "1"}});
+  const Launch unknown = launch_with({{"PMIX_RANK", "0"}});
+  EXPECT_EQ(choose(none, true), Choice::single);
+  EXPECT_EQ(choose(none, false), Choice::single);
+  EXPECT_EQ(choose(two, true), Choice::mpi);
+  EXPECT_EQ(choose(one, true), Choice::mpi);
+  EXPECT_EQ(choose(two, false), Choice::refuse);
+  EXPECT_EQ(choose(unknown, false), Choice::refuse);
+  EXPECT_EQ(choose(one, false), Choice::single);
+}
+
+TEST(MakeCommunicator, TheRefusalSaysWhyAndWhatToDo) {
+  const std::string m = refusal_message(launch_with({{"OMPI_COMM_WORLD_SIZE", "2"}}));
+  EXPECT_TRUE(HasSubstr(m,
+                        "launched by an MPI launcher (OMPI_COMM_WORLD_SIZE=2) but built "
+                        "without MPI"));
+  EXPECT_TRUE(HasSubstr(m, "libopenmpi-dev"));
+  EXPECT_TRUE(HasSubstr(m, "or run snug without mpirun"));
+}
+
+TEST(MakeCommunicator, WithoutALauncherItIsTheWorldOfOne) {
+  auto comm = make_communicator({}, [](const char*) -> const char* { return nullptr; });
+  EXPECT_EQ(comm->name(), "single");
+  EXPECT_EQ(comm->size(), 1);
+  comm->finish();
+}
+
+TEST(MakeCommunicator, RefusesATimeoutThatIsNotAPositiveNumber) {
+  for (double t : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    CommOptions o;
+    o.timeout_s = t;
+    EXPECT_TRUE(HasSubstr(error_message([&] { check_options(o); }),
+                          "--ddp-timeout must be a number of seconds > 0, got "))
+        << t;
+  }
+  EXPECT_EQ(CommOptions{}.timeout_s, 1800.0);  // HF's ddp_timeout default
+}
+
+TEST(CollectiveMessages, NameTheCollectiveAndTheRanksWaitedFor) {
+  EXPECT_EQ(timeout_message("all_reduce_sum", 17, 0, 2, 2, {1}),
+            "snug: rank 0 of 2: all_reduce_sum (collective 17) did not complete within "
+            "--ddp-timeout 2 s: rank 1 did not arrive; ending the job");
+  EXPECT_EQ(timeout_message("barrier", 3, 2, 4, 1800, {0, 3}),
+            "snug: rank 2 of 4: barrier (collective 3) did not complete within --ddp-timeout "
+            "1800 s: ranks 0, 3 did not arrive; ending the job");
+  EXPECT_EQ(timeout_message("all_gather", 1, 0, 2, 0.5, {}),
+            "snug: rank 0 of 2: all_gather (collective 1) did not complete within --ddp-timeout "
+            "0.5 s: every rank's data arrived, yet the exchange did not complete; ending the job");
+  EXPECT_EQ(collective_error_message("broadcast", 5, 1, 2, 0,
+                                     "MPI_ERR_TRUNCATE: message "
+                                     "truncated"),
+            "rank 1 of 2: broadcast (collective 5) failed with rank 0: MPI_ERR_TRUNCATE: message "
+            "truncated");
+  EXPECT_EQ(collective_error_message("barrier", 2, 0, 3, -1, "x"),
+            "rank 0 of 3: barrier (collective 2) failed: x");
+}
+
+}  // namespace
+}  // namespace snug::dist
