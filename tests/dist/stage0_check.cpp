@@ -5,6 +5,8 @@
 // ||a - b|| / ||a||). The sums differ only in float order: rank 0's rows and rank 1's are added
 // as two partial sums.
 //
+// plan_CASE: `snug plan --world-size 2` of the case against rank 0's measured peak (check_plan).
+//
 // stage0_check SNUG RUN_MPI_SH SOURCE_DIR WORK_DIR CASE; CASE is one of the table below. Exit 77
 // (skipped) when run_mpi.sh finds no mpirun. Registered per case in tests/CMakeLists.txt (label
 // mpi).
@@ -62,6 +64,35 @@ nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
+// `snug plan --world-size 2 --zero-stage 0` against rank 0 of a real `mpirun -np 2` run: the
+// plan's peak equals rank 0's tracked peak to the byte (the report's "ranks").
+int check_plan(const std::string& snug, const std::string& run_mpi, const std::string& flags,
+               const std::string& plan, const std::string& two) {
+  if (run(snug + " plan " + flags +
+          " --per-device-train-batch-size 2 --world-size 2 --zero-stage 0 --json " + plan +
+          ".json > " + plan + ".log 2>&1") != 0) {
+    std::printf("snug plan failed: see %s.log\n", plan.c_str());
+    return 1;
+  }
+  const int mpi =
+      run(run_mpi + " 2 " + snug + " train " + flags +
+          " --per-device-train-batch-size 2 --report-json " + two + ".json > " + two + ".log 2>&1");
+  if (mpi == 77) {
+    std::printf("SNUG_MPI_SKIP: mpirun not found (install openmpi-bin: scripts/install-deps.sh)\n");
+    return 77;
+  }
+  if (mpi != 0) {
+    std::printf("mpirun -np 2 failed (exit %d): see %s.log\n", mpi, two.c_str());
+    return 1;
+  }
+  const int64_t planned = read_json(plan + ".json").at("memory").at("peak_bytes");
+  const int64_t measured = read_json(two + ".json").at("ranks").at(0).at("peak_total");
+  std::printf("plan --world-size 2: peak %lld bytes; rank 0 of mpirun -np 2: %lld bytes\n",
+              static_cast<long long>(planned), static_cast<long long>(measured));
+  std::printf("%s\n", planned == measured ? "PASS" : "FAIL");
+  return planned == measured ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,6 +105,10 @@ int main(int argc, char** argv) {
   const Case* c = nullptr;
   for (const Case& k : kCases)
     if (name == k.name) c = &k;
+  const bool plan = name.rfind("plan_", 0) == 0;
+  if (plan)
+    for (const Case& k : kCases)
+      if (name.substr(5) == k.name) c = &k;
   if (c == nullptr) {
     std::fprintf(stderr, "stage0_check: no case %s\n", name.c_str());
     return 2;
@@ -85,6 +120,7 @@ int main(int argc, char** argv) {
   const std::string flags = replace_all(c->flags, "SRC", src) +
                             " --max-steps 10 --learning-rate 1e-3 --seed 7 --threads 1";
   const std::string one = (dir / "one").string(), two = (dir / "two").string();
+  if (plan) return check_plan(snug, run_mpi, flags, one, two);
   if (run("SNUG_DUMP_FIRST_GRADIENTS=" + one + ".safetensors " + snug + " train " + flags +
           " --per-device-train-batch-size 4 --report-json " + one + ".json > " + one +
           ".log 2>&1") != 0) {
