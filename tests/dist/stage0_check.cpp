@@ -5,7 +5,8 @@
 // ||a - b|| / ||a||). The sums differ only in float order: rank 0's rows and rank 1's are added
 // as two partial sums.
 //
-// plan_CASE: `snug plan --world-size 2` of the case against rank 0's measured peak (check_plan).
+// plan_CASE: `snug plan --world-size 2` of the case against rank 0's measured peak (check_plan);
+// resume_CASE: a 2-rank run's checkpoint resumed on 2 ranks (check_resume).
 //
 // stage0_check SNUG RUN_MPI_SH SOURCE_DIR WORK_DIR CASE; CASE is one of the table below. Exit 77
 // (skipped) when run_mpi.sh finds no mpirun. Registered per case in tests/CMakeLists.txt (label
@@ -93,6 +94,33 @@ int check_plan(const std::string& snug, const std::string& run_mpi, const std::s
   return planned == measured ? 0 : 1;
 }
 
+// Checkpoints of a 2-rank run (rank 0 writes, the other waits at the barrier) resume on 2 ranks
+// to the same losses, bit for bit: the data position counts both ranks' rows.
+int check_resume(const std::string& snug, const std::string& run_mpi, const std::string& flags,
+                 const std::string& dir) {
+  const std::string common =
+      flags + " --per-device-train-batch-size 2 --save-steps 5 --output-dir " + dir + "/out";
+  const int full = run(run_mpi + " 2 " + snug + " train " + common + " --report-json " + dir +
+                       "/full.json > " + dir + "/full.log 2>&1");
+  if (full == 77) {
+    std::printf("SNUG_MPI_SKIP: mpirun not found (install openmpi-bin: scripts/install-deps.sh)\n");
+    return 77;
+  }
+  if (full != 0 || run(run_mpi + " 2 " + snug + " train " + common + " --resume-from " + dir +
+                       "/out/checkpoint-5 --report-json " + dir + "/resumed.json > " + dir +
+                       "/resumed.log 2>&1") != 0) {
+    std::printf("a run failed: see %s/*.log\n", dir.c_str());
+    return 1;
+  }
+  const std::vector<double> a = read_json(dir + "/full.json").at("loss"),
+                            b = read_json(dir + "/resumed.json").at("loss");
+  const bool ok = a.size() == 10 && b.size() == 5 && std::equal(b.begin(), b.end(), a.begin() + 5);
+  std::printf("steps 6-10 of the run: %zu losses, resumed from checkpoint-5: %zu, %s\n", a.size(),
+              b.size(), ok ? "identical" : "different");
+  std::printf("%s\n", ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -105,10 +133,13 @@ int main(int argc, char** argv) {
   const Case* c = nullptr;
   for (const Case& k : kCases)
     if (name == k.name) c = &k;
-  const bool plan = name.rfind("plan_", 0) == 0;
+  const bool plan = name.rfind("plan_", 0) == 0, resume = name.rfind("resume_", 0) == 0;
   if (plan)
     for (const Case& k : kCases)
       if (name.substr(5) == k.name) c = &k;
+  if (resume)
+    for (const Case& k : kCases)
+      if (name.substr(7) == k.name) c = &k;
   if (c == nullptr) {
     std::fprintf(stderr, "stage0_check: no case %s\n", name.c_str());
     return 2;
@@ -121,6 +152,7 @@ int main(int argc, char** argv) {
                             " --max-steps 10 --learning-rate 1e-3 --seed 7 --threads 1";
   const std::string one = (dir / "one").string(), two = (dir / "two").string();
   if (plan) return check_plan(snug, run_mpi, flags, one, two);
+  if (resume) return check_resume(snug, run_mpi, flags, dir.string());
   if (run("SNUG_DUMP_FIRST_GRADIENTS=" + one + ".safetensors " + snug + " train " + flags +
           " --per-device-train-batch-size 4 --report-json " + one + ".json > " + one +
           ".log 2>&1") != 0) {
