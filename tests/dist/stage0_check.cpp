@@ -6,7 +6,8 @@
 // as two partial sums.
 //
 // plan_CASE: `snug plan --world-size 2` of the case against rank 0's measured peak (check_plan);
-// resume_CASE: a 2-rank run's checkpoint resumed on 2 ranks (check_resume).
+// resume_CASE: a 2-rank run's checkpoint resumed on 2 ranks (check_resume); refuse_lomo: LOMO
+// over 2 ranks is refused with its reason (check_refusal).
 //
 // stage0_check SNUG RUN_MPI_SH SOURCE_DIR WORK_DIR CASE; CASE is one of the table below. Exit 77
 // (skipped) when run_mpi.sh finds no mpirun. Registered per case in tests/CMakeLists.txt (label
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -121,6 +123,26 @@ int check_resume(const std::string& snug, const std::string& run_mpi, const std:
   return ok ? 0 : 1;
 }
 
+// What stage 0 refuses over 2 ranks ends the job with the reason, on every rank.
+int check_refusal(const std::string& snug, const std::string& run_mpi, const std::string& flags,
+                  const std::string& dir, const std::string& extra, const std::string& expected) {
+  const std::string log = dir + "/refused.log";
+  const int st = run(run_mpi + " 2 " + snug + " train " + flags +
+                     " --per-device-train-batch-size 2 " + extra + " > " + log + " 2>&1");
+  if (st == 77) {
+    std::printf("SNUG_MPI_SKIP: mpirun not found (install openmpi-bin: scripts/install-deps.sh)\n");
+    return 77;
+  }
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const bool ok = st != 0 && text.find(expected) != std::string::npos;
+  std::printf("%s: exit %d, %s\n%s\n", extra.c_str(), st,
+              text.find(expected) != std::string::npos ? "the reason given" : "no reason",
+              ok ? "PASS" : "FAIL");
+  if (!ok) std::printf("%s\n", text.c_str());
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,6 +162,7 @@ int main(int argc, char** argv) {
   if (resume)
     for (const Case& k : kCases)
       if (name.substr(7) == k.name) c = &k;
+  if (name == "refuse_lomo") c = &kCases[0];
   if (c == nullptr) {
     std::fprintf(stderr, "stage0_check: no case %s\n", name.c_str());
     return 2;
@@ -153,6 +176,9 @@ int main(int argc, char** argv) {
   const std::string one = (dir / "one").string(), two = (dir / "two").string();
   if (plan) return check_plan(snug, run_mpi, flags, one, two);
   if (resume) return check_resume(snug, run_mpi, flags, dir.string());
+  if (name == "refuse_lomo")
+    return check_refusal(snug, run_mpi, flags, dir.string(), "--optim lomo",
+                         "--optim lomo over 2 ranks: its update runs inside backward");
   if (run("SNUG_DUMP_FIRST_GRADIENTS=" + one + ".safetensors " + snug + " train " + flags +
           " --per-device-train-batch-size 4 --report-json " + one + ".json > " + one +
           ".log 2>&1") != 0) {
