@@ -30,6 +30,9 @@
 
 namespace {
 
+#define NO_DROPOUT \
+  "--config-override hidden_dropout_prob=0 --config-override attention_probs_dropout_prob=0"
+
 struct Case {
   const char* name;
   const char* flags;  // beside --max-steps 10 --seq-len/--max-length 32 and the batch
@@ -37,7 +40,7 @@ struct Case {
 
 // The fixtures: a Llama and a GPT-2 on --data dummy; jsonl prompt-completion records with
 // completion-only loss (completions of 1 to 3 tokens: the ranks' counts of valid targets differ);
-// LoRA and QLoRA on the Llama.
+// LoRA and QLoRA on the Llama; BERT's masked LM and sequence classification.
 const Case kCases[] = {
     {"llama", "--model llama-tiny --data dummy --seq-len 32"},
     {"gpt2", "--model gpt2-tiny --data dummy --seq-len 32"},
@@ -47,6 +50,14 @@ const Case kCases[] = {
      "SRC/examples/arithmetic-instructions.jsonl --max-length 32"},
     {"lora", "--model llama-tiny --data dummy --seq-len 32 --lora-r 8 --target-modules all-linear"},
     {"qlora", "--model llama-tiny --data dummy --seq-len 32 --qlora"},
+    // The masked-LM collator's masks and the dummy labels are drawn at each rank's rows of the
+    // global batch: the same as one process's. BERT's dropout is off: its masks are keyed by the
+    // element of the rank's own batch, so each rank draws rank 0's masks rather than one
+    // process's for its rows (docs/distributed.md).
+    {"masked_lm", "--model bert-tiny --data dummy --seq-len 32 " NO_DROPOUT},
+    {"sequence_classification",
+     "--model bert-tiny --task sequence-classification --num-labels 3 --data dummy --seq-len "
+     "32 " NO_DROPOUT},
 };
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
