@@ -101,6 +101,18 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
              " ranks: its update runs inside backward, before the gradients could be summed "
              "across the ranks; data parallelism does not support it yet (run it on one "
              "process, or use another --optim)");
+  if (world() > 1) {
+    // The window's last backward hands each gradient to the buckets as soon as it is final
+    // (train/grad_sync.h), so their all-reduces run while backward goes on.
+    bucket_listener_ = std::make_unique<GradReadySubscription>(
+        model_, [this](Parameter& p, const GradReadyInfo& info) {
+          if (!info.last_micro_batch || !buckets_) return;
+          const auto t0 = std::chrono::steady_clock::now();
+          buckets_->add(p);
+          communication_s_ +=
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        });
+  }
   if (args_.max_steps > 0) {
     total_steps_ = args_.max_steps;
   } else {

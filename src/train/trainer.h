@@ -38,6 +38,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/grad_scaler.h"
+#include "train/grad_sync.h"
 #include "train/output_dir_lock.h"
 #include "train/training_args.h"
 
@@ -186,6 +187,10 @@ class Trainer {
   std::unique_ptr<dist::Communicator> own_comm_;  // the world of one when none was given
   dist::Communicator* comm_ = nullptr;
   double communication_s_ = 0.0;
+  // Data parallelism: the window's gradient buckets, fed by a grad-ready listener on the last
+  // micro-batch while backward runs (train/grad_sync.h); declared after what they refer to.
+  std::unique_ptr<GradientBuckets> buckets_;
+  std::unique_ptr<GradReadySubscription> bucket_listener_;
 };
 
 }  // namespace snug

@@ -67,6 +67,9 @@ Trainer::StepOutcome Trainer::run_step(const TrainWindow& w, int64_t step, doubl
   if (fused_) {
     s = fused_step(w, lr);
   } else {
+    if (world() > 1)
+      buckets_ = std::make_unique<GradientBuckets>(model_.parameters(), *comm_,
+                                                   args_.ddp_bucket_cap_mb, model_.device());
     s.loss = accumulate(w);
     // Each rank's loss is its share of the window's (divided by the global count): their sum is
     // the global window loss, the same on every rank.
@@ -120,14 +123,17 @@ Trainer::StepOutcome Trainer::fused_step(const TrainWindow& w, double lr) {
 }
 
 void Trainer::synchronise_gradients() {
-  // Data parallelism: every gradient summed across the ranks (all-reduce in buckets,
-  // train/grad_sync.h), before fp16's overflow check and the clipping, which so see the global
-  // gradient: the same on every rank, so every rank skips or clips alike (the overflow flag needs
-  // no OR of its own, nor the norm a sum of its own). One process: its gradients are the global
-  // ones.
+  // Data parallelism: every gradient summed across the ranks (all-reduce in buckets started
+  // during backward, train/grad_sync.h), before fp16's overflow check and the clipping, which so
+  // see the global gradient: the same on every rank, so every rank skips or clips alike (the
+  // overflow flag needs no OR of its own, nor the norm a sum of its own). One process: its
+  // gradients are the global ones.
   if (world() == 1) return;
+  // The buckets filled while backward ran (their all-reduces started as each filled): the rest,
+  // then every sum copied back.
   const auto t0 = std::chrono::steady_clock::now();
-  all_reduce_gradients(model_.parameters(), *comm_, args_.ddp_bucket_cap_mb, model_.device());
+  buckets_->finish();
+  buckets_.reset();
   communication_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

@@ -24,7 +24,8 @@ nlohmann::json plan_json(TempDir& tmp, const std::string& flags) {
 }
 
 // Rank 0 of 2 holds what one process holds, plus the gradient bucket (temporary) while the
-// gradients are summed; a world of one has no bucket and is the plain plan.
+// gradients are summed (to the byte against a real run: the mpi test); a world of one has no bucket
+// and is the plain plan.
 TEST(PlanWorldCli, WorldOfTwoAddsTheGradientBucketAsTemporary) {
   TempDir tmp;
   const nlohmann::json one = plan_json(tmp, "--per-device-train-batch-size 2");
@@ -33,11 +34,15 @@ TEST(PlanWorldCli, WorldOfTwoAddsTheGradientBucketAsTemporary) {
   EXPECT_EQ(one["memory"]["peak_bytes"], one_again["memory"]["peak_bytes"]);
   EXPECT_EQ(two["world_size"], 2);
   EXPECT_EQ(two["zero_stage"], 0);
+  // gpt2-tiny's gradients fit one bucket under the 25 MiB default: the bucket is their size,
+  // allocated during backward (its all-reduce overlaps it), beside backward's own temporaries.
   const int64_t grads = two["memory"]["max_by_category"]["gradients"];
-  // gpt2-tiny's gradients fit one bucket under the 25 MiB default: the bucket is their size.
-  EXPECT_EQ(two["memory"]["max_by_category"]["temporary"].get<int64_t>(),
-            std::max<int64_t>(grads, one["memory"]["max_by_category"]["temporary"]));
-  EXPECT_GE(two["memory"]["peak_bytes"].get<int64_t>(), one["memory"]["peak_bytes"].get<int64_t>());
+  const int64_t temp_one = one["memory"]["max_by_category"]["temporary"];
+  const int64_t temp_two = two["memory"]["max_by_category"]["temporary"];
+  EXPECT_GE(temp_two, grads);
+  EXPECT_GT(temp_two, temp_one);
+  EXPECT_LE(temp_two, temp_one + grads);
+  EXPECT_GT(two["memory"]["peak_bytes"].get<int64_t>(), one["memory"]["peak_bytes"].get<int64_t>());
 }
 
 TEST(PlanWorldCli, ZeroStagesOneToThreeAreNotYet) {

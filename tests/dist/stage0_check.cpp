@@ -44,6 +44,11 @@ struct Case {
 const Case kCases[] = {
     {"llama", "--model llama-tiny --data dummy --seq-len 32"},
     {"gpt2", "--model gpt2-tiny --data dummy --seq-len 32"},
+    // Buckets of 0.05 MiB: many all-reduces started during backward, two in flight, gradients
+    // cut across buckets (the default cap holds these models' gradients in one).
+    {"llama_small_buckets",
+     "--model llama-tiny --data dummy --seq-len 32 --ddp-bucket-cap-mb 0.05 "
+     "--gradient-accumulation-steps 2"},
     {"jsonl_completion_only",
      "--model llama-tiny --vocab-size 4096 --tokenizer "
      "SRC/tests/fixtures/tokenizers/gpt2_style.json --data "

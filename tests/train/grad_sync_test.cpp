@@ -70,10 +70,35 @@ TEST(GradSync, BucketsCutAcrossParametersAndEveryElementIsSummedOnce) {
   for (size_t i = 0; i < ps.owned.size(); ++i)
     for (int64_t j = 0; j < ps.owned[i]->grad.numel(); ++j)
       EXPECT_EQ(ps.owned[i]->grad.data<float>()[j], 2.0f * static_cast<float>(100 * i + j));
-  // The bucket was tracked as temporary, and is gone.
+  // The buckets were tracked as temporary (two at most: one reduced while one fills), and are
+  // gone.
   const MemoryStats m = dev.pool().stats();
-  EXPECT_EQ(m.max_by_category[static_cast<size_t>(Category::temporary)], 16);
+  EXPECT_EQ(m.max_by_category[static_cast<size_t>(Category::temporary)], 32);
   EXPECT_EQ(m.live[static_cast<size_t>(Category::temporary)], 0);
+}
+
+// Handed over during backward (first p1, then p0), the rest after: p1's gradient starts the
+// first bucket, a bucket is started when full while p0 comes, and finish() adds p2 (never handed
+// over) and reduces the partial bucket; a hand-over twice is refused.
+TEST(GradSync, HandedOverDuringBackwardThenFinished) {
+  Device dev(cpu_backend());
+  Params ps(dev, {3, 5, 2});
+  TwoAlike comm;
+  GradientBuckets buckets(ps.list, comm, 16.0 / (1024.0 * 1024.0), dev);
+  buckets.add(*ps.owned[1]);
+  EXPECT_EQ(comm.sizes, (std::vector<size_t>{4}));  // started while "backward" goes on
+  EXPECT_THROW(buckets.add(*ps.owned[1]), Error);
+  buckets.add(*ps.owned[0]);
+  EXPECT_EQ(comm.sizes, (std::vector<size_t>{4, 4}));
+  const GradSyncStats st = buckets.finish();
+  EXPECT_EQ(st.buckets, 3);
+  EXPECT_EQ(comm.sizes, (std::vector<size_t>{4, 4, 2}));
+  for (size_t i = 0; i < ps.owned.size(); ++i)
+    for (int64_t j = 0; j < ps.owned[i]->grad.numel(); ++j)
+      EXPECT_EQ(ps.owned[i]->grad.data<float>()[j], 2.0f * static_cast<float>(100 * i + j));
+  // Two buckets at most existed (the third reused the first), and none is left.
+  EXPECT_EQ(dev.pool().stats().max_by_category[static_cast<size_t>(Category::temporary)], 32);
+  EXPECT_EQ(dev.pool().stats().live[static_cast<size_t>(Category::temporary)], 0);
 }
 
 // The default cap holds small models whole; frozen parameters take no part.
