@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/number_flag.h"
 #include "cli/plan_extras.h"
 #include "cli/plan_inference.h"
 #include "core/device.h"
@@ -28,9 +29,20 @@ namespace snug::cli {
 
 namespace {
 
+// --world-size N --zero-stage K (issue 30): the plan of one rank of a data-parallel run.
+struct WorldFlags {
+  int64_t world_size = 1;
+  int64_t zero_stage = 0;
+};
+
 int run_plan(TrainingArguments args, const std::string& device_memory, bool all_gpus,
              const std::string& json_path, const PlanExtras& extras,
-             const InferenceFlags& inference) {
+             const InferenceFlags& inference, const WorldFlags& world) {
+  SNUG_CHECK(world.zero_stage == 0, "--zero-stage ", world.zero_stage,
+             ": not yet; snug plans stage 0 (data parallelism, every rank holding everything) "
+             "for now, stages 1-3 come with their sharding (issue 30)");
+  SNUG_CHECK(!inference.on || world.world_size == 1,
+             "--world-size plans training ranks; --inference plans one process");
   if (inference.on)
     return run_inference_plan(args, inference, device_memory, all_gpus, json_path, extras);
   const bool on_gpu = cuda_index(args.device).has_value();
@@ -40,7 +52,7 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
   OpenedData data;
   if (plan_reads_data(args)) data = open_data(args.data_options(cfg.shape.vocab_size));
   const DryRunData replayed{data.train.get(), data.eval.get()};
-  const DryRun planned = replay(args, replayed);
+  const DryRun planned = replay(args, replayed, nullptr, static_cast<int>(world.world_size));
   const MemoryStats& mem = planned.memory;
   // What --freeze leaves training (a shapes-only model: no bytes are touched).
   Device shapes(meta_backend());
@@ -55,6 +67,13 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
                 args.lora_r > 0 ? "LoRA" : "--freeze", static_cast<long long>(trainable),
                 static_cast<long long>(count_params(shape_model.parameters())),
                 static_cast<double>(trainable) / 1e6);
+  if (world.world_size > 1)
+    std::printf(
+        "rank 0 of %lld (ZeRO stage 0, data parallel): its %lld rows of every batch of "
+        "%lld, and the gradient all-reduce's bucket (--ddp-bucket-cap-mb)\n\n",
+        static_cast<long long>(world.world_size),
+        static_cast<long long>(args.per_device_train_batch_size),
+        static_cast<long long>(world.world_size * args.per_device_train_batch_size));
   std::printf("%s\n\n", describe_batches(planned.batches).c_str());
   std::printf("%s\n", memory_table(mem, std::nullopt).c_str());
   if (on_gpu)
@@ -82,6 +101,8 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
     j["config"]["trainable_params"] = trainable;
     j["memory"] = dry_run_memory_json(mem);
     j["batch_shapes"] = batches_json(planned.batches);
+    j["world_size"] = world.world_size;
+    j["zero_stage"] = world.zero_stage;
     j["devices"] = nlohmann::json::array();
     for (const Verdict& v : verdicts) j["devices"].push_back(verdict_json(v));
     j["what_if"] = what_if_json(alternatives, mem.peak_total);
@@ -104,8 +125,14 @@ Command add_plan_command(CLI::App& app) {
   c.sub->add_option("--json", *json_path, "Write the plan as JSON to this path");
   add_plan_extra_flags(c.sub, *extras);
   add_inference_flags(c.sub, *inference);
-  return {c.sub, [t = c.flags, all_gpus, json_path, extras, inference] {
-            return run_plan(t->args, t->device_memory, *all_gpus, *json_path, *extras, *inference);
+  auto world = std::make_shared<WorldFlags>();
+  add_number_flag(c.sub, "--world-size", world->world_size, NumberRange::integer(1, 1 << 20),
+                  "Plan one rank of a data-parallel run of this many ranks (mpirun -np N)");
+  add_number_flag(c.sub, "--zero-stage", world->zero_stage, NumberRange::integer(0, 3),
+                  "ZeRO stage of the ranks: 0 (data parallel; 1-3 not yet)");
+  return {c.sub, [t = c.flags, all_gpus, json_path, extras, inference, world] {
+            return run_plan(t->args, t->device_memory, *all_gpus, *json_path, *extras, *inference,
+                            *world);
           }};
 }
 

@@ -1,6 +1,10 @@
 // `snug train`: builds the model on the chosen device, trains it, prints the summary and the
 // memory table, and writes the JSON report.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <optional>
 
@@ -10,6 +14,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "data/batches.h"
+#include "dist/make_communicator.h"
 #include "kernels/backends.h"
 #include "models/hf_folder.h"
 #include "models/registry.h"
@@ -43,10 +48,55 @@ class StepTimes final : public TrainCallback {
   TrainCallback& next_;
 };
 
+// Data parallelism: the ranks of one job share the output dir's lock (train/output_dir_lock.h)
+// under one SNUG_JOB_ID; without one from the launcher's user, rank 0 names the job and every
+// rank takes its name.
+void share_job_id(dist::Communicator& comm) {
+  if (comm.size() == 1 || std::getenv("SNUG_JOB_ID") != nullptr) return;
+  char id[128] = {};
+  if (comm.rank() == 0) {
+    char host[64] = {};
+    gethostname(host, sizeof host - 1);
+    std::snprintf(id, sizeof id, "mpirun rank 0 pid %ld on %s", static_cast<long>(getpid()), host);
+  }
+  comm.broadcast(id, sizeof id, 0);
+  setenv("SNUG_JOB_ID", id, 1);
+}
+
+// Every rank's memory by category (docs/report.md's "ranks"), gathered on every rank: an int64
+// sum where each rank fills its own row.
+nlohmann::json ranks_memory_json(const MemoryStats& mem, dist::Communicator& comm) {
+  constexpr int kRow = 2 + 2 * kNumCategories;
+  std::vector<int64_t> rows(static_cast<size_t>(comm.size() * kRow), 0);
+  int64_t* mine = &rows[static_cast<size_t>(comm.rank() * kRow)];
+  mine[0] = mem.peak_total;
+  mine[1] = mem.live_total;
+  for (int c = 0; c < kNumCategories; ++c) {
+    mine[2 + c] = mem.peak_by_category[static_cast<size_t>(c)];
+    mine[2 + kNumCategories + c] = mem.max_by_category[static_cast<size_t>(c)];
+  }
+  comm.all_reduce_sum(rows.data(), rows.size());
+  nlohmann::json out = nlohmann::json::array();
+  for (int r = 0; r < comm.size(); ++r) {
+    const int64_t* row = &rows[static_cast<size_t>(r * kRow)];
+    nlohmann::json at_peak, max;
+    for (int c = 0; c < kNumCategories; ++c) {
+      at_peak[category_name(category_at(c))] = row[2 + c];
+      max[category_name(category_at(c))] = row[2 + kNumCategories + c];
+    }
+    out.push_back({{"rank", r},
+                   {"peak_total", row[0]},
+                   {"live_total_at_end", row[1]},
+                   {"peak_by_category", at_peak},
+                   {"max_by_category", max}});
+  }
+  return out;
+}
+
 // The training run proper. The device is created into `dev_ptr` (the caller reports its memory if
 // setup fails); `reported` turns true once the full report is being written.
 int train_and_report(const TrainingArguments& args, const std::string& memory_timeline,
-                     std::unique_ptr<Device>& dev_ptr, bool& reported) {
+                     std::unique_ptr<Device>& dev_ptr, bool& reported, dist::Communicator& comm) {
   args.validate();
   set_num_threads(args.threads);
   const ModelConfig cfg = args.model_config();
@@ -75,7 +125,7 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
   const OpenedData data = open_data(args.data_options(cfg.shape.vocab_size));
   std::unique_ptr<Trainer> made;
   try {
-    made = std::make_unique<Trainer>(args, *model, data.train.get(), data.eval.get());
+    made = std::make_unique<Trainer>(args, *model, data.train.get(), data.eval.get(), &comm);
   } catch (const OutputDirInUseError& e) {
     // A usage mistake caught before step 1: the bad-command-line exit status.
     std::fprintf(stderr, "snug: error: %s\n", e.what());
@@ -93,12 +143,13 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
   const bool real = !dev.is_meta();
   std::printf(
       "snug: training %s (%.2fM parameters) on %s, device %s%s, batch %lld x %lld tokens, "
-      "%lld steps\n",
+      "%lld steps%s\n",
       cfg.shape.name.c_str(), static_cast<double>(count_params(model->parameters())) / 1e6,
       data.train->describe().c_str(), dev.name(),
       capacity ? (" (" + format_bytes(*capacity) + ")").c_str() : "",
       static_cast<long long>(args.per_device_train_batch_size),
-      static_cast<long long>(args.seq_len), static_cast<long long>(trainer.total_steps()));
+      static_cast<long long>(args.seq_len), static_cast<long long>(trainer.total_steps()),
+      comm.size() > 1 ? (", per rank of " + std::to_string(comm.size()) + " (mpi)").c_str() : "");
   if (!args.freeze.empty())
     std::printf("--freeze: %lld of %lld parameters train (%.2fM), the rest are frozen\n",
                 static_cast<long long>(count_params(model->parameters(), true)),
@@ -116,7 +167,18 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
   progress.finish();
 
   const MemoryStats mem = dev.pool().stats();
+  // Data parallelism: every rank's memory, gathered before rank 0 reports; only rank 0 writes.
+  const nlohmann::json ranks = comm.size() > 1 ? ranks_memory_json(mem, comm) : nlohmann::json();
+  if (comm.rank() != 0) {
+    std::fflush(stdout);
+    if (r.out_of_memory) throw OutOfMemoryError(r.error);
+    SNUG_CHECK(r.error.empty(), r.error);
+    return 0;
+  }
   std::printf("%s", summary_lines(r, mem).c_str());
+  if (comm.size() > 1)
+    std::printf("data parallel: %d ranks, gradient all-reduce %.3f s\n", comm.size(),
+                r.communication_s);
   if (real && !r.loss.empty()) std::printf("Loss: %.4f -> %.4f\n", r.loss.front(), r.loss.back());
   if (!r.evals.empty()) {
     std::printf("eval_loss: %.4f  perplexity: %.4g", r.evals.back().eval_loss,
@@ -140,6 +202,10 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
     nlohmann::json report = make_report(args, *model, r, mem, capacity);
     report["what_if"] = what_if_json(alternatives, baseline);
     report["step_end_s"] = times.ends;
+    if (comm.size() > 1) {
+      report["ranks"] = ranks;
+      report["communication_s"] = r.communication_s;
+    }
     add_device_memory(report["memory"], dev);
     write_json_file(args.report_json, report);
     std::printf("report written to %s\n", args.report_json.c_str());
@@ -162,8 +228,19 @@ int run_train(TrainingArguments args, const std::string& device_memory,
               const std::string& memory_timeline) {
   std::unique_ptr<Device> dev;
   bool reported = false;
+  // Under mpirun, the MPI ranks of a data-parallel run (dist/make_communicator.h); only rank 0
+  // prints and writes the report, the others' standard output is dropped.
+  dist::CommOptions comm_options;
+  comm_options.timeout_s = args.ddp_timeout;
+  const std::unique_ptr<dist::Communicator> comm = dist::make_communicator(comm_options);
+  if (comm->rank() != 0) {
+    std::fflush(stdout);
+    SNUG_CHECK(std::freopen("/dev/null", "w", stdout) != nullptr, "rank ", comm->rank(),
+               ": cannot silence standard output");
+  }
+  share_job_id(*comm);
   auto fail_report = [&](const std::string& msg) {
-    if (reported || args.report_json.empty()) return;
+    if (reported || args.report_json.empty() || comm->rank() != 0) return;
     reported = true;
     try {
       nlohmann::json j;
@@ -178,7 +255,10 @@ int run_train(TrainingArguments args, const std::string& device_memory,
   };
   try {
     if (!device_memory.empty()) args.device_memory = parse_device_memory(device_memory);
-    return train_and_report(args, memory_timeline, dev, reported);
+    const int status = train_and_report(args, memory_timeline, dev, reported, *comm);
+    // A clean end (MPI finalized); an error leaves it unfinished so mpirun ends every rank.
+    if (status == 0) comm->finish();
+    return status;
   } catch (const std::exception& e) {
     fail_report(e.what());
     throw;

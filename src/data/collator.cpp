@@ -17,11 +17,12 @@ double unit(uint64_t h) {
 }  // namespace
 
 void mask_tokens(int32_t* inputs, int32_t* targets, int64_t n, int64_t vocab, int32_t mask_id,
-                 uint64_t key) {
+                 uint64_t key, int64_t offset) {
   SNUG_CHECK(vocab > 0 && mask_id >= 0 && mask_id < vocab, "masked-lm collator: mask id ", mask_id,
              " is outside the vocabulary [0, ", vocab, ")");
   for (int64_t i = 0; i < n; ++i) {
-    const uint64_t h = splitmix64_mix(key + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1));
+    const uint64_t h =
+        splitmix64_mix(key + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(offset + i + 1));
     if (unit(h) >= kMlmProbability) {
       targets[i] = -100;
       continue;

@@ -19,8 +19,10 @@ namespace snug {
 inline constexpr double kMlmProbability = 0.15;
 
 // inputs (n) are masked in place; targets (n) are overwritten. mask_id in [0, vocab).
+// `offset`: element 0 is element `offset` of the keyed stream (a data-parallel rank's rows of a
+// larger batch draw what one process draws for them).
 void mask_tokens(int32_t* inputs, int32_t* targets, int64_t n, int64_t vocab, int32_t mask_id,
-                 uint64_t key);
+                 uint64_t key, int64_t offset = 0);
 // The key of micro-batch `micro` of optimizer step `step` of a run seeded `seed`.
 uint64_t collator_key(uint64_t seed, int64_t step, int64_t micro);
 

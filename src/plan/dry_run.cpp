@@ -5,6 +5,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "data/sft_data.h"
+#include "dist/meta_world.h"
 #include "kernels/backends.h"
 #include "models/registry.h"
 #include "train/trainer.h"
@@ -22,7 +23,7 @@ int64_t full_rows_steps(const TrainingArguments& args) {
 }  // namespace
 
 DryRun replay(const TrainingArguments& args, const DryRunData& data,
-              std::vector<MemoryEvent>* timeline) {
+              std::vector<MemoryEvent>* timeline, int world_size) {
   TrainingArguments a = args;
   a.device = "meta";
   // Replayed: the run's own steps (--max-steps, or its epochs of the data).
@@ -36,7 +37,8 @@ DryRun replay(const TrainingArguments& args, const DryRunData& data,
   const TrainData* eval = data.train != nullptr ? data.eval
                           : args.has_eval()     ? &full_rows
                                                 : nullptr;
-  Trainer trainer(a, *model, data.train, eval);
+  dist::MetaWorld world(0, world_size);
+  Trainer trainer(a, *model, data.train, eval, world_size > 1 ? &world : nullptr);
   trainer.set_skip_repeated_shapes(true);
   const TrainResult r = trainer.train();
   SNUG_CHECK(r.error.empty(), "dry run failed: ", r.error);

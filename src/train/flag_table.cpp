@@ -314,6 +314,18 @@ std::vector<TrainingFlag> make_table() {
        .help = "Prepare batches ahead on a background thread (queue of 2 per worker)",
        .target = &TA::dataloader_num_workers,
        .range = Int(0, 64)},
+      {.names = "--ddp-timeout",
+       .key = "ddp_timeout",
+       .help = "Data parallelism (mpirun): seconds a collective waits for the other ranks before "
+               "it ends the job naming the missing ones",
+       .target = &TA::ddp_timeout,
+       .range = Float(0, 1e9, true)},
+      {.names = "--ddp-bucket-cap-mb",
+       .key = "ddp_bucket_cap_mb",
+       .help = "Data parallelism (mpirun): MiB of gradients summed across the ranks per "
+               "all-reduce (PyTorch DDP's bucket_cap_mb)",
+       .target = &TA::ddp_bucket_cap_mb,
+       .range = Float(0, 1e6, true)},
       {.names = "--dataloader-pin-memory",
        .key = "dataloader_pin_memory",
        .help = "Accepted for compatibility; pinned host memory matters for CUDA only",

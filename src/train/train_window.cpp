@@ -6,15 +6,15 @@ namespace snug {
 
 TrainWindow::TrainWindow(const TrainData* data, int64_t batch, int64_t seq_len, int64_t steps,
                          uint64_t seed, int num_workers, Device& dev, int64_t start_epoch,
-                         int64_t start_position)
+                         int64_t start_position, const DataShard& shard)
     : B(batch), T(seq_len), accum(steps), epoch(start_epoch), position(start_position) {
   if (data) {
-    loader = data->batches(B, T, seed, true);
+    loader = data->batches(B, T, seed, true, shard);
     loader->seek(epoch, position);
     prefetch = std::make_unique<Prefetcher>(*loader, num_workers, 2, dev);
   } else if (num_workers > 0) {
     // A dry run without data reads nothing but holds the staging slots a run's prefetcher would.
-    slot_shapes = FullRowsData().batches(B, T, seed, true);
+    slot_shapes = FullRowsData().batches(B, T, seed, true, shard);
     prefetch = std::make_unique<Prefetcher>(*slot_shapes, num_workers, 2, dev);
   }
   inputs.assign(static_cast<size_t>(B * T * accum), 0);

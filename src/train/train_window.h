@@ -29,9 +29,11 @@ struct TrainWindow {
   // Reads `data` in (batch, seq_len) micro-batches, `steps` a window, from (start_epoch,
   // start_position) through a prefetcher of `num_workers` (data/prefetch.h);
   // `data` null (a dry run without data): nothing is read, the columns stay T and the inputs
-  // and targets 0, but the staging slots a run's prefetcher would hold are allocated.
+  // and targets 0, but the staging slots a run's prefetcher would hold are allocated. `shard`:
+  // this rank's rows of each batch of shard.world * batch (data/batches.h's DataShard).
   TrainWindow(const TrainData* data, int64_t batch, int64_t seq_len, int64_t steps, uint64_t seed,
-              int num_workers, Device& dev, int64_t start_epoch, int64_t start_position);
+              int num_workers, Device& dev, int64_t start_epoch, int64_t start_position,
+              const DataShard& shard = {});
 
   bool has_data() const { return loader != nullptr; }
   bool has_positions() const { return !positions.empty(); }

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "data/collator.h"
+#include "dist/single_process.h"
 #include "train/checkpoint.h"
 #include "train/fused_step.h"
 #include "train/model_setup.h"
@@ -30,20 +31,32 @@ std::unique_ptr<TrainData> borrow(const TokenSource* s) {
 }  // namespace
 
 Trainer::Trainer(const TrainingArguments& args, Model& model, const TokenSource* data)
-    : Trainer(args, model, borrow(data), nullptr, nullptr) {}
+    : Trainer(args, model, borrow(data), nullptr, nullptr, nullptr) {}
 
 Trainer::Trainer(const TrainingArguments& args, Model& model, const TrainData* data,
-                 const TrainData* eval)
-    : Trainer(args, model, nullptr, data, eval) {}
+                 const TrainData* eval, dist::Communicator* comm)
+    : Trainer(args, model, nullptr, data, eval, comm) {}
+
+DataShard Trainer::shard() const {
+  return DataShard{comm_->rank(), comm_->size()};
+}
 
 Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<TrainData> owned,
-                 const TrainData* data, const TrainData* eval)
+                 const TrainData* data, const TrainData* eval, dist::Communicator* comm)
     : args_(args),
       model_(model),
       owned_data_(std::move(owned)),
       data_(owned_data_ ? owned_data_.get() : data),
       eval_(eval) {
   args_.validate();
+  if (comm == nullptr) own_comm_ = std::make_unique<dist::SingleProcess>();
+  comm_ = comm != nullptr ? comm : own_comm_.get();
+  SNUG_CHECK(
+      world() == 1 || model_.device().is_meta() || std::string(model_.device().name()) == "cpu",
+      "data parallelism over ", world(),
+      " ranks runs on --device cpu ranks for now (MPI "
+      "between CPU processes); --device ",
+      model_.device().name(), " needs the NCCL communicator, which is not built yet");
   for (const TrainData* d : {data_, eval_})
     if (d != nullptr && d->packed()) {
       const std::string why = model_.position_ids_unsupported();
@@ -84,12 +97,28 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   optimizer_ = make_optimizer(args_.optim, model_.parameters(), o);
   fused_ = dynamic_cast<InBackwardOptimizer*>(optimizer_.get());
   if (fused_) check_fused_settings(args_.optim, args_.gradient_accumulation_steps);
+  SNUG_CHECK(!fused_ || world() == 1, "--optim ", args_.optim, " over ", world(),
+             " ranks: its update runs inside backward, before the gradients could be summed "
+             "across the ranks; data parallelism does not support it yet (run it on one "
+             "process, or use another --optim)");
+  if (world() > 1) {
+    // The window's last backward hands each gradient to the buckets as soon as it is final
+    // (train/grad_sync.h), so their all-reduces run while backward goes on.
+    bucket_listener_ = std::make_unique<GradReadySubscription>(
+        model_, [this](Parameter& p, const GradReadyInfo& info) {
+          if (!info.last_micro_batch || !buckets_) return;
+          const auto t0 = std::chrono::steady_clock::now();
+          buckets_->add(p);
+          communication_s_ +=
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        });
+  }
   if (args_.max_steps > 0) {
     total_steps_ = args_.max_steps;
   } else {
     SNUG_CHECK(data_, "--max-steps is required when no dataset is read (device meta)");
     const auto probe =
-        data_->batches(args_.per_device_train_batch_size, args_.seq_len, args_.seed, true);
+        data_->batches(args_.per_device_train_batch_size, args_.seq_len, args_.seed, true, shard());
     const double per_epoch = static_cast<double>(probe->batches_per_epoch()) /
                              static_cast<double>(args_.gradient_accumulation_steps);
     total_steps_ =
@@ -104,12 +133,17 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
     checkpoint_files_ = checkpoint_model_files(model_, args_.model_config());
   if (resuming) resume(args_.resume_from);
   // Before step 1: no other run is writing into the output dir (train/output_dir_lock.h), and it
-  // holds no other run's checkpoints (train/output_dir.h).
-  if (real && args_.save_steps > 0)
-    output_lock_ = std::make_unique<OutputDirLock>(args_.output_dir);
-  if (real && args_.save_steps > 0)
-    removed_checkpoints_ =
-        prepare_output_dir(args_.output_dir, run_record_, resuming, args_.overwrite_output_dir);
+  // holds no other run's checkpoints (train/output_dir.h). Ranks: rank 0 takes the lock and
+  // prepares the folder first; the others (the same job: SNUG_JOB_ID) share the lock after.
+  if (real && args_.save_steps > 0) {
+    if (rank() == 0) {
+      output_lock_ = std::make_unique<OutputDirLock>(args_.output_dir);
+      removed_checkpoints_ =
+          prepare_output_dir(args_.output_dir, run_record_, resuming, args_.overwrite_output_dir);
+    }
+    comm_->barrier();
+    if (rank() != 0) output_lock_ = std::make_unique<OutputDirLock>(args_.output_dir);
+  }
 }
 
 void Trainer::resume(const std::string& from) {
@@ -128,7 +162,7 @@ void Trainer::resume(const std::string& from) {
              ", beyond the run's ", total_steps_, " steps");
   if (data_) {
     const auto probe =
-        data_->batches(args_.per_device_train_batch_size, args_.seq_len, args_.seed, true);
+        data_->batches(args_.per_device_train_batch_size, args_.seq_len, args_.seed, true, shard());
     SNUG_CHECK(st.data_position < probe->items_per_epoch(), where, ": data.position ",
                st.data_position, " is beyond an epoch of this data (", probe->items_per_epoch(),
                " rows of at most ", args_.seq_len, " tokens); the checkpoint is damaged");
@@ -154,7 +188,8 @@ TrainResult Trainer::train(TrainCallback* callback) {
   // A dry run given the run's data (plan/dry_run.h) reads and evaluates it as the run does, on
   // meta, so that every micro-batch has the run's shape; without data it assumes full rows.
   TrainWindow w(data_, B, T, args_.gradient_accumulation_steps, args_.seed,
-                args_.dataloader_num_workers, model_.device(), data_epoch_, data_position_);
+                args_.dataloader_num_workers, model_.device(), data_epoch_, data_position_,
+                shard());
   if (!w.has_data() && task_ == ModelTask::sequence_classification) {
     // A dry run without data: label 0 for every row, in the layout the head takes.
     const std::vector<int32_t> zeros(static_cast<size_t>(B), 0);
@@ -185,6 +220,8 @@ TrainResult Trainer::train(TrainCallback* callback) {
   }
   r.runtime_s = std::chrono::duration<double>(clock::now() - t0).count();
   r.loss_scale = scaler_ ? scaler_->scale() : 0.0;
+  r.communication_s = communication_s_;
+  r.world_size = world();
   return r;
 }
 

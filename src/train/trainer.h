@@ -30,6 +30,7 @@
 
 #include "data/batches.h"
 #include "data/dataset.h"
+#include "dist/communicator.h"
 #include "models/model.h"
 #include "optim/lomo.h"
 #include "optim/optimizer.h"
@@ -37,6 +38,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/grad_scaler.h"
+#include "train/grad_sync.h"
 #include "train/output_dir_lock.h"
 #include "train/training_args.h"
 
@@ -82,6 +84,10 @@ struct TrainResult {
   std::vector<EvalLog> evals;
   std::string best_model_checkpoint;
   double best_metric = 0.0;
+  // Data parallelism: seconds spent in the gradient all-reduce and its bucket copies (0 in a
+  // world of one), and the number of ranks.
+  double communication_s = 0.0;
+  int world_size = 1;
 };
 
 class Trainer {
@@ -93,8 +99,14 @@ class Trainer {
   // (evaluated every --eval-steps and at the end). Packed data needs a model that takes
   // position ids. On meta the data is read and evaluated as on a real device (shapes only), so
   // that a dry run sees the run's batches (plan/dry_run.h).
-  Trainer(const TrainingArguments& args, Model& model, const TrainData* data,
-          const TrainData* eval);
+  //
+  // `comm`: the ranks of a data-parallel run (ZeRO stage 0 = DDP; docs/distributed.md), kept by
+  // the caller; null is the world of one (every byte as without it). With N ranks each reads its
+  // B rows of every global batch of N*B (data/batches.h's DataShard), the window's target count
+  // and the gradients are summed across ranks, so that each rank steps as one process with batch
+  // N*B would; only rank 0 writes checkpoints (the others wait for it at a barrier).
+  Trainer(const TrainingArguments& args, Model& model, const TrainData* data, const TrainData* eval,
+          dist::Communicator* comm = nullptr);
   int64_t total_steps() const { return total_steps_; }
   // The step training starts from (the checkpoint's with --resume-from, else 0).
   int64_t start_step() const { return start_step_; }
@@ -114,7 +126,11 @@ class Trainer {
 
  private:
   Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<TrainData> owned,
-          const TrainData* data, const TrainData* eval);
+          const TrainData* data, const TrainData* eval, dist::Communicator* comm);
+  // The rank's share of every batch.
+  DataShard shard() const;
+  int world() const { return comm_->size(); }
+  int rank() const { return comm_->rank(); }
   // What one optimizer step gives the log (0 for a step a dry run skips).
   struct StepOutcome {
     double loss = 0.0, grad_norm = 0.0;
@@ -128,7 +144,8 @@ class Trainer {
   double accumulate(const TrainWindow& w);
   StepOutcome fused_step(const TrainWindow& w, double lr);
   void synchronise_gradients();
-  double clip_gradients();  // returns the pre-clip global norm
+  void dump_gradients() const;  // SNUG_DUMP_FIRST_GRADIENTS (trainer_step.cpp), for tests
+  double clip_gradients();      // returns the pre-clip global norm
   void log_step(TrainResult& r, const TrainWindow& w, const StepOutcome& s, double lr,
                 double elapsed_s, TrainCallback* callback) const;
   void save(TrainResult& r, const TrainWindow& w);
@@ -167,6 +184,13 @@ class Trainer {
   std::unique_ptr<OutputDirLock> output_lock_;  // held while the run may save (output_dir_lock.h)
   std::vector<std::string> resume_changes_;
   bool skip_repeats_ = false;
+  std::unique_ptr<dist::Communicator> own_comm_;  // the world of one when none was given
+  dist::Communicator* comm_ = nullptr;
+  double communication_s_ = 0.0;
+  // Data parallelism: the window's gradient buckets, fed by a grad-ready listener on the last
+  // micro-batch while backward runs (train/grad_sync.h); declared after what they refer to.
+  std::unique_ptr<GradientBuckets> buckets_;
+  std::unique_ptr<GradReadySubscription> bucket_listener_;
 };
 
 }  // namespace snug

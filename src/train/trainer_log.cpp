@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
 #include "core/error.h"
@@ -80,8 +81,14 @@ void Trainer::save(TrainResult& r, const TrainWindow& w) {
   st.seed = args_.seed;
   st.config = args_.to_json();
   st.run = run_record_;
+  // Data parallelism: every rank holds the same weights and optimizer state (stage 0), so rank 0
+  // writes the checkpoint and the others wait for it at the barrier below: no rank goes on past
+  // a checkpoint that is not complete.
   r.checkpoints.push_back(
-      save_checkpoint(args_.output_dir, st, model_, *optimizer_, checkpoint_files_));
+      rank() == 0
+          ? save_checkpoint(args_.output_dir, st, model_, *optimizer_, checkpoint_files_)
+          : (std::filesystem::path(args_.output_dir) / ("checkpoint-" + std::to_string(st.step)))
+                .string());
   // --load-best-model-at-end: the Trainer judges a checkpoint by the evaluation of its step
   // (save steps are multiples of eval steps): lower eval_loss, higher eval_accuracy is better
   // (greater_is_better), and a tie keeps the earlier checkpoint.
@@ -96,8 +103,10 @@ void Trainer::save(TrainResult& r, const TrainWindow& w) {
       r.best_metric = metric;
     }
   }
-  rotate_checkpoints(args_.output_dir, args_.save_total_limit, r.checkpoints.back(),
-                     r.best_model_checkpoint);
+  if (rank() == 0)
+    rotate_checkpoints(args_.output_dir, args_.save_total_limit, r.checkpoints.back(),
+                       r.best_model_checkpoint);
+  if (world() > 1) comm_->barrier();
 }
 
 void Trainer::finish(TrainResult& r, TrainCallback* callback) {

@@ -1,13 +1,20 @@
 // Trainer: the steps of one optimizer step that touch the model (train/trainer.h lists them in
 // order): read the window, accumulate, synchronise, and the step itself (unscale, clip, update).
 
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "data/collator.h"
+#include "io/safetensors.h"
 #include "train/fused_step.h"
 #include "train/grad_norm.h"
+#include "train/grad_sync.h"
 #include "train/train_window.h"
 #include "train/trainer.h"
 
@@ -17,12 +24,16 @@ void Trainer::prepare_batch(int32_t* inputs, int32_t* targets, int64_t T, int64_
                             int64_t micro, int64_t epoch, int64_t position,
                             const BatchSource& source) const {
   const int64_t B = args_.per_device_train_batch_size;
+  // Data parallelism: this rank's rows start at row rank*B of the global batch of world*B rows,
+  // so the masks and labels are those one process draws for those rows (token streams: every
+  // rank's rows have the same T).
+  const int64_t first_row = static_cast<int64_t>(rank()) * B;
   if (task_ == ModelTask::masked_lm) {
     mask_tokens(inputs, targets, B * T, vocab_, static_cast<int32_t>(mask_token_id_),
-                collator_key(args_.seed, step, micro));
+                collator_key(args_.seed, step, micro), first_row * T);
   } else if (task_ == ModelTask::sequence_classification) {
     // Labels come with --data dummy only, a token stream: the constructor checks.
-    dummy_row_labels(targets, source, args_.seed, epoch, position, B, T, num_labels_);
+    dummy_row_labels(targets, source, args_.seed, epoch, position + first_row, B, T, num_labels_);
   }
 }
 
@@ -39,10 +50,11 @@ void Trainer::read_window(TrainWindow& w, int64_t step) const {
   synchronise_targets(w);
 }
 
-void Trainer::synchronise_targets(TrainWindow& /*w*/) const {
+void Trainer::synchronise_targets(TrainWindow& w) const {
   // Data parallelism: w.valid_targets becomes the sum over the ranks (one scalar all-reduce), so
   // that each rank's losses are divided by the global window's count (train/train_window.h).
   // One process: it already is.
+  if (world() > 1) comm_->all_reduce_sum(&w.valid_targets, 1);
 }
 
 Trainer::StepOutcome Trainer::run_step(const TrainWindow& w, int64_t step, double lr) {
@@ -55,13 +67,20 @@ Trainer::StepOutcome Trainer::run_step(const TrainWindow& w, int64_t step, doubl
   if (fused_) {
     s = fused_step(w, lr);
   } else {
+    if (world() > 1)
+      buckets_ = std::make_unique<GradientBuckets>(model_.parameters(), *comm_,
+                                                   args_.ddp_bucket_cap_mb, model_.device());
     s.loss = accumulate(w);
+    // Each rank's loss is its share of the window's (divided by the global count): their sum is
+    // the global window loss, the same on every rank.
+    if (world() > 1) comm_->all_reduce_sum(&s.loss, 1);
   }
   SNUG_CHECK(std::isfinite(s.loss), "loss is ", s.loss, " at step ", step + 1,
              ": training stopped; lower --learning-rate or check the data");
   pool.set_phase(prefix + "optimizer");
   if (!fused_) {
     synchronise_gradients();
+    if (step == start_step_) dump_gradients();
     // fp16: unscale, and skip the step when a gradient overflowed (GradScaler.step/update).
     s.skipped = scaler_ && scaler_->unscale_and_check(model_.parameters());
   }
@@ -104,17 +123,39 @@ Trainer::StepOutcome Trainer::fused_step(const TrainWindow& w, double lr) {
 }
 
 void Trainer::synchronise_gradients() {
-  // Data parallelism: every gradient summed across the ranks (all-reduce; ZeRO: reduce-scattered
-  // to the rank that owns it), before fp16's overflow check and the clipping, which must see the
-  // global gradient. One process: its gradients are the global ones.
+  // Data parallelism: every gradient summed across the ranks (all-reduce in buckets started
+  // during backward, train/grad_sync.h), before fp16's overflow check and the clipping, which so
+  // see the global gradient: the same on every rank, so every rank skips or clips alike (the
+  // overflow flag needs no OR of its own, nor the norm a sum of its own). One process: its
+  // gradients are the global ones.
+  if (world() == 1) return;
+  // The buckets filled while backward ran (their all-reduces started as each filled): the rest,
+  // then every sum copied back.
+  const auto t0 = std::chrono::steady_clock::now();
+  buckets_->finish();
+  buckets_.reset();
+  communication_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void Trainer::dump_gradients() const {
+  // A test's window onto the first step (tests/dist/stage0_check.cpp compares a data-parallel
+  // run's with one process's): SNUG_DUMP_FIRST_GRADIENTS=PATH writes the first step's gradients,
+  // synchronised and before unscaling and clipping, from rank 0, to a safetensors file.
+  const char* path = std::getenv("SNUG_DUMP_FIRST_GRADIENTS");
+  if (path == nullptr || *path == '\0' || rank() != 0 || model_.device().is_meta()) return;
+  std::vector<std::pair<std::string, const Tensor*>> grads;
+  for (const Parameter* p : model_.parameters())
+    if (p->grad.defined()) grads.emplace_back(p->name, &p->grad);
+  save_safetensors(path, grads);
 }
 
 double Trainer::clip_gradients() {
   if (model_.device().is_meta()) return 0.0;
   const ParameterList& params = model_.parameters();
+  // Data parallelism at stage 0: every rank holds the whole summed gradient, so its `sq` is the
+  // global one already (a gradient held by several ranks counted once); ZeRO's sharded
+  // gradients will sum their shards' `sq` across the ranks here.
   const double sq = grad_sum_squares(params);
-  // Data parallelism: `sq` summed across the ranks here (a gradient held by several ranks
-  // counted once), so that every rank clips by the global norm.
   const double norm = std::sqrt(sq);
   if (args_.max_grad_norm > 0) {
     const double coef = clip_coefficient(norm, args_.max_grad_norm);

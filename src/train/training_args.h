@@ -81,6 +81,11 @@ struct TrainingArguments {
   int64_t galore_update_proj_gap = 200;  // galore_adamw: steps between projector refreshes
   double galore_scale = 0.25;            // galore_adamw: scale of the projected-back update
   int dataloader_num_workers = 0;
+  // Data parallelism (docs/distributed.md): HF's ddp_timeout (seconds every collective may wait
+  // for its peers; dist::kDefaultTimeoutSeconds) and ddp_bucket_cap_mb (PyTorch DDP's gradient
+  // bucket, MiB; train/grad_sync.h's kDefaultBucketCapMb).
+  double ddp_timeout = 1800.0;
+  double ddp_bucket_cap_mb = 25.0;
   bool dataloader_pin_memory = true;  // accepted; a CUDA host-allocation mode (see data/prefetch.h)
   std::string attention = "flash";    // flash (memory linear in T) or naive (materialized T x T)
   std::string logits = "chunked";     // chunked (no B x T x V tensor) or full

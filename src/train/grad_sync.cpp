@@ -1,0 +1,120 @@
+#include "train/grad_sync.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "core/error.h"
+
+namespace snug {
+
+int64_t gradient_bucket_elements(const ParameterList& params, double cap_mb) {
+  int64_t total = 0;
+  for (const Parameter* p : params)
+    if (p->requires_grad) total += p->numel();
+  const auto cap = static_cast<int64_t>(cap_mb * 1024.0 * 1024.0) / 4;
+  return std::min(total, std::max<int64_t>(cap, 1));
+}
+
+GradientBuckets::GradientBuckets(const ParameterList& params, dist::Communicator& comm,
+                                 double cap_mb, Device& dev)
+    : params_(params), comm_(comm), dev_(dev), cap_(gradient_bucket_elements(params, cap_mb)) {}
+
+GradientBuckets::~GradientBuckets() {
+  // An error left the window early: the collectives in flight still own their buffers.
+  for (Bucket& b : in_flight_) b.request.wait();
+}
+
+GradientBuckets::Bucket& GradientBuckets::filling() {
+  if (!current_.buffer.defined()) {
+    if (spare_.empty() && static_cast<int>(in_flight_.size()) >= kBucketsInFlight) {
+      complete(in_flight_.front());
+      spare_.push_back(std::move(in_flight_.front()));
+      in_flight_.pop_front();
+    }
+    if (!spare_.empty()) {
+      current_.buffer = std::move(spare_.back().buffer);
+      spare_.pop_back();
+    } else {
+      current_.buffer = Tensor::empty({cap_}, DType::f32, Category::temporary, dev_);
+    }
+  }
+  return current_;
+}
+
+void GradientBuckets::start(Bucket& b) {
+  if (dev_.is_meta()) return;  // nothing to move
+  b.request = comm_.start_all_reduce_sum(b.buffer.data<float>(), static_cast<size_t>(b.fill));
+  ++stats_.buckets;
+  stats_.bytes += b.fill * 4;
+}
+
+void GradientBuckets::complete(Bucket& b) {
+  b.request.wait();
+  if (!dev_.is_meta()) {
+    const float* buf = b.buffer.data<float>();
+    int64_t at = 0;
+    for (const Piece& pc : b.pieces) {
+      std::memcpy(pc.p->grad.data<float>() + pc.begin, buf + at,
+                  static_cast<size_t>(pc.count) * sizeof(float));
+      at += pc.count;
+    }
+  }
+  b.pieces.clear();
+  b.fill = 0;
+}
+
+void GradientBuckets::add(Parameter& p) {
+  SNUG_CHECK(std::find(added_.begin(), added_.end(), &p) == added_.end(),
+             "data parallelism: parameter ", p.name, " was handed over twice in one window");
+  SNUG_CHECK(p.grad.defined(), "data parallelism: parameter ", p.name,
+             " trains but has no gradient after backward on rank ", comm_.rank());
+  SNUG_CHECK(dev_.is_meta() || p.grad.dtype() == DType::f32, "data parallelism: parameter ", p.name,
+             " has a ", dtype_name(p.grad.dtype()),
+             " gradient; the gradient all-reduce sums fp32 gradients only (train without 16-bit "
+             "gradients, or on one process)");
+  added_.push_back(&p);
+  for (Bucket& b : in_flight_) b.request.test();
+  const int64_t n = p.grad.numel();
+  for (int64_t begin = 0; begin < n;) {
+    Bucket& b = filling();
+    const int64_t count = std::min(n - begin, cap_ - b.fill);
+    if (!dev_.is_meta())
+      std::memcpy(b.buffer.data<float>() + b.fill, p.grad.data<float>() + begin,
+                  static_cast<size_t>(count) * sizeof(float));
+    b.pieces.push_back({&p, begin, count});
+    b.fill += count;
+    begin += count;
+    if (b.fill == cap_) {
+      start(b);
+      in_flight_.push_back(std::move(current_));
+      current_ = Bucket{};
+    }
+  }
+}
+
+GradSyncStats GradientBuckets::finish() {
+  for (auto it = params_.rbegin(); it != params_.rend(); ++it)
+    if ((*it)->requires_grad && std::find(added_.begin(), added_.end(), *it) == added_.end())
+      add(**it);
+  if (current_.fill > 0) {
+    start(current_);
+    in_flight_.push_back(std::move(current_));
+  }
+  current_ = Bucket{};
+  while (!in_flight_.empty()) {
+    complete(in_flight_.front());
+    in_flight_.pop_front();
+  }
+  spare_.clear();
+  added_.clear();
+  return std::exchange(stats_, GradSyncStats{});
+}
+
+GradSyncStats all_reduce_gradients(const ParameterList& params, dist::Communicator& comm,
+                                   double cap_mb, Device& dev) {
+  GradientBuckets buckets(params, comm, cap_mb, dev);
+  return buckets.finish();
+}
+
+}  // namespace snug

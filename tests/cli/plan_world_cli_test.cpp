@@ -1,0 +1,58 @@
+// `snug plan --world-size N --zero-stage K` (issue 30): the plan of one data-parallel rank. Its
+// peak against a real `mpirun -np 2` run is held to the byte by the mpi-labelled
+// tests/dist/stage0_check.cpp; here, what needs no MPI.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/run_cli.h"
+
+namespace snug::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+nlohmann::json plan_json(TempDir& tmp, const std::string& flags) {
+  const std::string path = tmp.path("plan.json");
+  const CliResult r = run_snug("plan --model gpt2-tiny --seq-len 64 " + flags + " --json " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// Rank 0 of 2 holds what one process holds, plus the gradient bucket (temporary) while the
+// gradients are summed (to the byte against a real run: the mpi test); a world of one has no bucket
+// and is the plain plan.
+TEST(PlanWorldCli, WorldOfTwoAddsTheGradientBucketAsTemporary) {
+  TempDir tmp;
+  const nlohmann::json one = plan_json(tmp, "--per-device-train-batch-size 2");
+  const nlohmann::json one_again = plan_json(tmp, "--per-device-train-batch-size 2 --world-size 1");
+  const nlohmann::json two = plan_json(tmp, "--per-device-train-batch-size 2 --world-size 2");
+  EXPECT_EQ(one["memory"]["peak_bytes"], one_again["memory"]["peak_bytes"]);
+  EXPECT_EQ(two["world_size"], 2);
+  EXPECT_EQ(two["zero_stage"], 0);
+  // gpt2-tiny's gradients fit one bucket under the 25 MiB default: the bucket is their size,
+  // allocated during backward (its all-reduce overlaps it), beside backward's own temporaries.
+  const int64_t grads = two["memory"]["max_by_category"]["gradients"];
+  const int64_t temp_one = one["memory"]["max_by_category"]["temporary"];
+  const int64_t temp_two = two["memory"]["max_by_category"]["temporary"];
+  EXPECT_GE(temp_two, grads);
+  EXPECT_GT(temp_two, temp_one);
+  EXPECT_LE(temp_two, temp_one + grads);
+  EXPECT_GT(two["memory"]["peak_bytes"].get<int64_t>(), one["memory"]["peak_bytes"].get<int64_t>());
+}
+
+TEST(PlanWorldCli, ZeroStagesOneToThreeAreNotYet) {
+  const CliResult r = run_snug("plan --model gpt2-tiny --world-size 4 --zero-stage 3");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("--zero-stage 3: not yet"));
+  const CliResult bad = run_snug("plan --model gpt2-tiny --zero-stage 4");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("--zero-stage"));
+}
+
+}  // namespace
+}  // namespace snug::test

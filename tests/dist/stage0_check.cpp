@@ -1,0 +1,257 @@
+// Issue 30's acceptance 1 for ZeRO stage 0 (data parallelism): `mpirun -np 2 snug train` with
+// per-rank batch B against one process with batch 2B, on the same data and seed. The losses of
+// 10 steps agree to 1e-5 relative and the first step's gradients (SNUG_DUMP_FIRST_GRADIENTS,
+// trainer_step.cpp: synchronised, before clipping) to 1e-6 relative (each tensor's
+// ||a - b|| / ||a||). The sums differ only in float order: rank 0's rows and rank 1's are added
+// as two partial sums.
+//
+// plan_CASE: `snug plan --world-size 2` of the case against rank 0's measured peak (check_plan);
+// resume_CASE: a 2-rank run's checkpoint resumed on 2 ranks (check_resume); refuse_lomo: LOMO
+// over 2 ranks is refused with its reason (check_refusal).
+//
+// stage0_check SNUG RUN_MPI_SH SOURCE_DIR WORK_DIR CASE; CASE is one of the table below. Exit 77
+// (skipped) when run_mpi.sh finds no mpirun. Registered per case in tests/CMakeLists.txt (label
+// mpi).
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+
+namespace {
+
+#define NO_DROPOUT \
+  "--config-override hidden_dropout_prob=0 --config-override attention_probs_dropout_prob=0"
+
+struct Case {
+  const char* name;
+  const char* flags;  // beside --max-steps 10 --seq-len/--max-length 32 and the batch
+};
+
+// The fixtures: a Llama and a GPT-2 on --data dummy; jsonl prompt-completion records with
+// completion-only loss (completions of 1 to 3 tokens: the ranks' counts of valid targets differ);
+// LoRA and QLoRA on the Llama; BERT's masked LM and sequence classification.
+const Case kCases[] = {
+    {"llama", "--model llama-tiny --data dummy --seq-len 32"},
+    {"gpt2", "--model gpt2-tiny --data dummy --seq-len 32"},
+    // Buckets of 0.05 MiB: many all-reduces started during backward, two in flight, gradients
+    // cut across buckets (the default cap holds these models' gradients in one).
+    {"llama_small_buckets",
+     "--model llama-tiny --data dummy --seq-len 32 --ddp-bucket-cap-mb 0.05 "
+     "--gradient-accumulation-steps 2"},
+    {"jsonl_completion_only",
+     "--model llama-tiny --vocab-size 4096 --tokenizer "
+     "SRC/tests/fixtures/tokenizers/gpt2_style.json --data "
+     "SRC/examples/arithmetic-instructions.jsonl --max-length 32"},
+    {"lora", "--model llama-tiny --data dummy --seq-len 32 --lora-r 8 --target-modules all-linear"},
+    {"qlora", "--model llama-tiny --data dummy --seq-len 32 --qlora"},
+    // The masked-LM collator's masks and the dummy labels are drawn at each rank's rows of the
+    // global batch: the same as one process's. BERT's dropout is off: its masks are keyed by the
+    // element of the rank's own batch, so each rank draws rank 0's masks rather than one
+    // process's for its rows (docs/distributed.md).
+    {"masked_lm", "--model bert-tiny --data dummy --seq-len 32 " NO_DROPOUT},
+    {"sequence_classification",
+     "--model bert-tiny --task sequence-classification --num-labels 3 --data dummy --seq-len "
+     "32 " NO_DROPOUT},
+};
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+int run(const std::string& cmd) {
+  std::printf("$ %s\n", cmd.c_str());
+  std::fflush(stdout);
+  const int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// `snug plan --world-size 2 --zero-stage 0` against rank 0 of a real `mpirun -np 2` run: the
+// plan's peak equals rank 0's tracked peak to the byte (the report's "ranks").
+int check_plan(const std::string& snug, const std::string& run_mpi, const std::string& flags,
+               const std::string& plan, const std::string& two) {
+  if (run(snug + " plan " + flags +
+          " --per-device-train-batch-size 2 --world-size 2 --zero-stage 0 --json " + plan +
+          ".json > " + plan + ".log 2>&1") != 0) {
+    std::printf("snug plan failed: see %s.log\n", plan.c_str());
+    return 1;
+  }
+  const int mpi =
+      run(run_mpi + " 2 " + snug + " train " + flags +
+          " --per-device-train-batch-size 2 --report-json " + two + ".json > " + two + ".log 2>&1");
+  if (mpi == 77) {
+    std::printf("SNUG_MPI_SKIP: mpirun not found (install openmpi-bin: scripts/install-deps.sh)\n");
+    return 77;
+  }
+  if (mpi != 0) {
+    std::printf("mpirun -np 2 failed (exit %d): see %s.log\n", mpi, two.c_str());
+    return 1;
+  }
+  const int64_t planned = read_json(plan + ".json").at("memory").at("peak_bytes");
+  const int64_t measured = read_json(two + ".json").at("ranks").at(0).at("peak_total");
+  std::printf("plan --world-size 2: peak %lld bytes; rank 0 of mpirun -np 2: %lld bytes\n",
+              static_cast<long long>(planned), static_cast<long long>(measured));
+  std::printf("%s\n", planned == measured ? "PASS" : "FAIL");
+  return planned == measured ? 0 : 1;
+}
+
+// Checkpoints of a 2-rank run (rank 0 writes, the other waits at the barrier) resume on 2 ranks
+// to the same losses, bit for bit: the data position counts both ranks' rows.
+int check_resume(const std::string& snug, const std::string& run_mpi, const std::string& flags,
+                 const std::string& dir) {
+  const std::string common =
+      flags + " --per-device-train-batch-size 2 --save-steps 5 --output-dir " + dir + "/out";
+  const int full = run(run_mpi + " 2 " + snug + " train " + common + " --report-json " + dir +
+                       "/full.json > " + dir + "/full.log 2>&1");
+  if (full == 77) {
+    std::printf("SNUG_MPI_SKIP: mpirun not found (install openmpi-bin: scripts/install-deps.sh)\n");
+    return 77;
+  }
+  if (full != 0 || run(run_mpi + " 2 " + snug + " train " + common + " --resume-from " + dir +
+                       "/out/checkpoint-5 --report-json " + dir + "/resumed.json > " + dir +
+                       "/resumed.log 2>&1") != 0) {
+    std::printf("a run failed: see %s/*.log\n", dir.c_str());
+    return 1;
+  }
+  const std::vector<double> a = read_json(dir + "/full.json").at("loss"),
+                            b = read_json(dir + "/resumed.json").at("loss");
+  const bool ok = a.size() == 10 && b.size() == 5 && std::equal(b.begin(), b.end(), a.begin() + 5);
+  std::printf("steps 6-10 of the run: %zu losses, resumed from checkpoint-5: %zu, %s\n", a.size(),
+              b.size(), ok ? "identical" : "different");
+  std::printf("%s\n", ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
+}
+
+// What stage 0 refuses over 2 ranks ends the job with the reason, on every rank.
+int check_refusal(const std::string& snug, const std::string& run_mpi, const std::string& flags,
+                  const std::string& dir, const std::string& extra, const std::string& expected) {
+  const std::string log = dir + "/refused.log";
+  const int st = run(run_mpi + " 2 " + snug + " train " + flags +
+                     " --per-device-train-batch-size 2 " + extra + " > " + log + " 2>&1");
+  if (st == 77) {
+    std::printf("SNUG_MPI_SKIP: mpirun not found (install openmpi-bin: scripts/install-deps.sh)\n");
+    return 77;
+  }
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const bool ok = st != 0 && text.find(expected) != std::string::npos;
+  std::printf("%s: exit %d, %s\n%s\n", extra.c_str(), st,
+              text.find(expected) != std::string::npos ? "the reason given" : "no reason",
+              ok ? "PASS" : "FAIL");
+  if (!ok) std::printf("%s\n", text.c_str());
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 6) {
+    std::fprintf(stderr, "usage: stage0_check SNUG RUN_MPI_SH SOURCE_DIR WORK_DIR CASE\n");
+    return 2;
+  }
+  const std::string snug = argv[1], run_mpi = argv[2], src = argv[3], work = argv[4],
+                    name = argv[5];
+  const Case* c = nullptr;
+  for (const Case& k : kCases)
+    if (name == k.name) c = &k;
+  const bool plan = name.rfind("plan_", 0) == 0, resume = name.rfind("resume_", 0) == 0;
+  if (plan)
+    for (const Case& k : kCases)
+      if (name.substr(5) == k.name) c = &k;
+  if (resume)
+    for (const Case& k : kCases)
+      if (name.substr(7) == k.name) c = &k;
+  if (name == "refuse_lomo") c = &kCases[0];
+  if (c == nullptr) {
+    std::fprintf(stderr, "stage0_check: no case %s\n", name.c_str());
+    return 2;
+  }
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(work) / ("stage0_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string flags = replace_all(c->flags, "SRC", src) +
+                            " --max-steps 10 --learning-rate 1e-3 --seed 7 --threads 1";
+  const std::string one = (dir / "one").string(), two = (dir / "two").string();
+  if (plan) return check_plan(snug, run_mpi, flags, one, two);
+  if (resume) return check_resume(snug, run_mpi, flags, dir.string());
+  if (name == "refuse_lomo")
+    return check_refusal(snug, run_mpi, flags, dir.string(), "--optim lomo",
+                         "--optim lomo over 2 ranks: its update runs inside backward");
+  if (run("SNUG_DUMP_FIRST_GRADIENTS=" + one + ".safetensors " + snug + " train " + flags +
+          " --per-device-train-batch-size 4 --report-json " + one + ".json > " + one +
+          ".log 2>&1") != 0) {
+    std::printf("one process failed: see %s.log\n", one.c_str());
+    return 1;
+  }
+  const int mpi = run("SNUG_DUMP_FIRST_GRADIENTS=" + two + ".safetensors " + run_mpi + " 2 " +
+                      snug + " train " + flags + " --per-device-train-batch-size 2 --report-json " +
+                      two + ".json > " + two + ".log 2>&1");
+  if (mpi == 77) {
+    std::printf("SNUG_MPI_SKIP: mpirun not found (install openmpi-bin: scripts/install-deps.sh)\n");
+    return 77;
+  }
+  if (mpi != 0) {
+    std::printf("mpirun -np 2 failed (exit %d): see %s.log\n", mpi, two.c_str());
+    return 1;
+  }
+  bool ok = true;
+  const nlohmann::json a = read_json(one + ".json"), b = read_json(two + ".json");
+  const std::vector<double> la = a.at("loss"), lb = b.at("loss");
+  if (la.size() != 10 || lb.size() != 10) {
+    std::printf("expected 10 losses, got %zu and %zu\n", la.size(), lb.size());
+    return 1;
+  }
+  double worst_loss = 0;
+  for (size_t i = 0; i < la.size(); ++i)
+    worst_loss = std::max(worst_loss, std::abs(la[i] - lb[i]) / std::abs(la[i]));
+  std::printf("%s: losses %.6f .. %.6f, largest relative difference %.3g (limit 1e-5)\n",
+              name.c_str(), la.front(), la.back(), worst_loss);
+  ok = ok && worst_loss <= 1e-5;
+  if (!b.contains("ranks") || b["ranks"].size() != 2) {
+    std::printf("the 2-rank report has no \"ranks\" of 2\n");
+    ok = false;
+  }
+  const snug::SafetensorsFile ga(one + ".safetensors"), gb(two + ".safetensors");
+  double worst_grad = 0;
+  std::string worst_name;
+  if (ga.names() != gb.names() || ga.names().empty()) {
+    std::printf("the gradient files name different tensors\n");
+    return 1;
+  }
+  for (const std::string& t : ga.names()) {
+    const std::vector<float> x = ga.read_f32(t), y = gb.read_f32(t);
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      diff += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
+      norm += static_cast<double>(x[i]) * x[i];
+    }
+    const double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+    if (rel >= worst_grad) {
+      worst_grad = rel;
+      worst_name = t;
+    }
+  }
+  std::printf("%s: %zu gradients, largest relative difference %.3g (%s; limit 1e-6)\n",
+              name.c_str(), ga.names().size(), worst_grad, worst_name.c_str());
+  ok = ok && worst_grad <= 1e-6;
+  std::printf("%s\n", ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
+}
