@@ -17,17 +17,28 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// A model folder written by export-init and a run on it that saved checkpoint-1: what the
+// tests below edit between save and --resume-from. `run` is the train command without its steps.
+struct SavedRun {
+  std::string dir, out, run;
+};
+SavedRun saved_run(TempDir& tmp) {
+  SavedRun s{tmp.path("model"), tmp.path("out"), ""};
+  s.run =
+      "train --model " + s.dir + " --seq-len 16 --threads 1 --save-steps 1 --output-dir " + s.out;
+  EXPECT_EQ(run_snug("export-init -o " + s.dir, 60).exit_code, 0);
+  const CliResult r = run_snug(s.run + " --max-steps 1", 120);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return s;
+}
+
 // Item 4: editing the model folder's config.json between save and --resume-from resumed with
 // exit 0 and no note; the run record holds the content of the folder's config and tokenizer files.
 TEST(HostileRoundTwoCli, ResumeFromAnEditedModelFolderIsRefused) {
   TempDir tmp;
-  const std::string dir = tmp.path("model");
-  ASSERT_EQ(run_snug("export-init -o " + dir, 60).exit_code, 0);
-  const std::string out = tmp.path("out");
-  const std::string run =
-      "train --model " + dir + " --seq-len 16 --threads 1 --save-steps 1 --output-dir " + out;
-  CliResult r = run_snug(run + " --max-steps 1", 120);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto [dir, out, run] = saved_run(tmp);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  CliResult r;
   nlohmann::json config = nlohmann::json::parse(slurp(dir + "/config.json"));
   config["layer_norm_epsilon"] = 1e-3;
   write_file(dir + "/config.json", config.dump(2));
@@ -44,13 +55,9 @@ TEST(HostileRoundTwoCli, ResumeFromAnEditedModelFolderIsRefused) {
 // folder's 14 GB), which is the trade-off docs/checkpoints.md states.
 TEST(HostileRoundTwoCli, ResumeFromAFolderWithAChangedShardHeaderIsRefused) {
   TempDir tmp;
-  const std::string dir = tmp.path("model");
-  ASSERT_EQ(run_snug("export-init -o " + dir, 60).exit_code, 0);
-  const std::string out = tmp.path("out");
-  const std::string run =
-      "train --model " + dir + " --seq-len 16 --threads 1 --save-steps 1 --output-dir " + out;
-  CliResult r = run_snug(run + " --max-steps 1", 120);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto [dir, out, run] = saved_run(tmp);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  CliResult r;
   const std::string file = dir + "/model.safetensors";
   const std::string original = slurp(file);
   uint64_t n = 0;

@@ -78,6 +78,23 @@ int run(const std::string& cmd) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+// run_mpi.sh exits 77 when it finds no mpirun: the check is then skipped, with the reason.
+constexpr int kSkip = 77;
+bool skipped(int st) {
+  if (st != kSkip) return false;
+  std::printf("SNUG_MPI_SKIP: mpirun not found (install openmpi-bin: scripts/install-deps.sh)\n");
+  return true;
+}
+
+// An `mpirun -np 2` run whose output went to `log`: 0 when it ran, kSkip without mpirun, 1 (with
+// the log named) when it failed.
+int two_ranks_outcome(int st, const std::string& log) {
+  if (skipped(st)) return kSkip;
+  if (st == 0) return 0;
+  std::printf("mpirun -np 2 failed (exit %d): see %s\n", st, log.c_str());
+  return 1;
+}
+
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in);
@@ -93,17 +110,11 @@ int check_plan(const std::string& snug, const std::string& run_mpi, const std::s
     std::printf("snug plan failed: see %s.log\n", plan.c_str());
     return 1;
   }
-  const int mpi =
-      run(run_mpi + " 2 " + snug + " train " + flags +
-          " --per-device-train-batch-size 2 --report-json " + two + ".json > " + two + ".log 2>&1");
-  if (mpi == 77) {
-    std::printf("SNUG_MPI_SKIP: mpirun not found (install openmpi-bin: scripts/install-deps.sh)\n");
-    return 77;
-  }
-  if (mpi != 0) {
-    std::printf("mpirun -np 2 failed (exit %d): see %s.log\n", mpi, two.c_str());
-    return 1;
-  }
+  if (const int st = two_ranks_outcome(run(run_mpi + " 2 " + snug + " train " + flags +
+                                           " --per-device-train-batch-size 2 --report-json " + two +
+                                           ".json > " + two + ".log 2>&1"),
+                                       two + ".log"))
+    return st;
   const int64_t planned = read_json(plan + ".json").at("memory").at("peak_bytes");
   const int64_t measured = read_json(two + ".json").at("ranks").at(0).at("peak_total");
   std::printf("plan --world-size 2: peak %lld bytes; rank 0 of mpirun -np 2: %lld bytes\n",
@@ -120,10 +131,7 @@ int check_resume(const std::string& snug, const std::string& run_mpi, const std:
       flags + " --per-device-train-batch-size 2 --save-steps 5 --output-dir " + dir + "/out";
   const int full = run(run_mpi + " 2 " + snug + " train " + common + " --report-json " + dir +
                        "/full.json > " + dir + "/full.log 2>&1");
-  if (full == 77) {
-    std::printf("SNUG_MPI_SKIP: mpirun not found (install openmpi-bin: scripts/install-deps.sh)\n");
-    return 77;
-  }
+  if (skipped(full)) return kSkip;
   if (full != 0 || run(run_mpi + " 2 " + snug + " train " + common + " --resume-from " + dir +
                        "/out/checkpoint-5 --report-json " + dir + "/resumed.json > " + dir +
                        "/resumed.log 2>&1") != 0) {
@@ -145,10 +153,7 @@ int check_refusal(const std::string& snug, const std::string& run_mpi, const std
   const std::string log = dir + "/refused.log";
   const int st = run(run_mpi + " 2 " + snug + " train " + flags +
                      " --per-device-train-batch-size 2 " + extra + " > " + log + " 2>&1");
-  if (st == 77) {
-    std::printf("SNUG_MPI_SKIP: mpirun not found (install openmpi-bin: scripts/install-deps.sh)\n");
-    return 77;
-  }
+  if (skipped(st)) return kSkip;
   std::ifstream in(log);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const bool ok = st != 0 && text.find(expected) != std::string::npos;
@@ -201,17 +206,12 @@ int main(int argc, char** argv) {
     std::printf("one process failed: see %s.log\n", one.c_str());
     return 1;
   }
-  const int mpi = run("SNUG_DUMP_FIRST_GRADIENTS=" + two + ".safetensors " + run_mpi + " 2 " +
-                      snug + " train " + flags + " --per-device-train-batch-size 2 --report-json " +
-                      two + ".json > " + two + ".log 2>&1");
-  if (mpi == 77) {
-    std::printf("SNUG_MPI_SKIP: mpirun not found (install openmpi-bin: scripts/install-deps.sh)\n");
-    return 77;
-  }
-  if (mpi != 0) {
-    std::printf("mpirun -np 2 failed (exit %d): see %s.log\n", mpi, two.c_str());
-    return 1;
-  }
+  if (const int st = two_ranks_outcome(
+          run("SNUG_DUMP_FIRST_GRADIENTS=" + two + ".safetensors " + run_mpi + " 2 " + snug +
+              " train " + flags + " --per-device-train-batch-size 2 --report-json " + two +
+              ".json > " + two + ".log 2>&1"),
+          two + ".log"))
+    return st;
   bool ok = true;
   const nlohmann::json a = read_json(one + ".json"), b = read_json(two + ".json");
   const std::vector<double> la = a.at("loss"), lb = b.at("loss");
