@@ -16,6 +16,8 @@
 
 #include <cstdint>
 
+#include "core/host_heap.h"
+
 namespace snug {
 
 struct OpTable;  // kernels/op_table.h: core/ holds a device's table without knowing its entries
@@ -46,9 +48,6 @@ class Backend {
   virtual const OpTable& ops() const = 0;
 };
 
-// The host heap as snug uses it: 64-byte aligned blocks that stay in the heap (see
-// core/memory.cpp). The cpu backend allocates from it, and so does any host staging pool.
-void* host_allocate(int64_t bytes);
-void host_release(void* p);
+// The host heap (core/host_heap.h) that the cpu backend and any host staging pool allocate from.
 
 }  // namespace snug

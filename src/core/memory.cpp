@@ -1,7 +1,5 @@
 #include "core/memory.h"
 
-#include <malloc.h>
-
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -15,38 +13,11 @@
 namespace snug {
 
 namespace {
-// The same large tensors (activations, 16-bit compute copies, the LM head's scratch) are freed
-// and allocated again every step. glibc serves blocks above its mmap threshold (dynamic, at most
-// 32 MiB) with fresh mmaps and returns freed heap tops to the kernel, so every step paid page
-// faults and page zeroing for memory it had just released: 0.10-0.15 s of a 1.5 s gpt2-124m
-// --bf16 step (B4, T256) on a 2-core Xeon, measured. Keeping every block in the heap and never
-// trimming it lets the next step reuse them; peak RSS is unchanged (2.68 vs 2.63 GB there),
-// since it is reached every step anyway.
-bool keep_large_blocks_in_heap() {
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
-  return true;
-}
-}  // namespace
-
-namespace {
 double now_s() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
-constexpr int64_t kAlign = 64;
 }  // namespace
-
-void* host_allocate(int64_t bytes) {
-  static const bool heap_tuned = keep_large_blocks_in_heap();
-  (void)heap_tuned;
-  const int64_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-  return std::aligned_alloc(kAlign, static_cast<size_t>(rounded));
-}
-
-void host_release(void* p) {
-  std::free(p);
-}
 
 const char* category_name(Category c) {
   static constexpr const char* kNames[] = {

@@ -20,7 +20,7 @@ class CpuBackend final : public Backend {
   bool backed() const override { return true; }
   bool host_addressable() const override { return true; }
   void* allocate(int64_t bytes) const override { return host_allocate(bytes); }
-  void release(void* p, int64_t) const override { host_release(p); }
+  void release(void* p, int64_t bytes) const override { host_release(p, bytes); }
   void zero(void* dst, int64_t bytes) const override {
     if (bytes > 0) std::memset(dst, 0, static_cast<size_t>(bytes));
   }
@@ -141,7 +141,7 @@ class CpuRemoteBackend final : public Backend {
   bool backed() const override { return true; }
   bool host_addressable() const override { return false; }
   void* allocate(int64_t bytes) const override { return tag(host_allocate(bytes)); }
-  void release(void* p, int64_t) const override { host_release(untag(p)); }
+  void release(void* p, int64_t bytes) const override { host_release(untag(p), bytes); }
   void zero(void* dst, int64_t bytes) const override {
     if (bytes > 0) std::memset(untag(dst), 0, static_cast<size_t>(bytes));
   }

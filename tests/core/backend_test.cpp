@@ -31,7 +31,7 @@ class StandInAccelerator final : public Backend {
   bool backed() const override { return true; }
   bool host_addressable() const override { return false; }
   void* allocate(int64_t bytes) const override { return host_allocate(bytes); }
-  void release(void* p, int64_t) const override { host_release(p); }
+  void release(void* p, int64_t bytes) const override { host_release(p, bytes); }
   void zero(void* dst, int64_t bytes) const override {
     ++zeros;
     std::memset(dst, 0, static_cast<size_t>(bytes));

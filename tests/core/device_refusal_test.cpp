@@ -28,7 +28,7 @@ class FullAfter final : public Backend {
   }
   void release(void* p, int64_t bytes) const override {
     used_ -= bytes;
-    host_release(p);
+    host_release(p, bytes);
   }
   void zero(void*, int64_t) const override {}
   void upload(void*, const void*, int64_t) const override {}
