@@ -80,6 +80,8 @@ void Trainer::save(TrainResult& r, const TrainWindow& w) {
   st.data_position = w.position;
   st.seed = args_.seed;
   st.config = args_.to_json();
+  // The ranks that wrote it, when more than one (a resume says when it changes).
+  if (world() > 1) st.config["world_size"] = world();
   st.run = run_record_;
   // Data parallelism: every rank holds the same weights and optimizer state (stage 0), so rank 0
   // writes the checkpoint and the others wait for it at the barrier below: no rank goes on past

@@ -13,7 +13,8 @@
 //                  naming rank 0, checkpoint-6.tmp is never taken as a checkpoint, and
 //                  checkpoint-3 resumes on 1 rank with batch 4 and on 2 ranks with batch 2 (the
 //                  same global batch), their losses equal to 1e-5 relative, the 2-rank resume's
-//                  bit-identical to an uninterrupted 2-rank run's.
+//                  bit-identical to an uninterrupted 2-rank run's; on 1 rank with batch 2 (a
+//                  global batch of 2) it is accepted and the change said.
 //
 // Nothing is timed: the test waits for a checkpoint folder, for mpirun to end, and CTest's
 // TIMEOUT bounds it all. Rank 1's process is found in /proc: a snug whose command line holds this
@@ -296,10 +297,19 @@ int rank0_dies_in_save(const std::string& snug, const std::string& run_mpi,
                       dir + "/two.log 2>&1");
   const int ref = run(run_mpi + " 2 " + snug + " train " + common + dir +
                       "/ref.json --per-device-train-batch-size 2 > " + dir + "/ref.log 2>&1");
-  if (one != 0 || two != 0 || ref != 0) {
-    std::printf("a run failed (exit %d, %d, %d): see %s/*.log\nFAIL\n", one, two, ref, dir.c_str());
+  // Another global batch (1 rank of 2 rows): accepted and said; the data goes on at row 12.
+  const int smaller = run(snug + " train " + common + dir + "/half.json --per-device-train-batch-" +
+                          "size 2 --resume-from " + out + " > " + dir + "/half.log 2>&1");
+  if (one != 0 || two != 0 || ref != 0 || smaller != 0) {
+    std::printf("a run failed (exit %d, %d, %d, %d): see %s/*.log\nFAIL\n", one, two, ref, smaller,
+                dir.c_str());
     return 1;
   }
+  const std::string one_log = read_text(dir + "/one.log"), half_log = read_text(dir + "/half.log");
+  ok = contains(one_log, "resume: world_size 2 -> 1 (changed since the checkpoint; accepted)");
+  ok = !contains(one_log, "global batch") && ok;
+  ok = contains(half_log, "resume: world_size 2 -> 1 (") && ok;
+  ok = contains(half_log, "resume: global batch 4 -> 2 rows per step") && ok;
   const std::vector<double> a = read_json(dir + "/one.json").at("loss"),
                             b = read_json(dir + "/two.json").at("loss"),
                             r = read_json(dir + "/ref.json").at("loss");
@@ -315,7 +325,7 @@ int rank0_dies_in_save(const std::string& snug, const std::string& run_mpi,
       "steps 4-8 resumed on 1 rank (batch 4) against 2 ranks (batch 2): largest relative "
       "difference %.3g (limit 1e-5); 2 ranks resumed against uninterrupted: %s\n",
       worst, same ? "identical" : "different");
-  ok = worst <= 1e-5 && same;
+  ok = worst <= 1e-5 && same && read_json(dir + "/half.json").at("loss").size() == 5 && ok;
   std::printf("%s\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }
