@@ -18,6 +18,8 @@ namespace snug {
 EvalOptions Trainer::eval_options() const {
   EvalOptions o;
   o.skip_repeated_shapes = skip_repeats_;
+  // Data parallelism: the ranks share the batches and sum their figures (train/evaluate.h).
+  if (world() > 1) o.comm = comm_;
   // The evaluation's masks and labels (data/collator.h) are the same at every evaluation of a
   // run, so that its eval_loss moves with the model only.
   const uint64_t seed = args_.seed;
