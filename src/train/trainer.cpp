@@ -132,6 +132,10 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
              " ranks: its update runs inside backward, before the gradients could be summed "
              "across the ranks; data parallelism does not support it yet (run it on one "
              "process, or use another --optim)");
+  // Data parallelism: dropout masks and NEFTune's noise drawn at this rank's rows of the global
+  // batch, as one process draws them (nn/run_context.h).
+  if (world() > 1)
+    model_.set_first_row(static_cast<int64_t>(rank()) * args_.per_device_train_batch_size);
   if (world() > 1) {
     // The window's last backward hands each gradient to the buckets as soon as it is final
     // (train/grad_sync.h), so their all-reduces run while backward goes on.

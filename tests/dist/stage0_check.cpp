@@ -66,13 +66,25 @@ const Case kCases[] = {
     {"lora", "--model llama-tiny --data dummy --seq-len 32 --lora-r 8 --target-modules all-linear"},
     {"qlora", "--model llama-tiny --data dummy --seq-len 32 --qlora"},
     // The masked-LM collator's masks and the dummy labels are drawn at each rank's rows of the
-    // global batch: the same as one process's. BERT's dropout is off: its masks are keyed by the
-    // element of the rank's own batch, so each rank draws rank 0's masks rather than one
-    // process's for its rows (docs/distributed.md).
+    // global batch: the same as one process's. Dropout off here (the collator alone); on below.
     {"masked_lm", "--model bert-tiny --data dummy --seq-len 32 " NO_DROPOUT},
+    // Dropout: each rank draws the masks one process draws for its rows of the global batch
+    // (nn/run_context.h, first_row): BERT's hidden and attention dropout at 0.1; LoRA dropout
+    // at 0.05 and NEFTune's noise on GPT-2 (whose blocks have no dropout).
+    {"masked_lm_dropout",
+     "--model bert-tiny --data dummy --seq-len 32 --config-override hidden_dropout_prob=0.1 "
+     "--config-override attention_probs_dropout_prob=0.1"},
+    {"gpt2_lora_dropout",
+     "--model gpt2-tiny --data dummy --seq-len 32 --lora-r 8 --lora-dropout 0.05 "
+     "--target-modules all-linear --neftune-noise-alpha 5"},
     {"sequence_classification",
      "--model bert-tiny --task sequence-classification --num-labels 3 --data dummy --seq-len "
      "32 " NO_DROPOUT},
+    // The pooler's dropout too (classifier_dropout falls back to hidden_dropout_prob).
+    {"sequence_classification_dropout",
+     "--model bert-tiny --task sequence-classification --num-labels 3 --data dummy --seq-len 32 "
+     "--config-override hidden_dropout_prob=0.1 --config-override "
+     "attention_probs_dropout_prob=0.1"},
 };
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
