@@ -23,4 +23,14 @@ constexpr bool lora_keep(uint64_t key, int64_t i, double p) {
   return dropout_keep(key, i, p);
 }
 
+// The key whose element i draws what `key`'s element first + i draws: dropout_keep hashes
+// key + kGamma * (i + 1), and a SplitMix64 stream from seed `key` (add_uniform_noise) draws
+// splitmix64_mix(key + kGamma * (i + 1)) for element i, so moving the key by kGamma * first
+// moves the index by `first`. Data parallelism uses it to draw, for a rank's rows, the masks and
+// noise one process draws for those rows of the global batch (nn/run_context.h, at_first_row),
+// without any kernel knowing of ranks.
+constexpr uint64_t counter_key_at(uint64_t key, int64_t first) {
+  return key + SplitMix64::kGamma * static_cast<uint64_t>(first);
+}
+
 }  // namespace snug::kernels

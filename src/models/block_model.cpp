@@ -79,6 +79,7 @@ void BlockModel::begin_forward(SavedRun& s, int64_t B, int64_t T, bool has_targe
   s.for_backward = for_backward;
   nn::RunContext& c = ctx();
   c.training = for_backward;
+  c.batch_rows = B;                     // RunContext::at_first_row
   if (for_backward) ++c.forward_count;  // keys this forward's dropout masks and NEFTune noise
   if (c.low_precision()) {
     dev_->pool().set_phase("forward cast weights");

@@ -67,6 +67,7 @@ class BlockModel : public Model {
   bool head_grad_last() const final { return head_grad_last_; }
   void set_neftune_noise_alpha(double alpha) final { neftune_alpha_ = alpha; }
   void set_forward_count(uint64_t n) final { ctx().forward_count = n; }
+  void set_first_row(int64_t row) final { ctx().first_row = row; }
 
   // LoRA: an adapter pair on every Linear of the layers that `cfg` targets (PEFT's
   // get_peft_model with bias="none"); every other parameter is frozen but the task's

@@ -139,6 +139,10 @@ class Model {
   // Training forwards so far: keys the random draws (dropout masks, NEFTune noise) so that a
   // resumed run draws the same.
   virtual void set_forward_count(uint64_t n) = 0;
+  // Data parallelism: the row of the global batch this process's batches start at (rank * B),
+  // so that the random draws keyed by element (dropout masks, NEFTune noise) are those one
+  // process draws for these rows (nn/run_context.h). 0, the default, in one process.
+  virtual void set_first_row(int64_t row) = 0;
 
   // The head this model was built with (ModelConfig::task); causal_lm unless a family says.
   virtual ModelTask task() const;

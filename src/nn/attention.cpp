@@ -98,8 +98,12 @@ void Attention::forward(const Tensor& x, const Tensor& out, Saved& s) const {
     SNUG_CHECK(cfg_.causal, prefix_, ": position ids (per-document masks) need causal attention");
   }
   s.dropout = c.training && cfg_.probs_dropout > 0;
-  s.dropout_key = s.dropout ? c.dropout_key(cfg_.dropout_layer, kAttentionDropoutSite) : 0;
   const AttentionDims d0 = dims(B, T, s.pos);
+  // The probabilities (B, NH, T, T) in dropout_index's order.
+  s.dropout_key = s.dropout
+                      ? c.at_first_row(c.dropout_key(cfg_.dropout_layer, kAttentionDropoutSite),
+                                       B * d0.NH * T * T)
+                      : 0;
   if (one_qkv_tensor()) {
     s.q = c.work({B, T, d0.ldq});
   } else {

@@ -29,7 +29,7 @@ void EncoderLayer::dropout(const Tensor& x, Tensor& mask, int site) const {
   const RunContext& c = *ctx_;
   mask = Tensor::empty(x.shape(), DType::u8, Category::activations, c.device());
   c.ops().dropout_forward(f32(x), mask.data<uint8_t>(), f32(x), x.numel(), cfg_.hidden_dropout,
-                          c.dropout_key(cfg_.index, site));
+                          c.at_first_row(c.dropout_key(cfg_.index, site), x.numel()));
 }
 
 Tensor EncoderLayer::forward(const Tensor& x, Saved& s) const {

@@ -66,8 +66,10 @@ void Linear::forward(const Tensor& in, const Tensor& out, Saved& s) const {
     if (c.training && p > 0) {
       // h = x * mask / (1 - p), kept for A's gradient (the mask itself is recomputed).
       s.lora_in = activation(c.device(), in.shape());
-      ops.lora_dropout(lora_dropout_key(c.lora_seed, c.forward_count, lora_->layer, lora_->slot), p,
-                       f32(in), f32(s.lora_in), N * in_, false);
+      ops.lora_dropout(
+          c.at_first_row(lora_dropout_key(c.lora_seed, c.forward_count, lora_->layer, lora_->slot),
+                         N * in_),
+          p, f32(in), f32(s.lora_in), N * in_, false);
       h = &s.lora_in;
     }
     Shape ush = in.shape();
@@ -131,8 +133,10 @@ void Linear::backward(const Tensor& dout, Saved& s, const Tensor& din, bool accu
                       f32(s.lora_u), value_of(lora_->A), value_of(lora_->B), N, in_, out_, r,
                       static_cast<float>(c.lora.scaling()), !dropped);
     if (dropped)
-      ops.lora_dropout(lora_dropout_key(c.lora_seed, c.forward_count, lora_->layer, lora_->slot),
-                       c.lora.dropout, f32(dh), f32(din), N * in_, true);
+      ops.lora_dropout(
+          c.at_first_row(lora_dropout_key(c.lora_seed, c.forward_count, lora_->layer, lora_->slot),
+                         N * in_),
+          c.lora.dropout, f32(dh), f32(din), N * in_, true);
   }
   s = {};
 }

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "kernels/dropout_mask.h"
 #include "kernels/op_table.h"
 #include "quant/weight_quant.h"
 
@@ -26,6 +27,13 @@ uint64_t RunContext::dropout_key(int64_t layer, int site) const {
   h = splitmix64_mix(h ^ forward_count);
   h = splitmix64_mix(h ^ static_cast<uint64_t>(layer + 1024));
   return splitmix64_mix(h ^ static_cast<uint64_t>(site));
+}
+
+uint64_t RunContext::at_first_row(uint64_t key, int64_t n) const {
+  if (first_row == 0) return key;
+  SNUG_ASSERT(batch_rows > 0 && n % batch_rows == 0, n, " elements are not rows of the batch's ",
+              batch_rows);
+  return kernels::counter_key_at(key, first_row * (n / batch_rows));
 }
 
 Tensor RunContext::work(const Shape& shape) const {

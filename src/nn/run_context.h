@@ -83,6 +83,17 @@ class RunContext {
   // from the step) draw the same mask. layer: the model's numbering (negative for sites outside
   // the layers); site: which dropout of that layer.
   uint64_t dropout_key(int64_t layer, int site) const;
+  // Data parallelism: the row of the global batch (one process's batch of every rank's rows)
+  // this process's batch starts at (the Trainer's rank * B; 0 in one process), and this
+  // forward's rows (set by the model). Random draws keyed by element index (model and LoRA
+  // dropout, NEFTune's noise) start at that row's elements, so that each rank draws what one
+  // process draws for its rows.
+  int64_t first_row = 0;
+  int64_t batch_rows = 1;
+  // `key` (a dropout key or noise seed) for a tensor of n elements in rows of the batch (row-
+  // major, the batch's rows leading: (B,T,C), (B*T,C), (B,H,T,T), (B,C)), moved to this process's
+  // first row (kernels/dropout_mask.h, counter_key_at). `key` itself in one process.
+  uint64_t at_first_row(uint64_t key, int64_t n) const;
   // Position ids (B,T) int32 of this forward's batch (input_data): packed documents, each
   // restarting at 0, attend only within themselves and rotate by these positions (nn/attention.h).
   // Undefined: every row t is position t of one sequence. Set by the model before its layers run.

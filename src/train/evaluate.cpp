@@ -21,8 +21,15 @@ EvalLog evaluate(Model& model, const TrainData& data, int64_t B, int64_t T, uint
   int64_t rows_with_targets = 0, done = 0, correct = 0, labelled = 0;
   std::set<std::pair<int64_t, int64_t>> shapes;
   const bool skip = options.skip_repeated_shapes && model.device().is_meta();
-  while (done < items) {
+  const int world = options.comm != nullptr ? options.comm->size() : 1;
+  const int rank = options.comm != nullptr ? options.comm->rank() : 0;
+  for (int64_t batch = 0; done < items; ++batch) {
     const int64_t rows = std::min(B, items - done);
+    if (batch % world != rank) {  // another rank's batch: passed over
+      src->next_rows(rows, nullptr, nullptr, nullptr);
+      done += rows;
+      continue;
+    }
     const int64_t cols =
         src->next_rows(rows, in.data(), tg.data(), pos.empty() ? nullptr : pos.data());
     if (options.prepare) options.prepare(in.data(), tg.data(), rows, cols, done);
@@ -61,6 +68,14 @@ EvalLog evaluate(Model& model, const TrainData& data, int64_t B, int64_t T, uint
     done += rows;
   }
   if (!pos.empty()) model.set_position_ids({});
+  if (world > 1) {
+    options.comm->all_reduce_sum(&weighted, 1);
+    int64_t counts[] = {rows_with_targets, correct, labelled};
+    options.comm->all_reduce_sum(counts, 3);
+    rows_with_targets = counts[0];
+    correct = counts[1];
+    labelled = counts[2];
+  }
   SNUG_CHECK(rows_with_targets > 0, "evaluation data ", data.describe(),
              " has no token to evaluate");
   EvalLog e{};

@@ -1,6 +1,14 @@
 // Evaluation: the Hugging Face Trainer's evaluation loop (eval_loss, perplexity, and accuracy for
 // sequence classification) over every row of the evaluation data once, in order, without
 // gradients. The Trainer runs it every --eval-steps and at the end (train/trainer.h).
+//
+// Distributed (EvalOptions::comm with several ranks): the batches of B rows one process would
+// evaluate are dealt round-robin, batch b to rank b mod N; each rank adds up its batches'
+// row-weighted losses (a double) and its counts (rows with targets, correct and labelled rows:
+// int64), and one all-reduce of each gives every rank the one-process figures. Whole batches,
+// not rows, are dealt because eval_loss is a mean of batch means: a batch cut across ranks would
+// be two other means. The sums' float order differs from one process's (rank 0's batches, then
+// rank 1's), nothing else.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +16,7 @@
 #include <optional>
 
 #include "data/batches.h"
+#include "dist/communicator.h"
 #include "models/model.h"
 
 namespace snug {
@@ -39,6 +48,8 @@ struct EvalOptions {
   // Count the rows whose most likely label (the argmax of the model's (rows, labels) output,
   // the first on a tie) is the label in column 0 of their targets: EvalLog::accuracy.
   bool accuracy = false;
+  // The ranks the evaluation is shared among (see the top); null: this process evaluates all.
+  dist::Communicator* comm = nullptr;
 };
 
 // eval_loss of `data` (every row once, in order, batches of B): the mean of the batches' mean

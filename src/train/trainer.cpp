@@ -28,6 +28,37 @@ std::unique_ptr<TrainData> borrow(const TokenSource* s) {
       std::shared_ptr<const TokenSource>(s, [](const TokenSource*) {}));
 }
 
+// An integer setting of a checkpoint's config (`fallback` when absent: a checkpoint of one
+// process has no world_size).
+int64_t saved_setting(const nlohmann::json& config, const char* key, int64_t fallback,
+                      const std::string& where) {
+  if (!config.contains(key)) return fallback;
+  const nlohmann::json& v = config[key];
+  SNUG_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1, where, ": config.", key,
+             " is not a positive integer");
+  return v.get<int64_t>();
+}
+
+// Resuming on another number of ranks (docs/distributed.md): accepted, as the Hugging Face
+// Trainer accepts it, and said. The step count and the schedule go on; the data goes on at the
+// first row no rank has read (a checkpoint's position counts every rank's rows), so with the
+// same global batch (ranks x per-device batch x accumulation) the run steps as it would have.
+std::vector<std::string> world_changes(const nlohmann::json& saved, int world,
+                                       const TrainingArguments& args, const std::string& where) {
+  const int64_t was = saved_setting(saved, "world_size", 1, where);
+  const int64_t global_was = was * saved_setting(saved, "per_device_train_batch_size", 1, where) *
+                             saved_setting(saved, "gradient_accumulation_steps", 1, where);
+  const int64_t global_now =
+      world * args.per_device_train_batch_size * args.gradient_accumulation_steps;
+  std::vector<std::string> out;
+  if (was != world) out.push_back(detail::concat("world_size ", was, " -> ", world));
+  if (global_was != global_now)
+    out.push_back(detail::concat("global batch ", global_was, " -> ", global_now,
+                                 " rows per step (ranks x per-device batch x accumulation): the "
+                                 "data goes on at the first row not yet read"));
+  return out;
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainingArguments& args, Model& model, const TokenSource* data)
@@ -101,6 +132,10 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
              " ranks: its update runs inside backward, before the gradients could be summed "
              "across the ranks; data parallelism does not support it yet (run it on one "
              "process, or use another --optim)");
+  // Data parallelism: dropout masks and NEFTune's noise drawn at this rank's rows of the global
+  // batch, as one process draws them (nn/run_context.h).
+  if (world() > 1)
+    model_.set_first_row(static_cast<int64_t>(rank()) * args_.per_device_train_batch_size);
   if (world() > 1) {
     // The window's last backward hands each gradient to the buckets as soon as it is final
     // (train/grad_sync.h), so their all-reduces run while backward goes on.
@@ -157,6 +192,8 @@ void Trainer::resume(const std::string& from) {
   // (docs/checkpoints.md).
   check_same_run(saved.run, run_record_, where);
   resume_changes_ = config_changes(saved.config, args_.to_json());
+  for (std::string& change : world_changes(saved.config, world(), args_, where))
+    resume_changes_.push_back(std::move(change));
   const CheckpointState st = load_checkpoint(dir, model_, *optimizer_);
   SNUG_CHECK(st.step <= total_steps_, dir, ": checkpoint is at step ", st.step,
              ", beyond the run's ", total_steps_, " steps");

@@ -18,6 +18,8 @@ namespace snug {
 EvalOptions Trainer::eval_options() const {
   EvalOptions o;
   o.skip_repeated_shapes = skip_repeats_;
+  // Data parallelism: the ranks share the batches and sum their figures (train/evaluate.h).
+  if (world() > 1) o.comm = comm_;
   // The evaluation's masks and labels (data/collator.h) are the same at every evaluation of a
   // run, so that its eval_loss moves with the model only.
   const uint64_t seed = args_.seed;
@@ -80,6 +82,8 @@ void Trainer::save(TrainResult& r, const TrainWindow& w) {
   st.data_position = w.position;
   st.seed = args_.seed;
   st.config = args_.to_json();
+  // The ranks that wrote it, when more than one (a resume says when it changes).
+  if (world() > 1) st.config["world_size"] = world();
   st.run = run_record_;
   // Data parallelism: every rank holds the same weights and optimizer state (stage 0), so rank 0
   // writes the checkpoint and the others wait for it at the barrier below: no rank goes on past

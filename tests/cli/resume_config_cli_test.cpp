@@ -86,12 +86,16 @@ TEST_F(ResumeConfigCli, TrainerAllowedChangesAreAcceptedAndPrinted) {
                               {"--save-steps", "3"},
                               {"--output-dir", out()}});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  for (const char* change : {"learning_rate 0.001 -> 0.002", "per_device_train_batch_size 2 -> 4",
-                             "logging_steps 1 -> 2", "save_steps 2 -> 3"})
+  for (const char* change :
+       {"learning_rate 0.001 -> 0.002", "per_device_train_batch_size 2 -> 4",
+        "logging_steps 1 -> 2", "save_steps 2 -> 3", "global batch 2 -> 4 rows per step"})
     EXPECT_THAT(r.out, HasSubstr(change));
   const CliResult longer = resume({{"--max-steps", "5"}});
   EXPECT_EQ(longer.exit_code, 0) << longer.err;
   EXPECT_THAT(longer.out, HasSubstr("max_steps 4 -> 5"));
+  // The same global batch: nothing said about it; one process: no world_size.
+  EXPECT_THAT(longer.out, ::testing::Not(HasSubstr("global batch")));
+  EXPECT_THAT(longer.out, ::testing::Not(HasSubstr("world_size")));
 }
 
 TEST(ResumeConfigCliQuantized, AnotherQuantizedBaseIsRefused) {

@@ -53,16 +53,38 @@ const Case kCases[] = {
      "--model llama-tiny --vocab-size 4096 --tokenizer "
      "SRC/tests/fixtures/tokenizers/gpt2_style.json --data "
      "SRC/examples/arithmetic-instructions.jsonl --max-length 32"},
+    // Distributed evaluation (train/evaluate.h): the evaluation's 16 rows in batches of 7 dealt
+    // to the ranks (rank 0: 7 + 2 rows, rank 1: 7; unequal valid targets); eval_loss as one
+    // process's. LoRA: small gradients, so that the evaluation makes the peak, and rank 1's
+    // batch is wider than rank 0's: its plan (9,026,832 bytes for one process's evaluation,
+    // 8,904,920 for rank 0's share) tells the two apart.
+    {"jsonl_eval",
+     "--model llama-tiny --vocab-size 4096 --tokenizer "
+     "SRC/tests/fixtures/tokenizers/gpt2_style.json --data "
+     "SRC/examples/arithmetic-instructions.jsonl --max-length 32 --lora-r 8 --eval-split 0.1 "
+     "--eval-steps 5 --per-device-eval-batch-size 7"},
     {"lora", "--model llama-tiny --data dummy --seq-len 32 --lora-r 8 --target-modules all-linear"},
     {"qlora", "--model llama-tiny --data dummy --seq-len 32 --qlora"},
     // The masked-LM collator's masks and the dummy labels are drawn at each rank's rows of the
-    // global batch: the same as one process's. BERT's dropout is off: its masks are keyed by the
-    // element of the rank's own batch, so each rank draws rank 0's masks rather than one
-    // process's for its rows (docs/distributed.md).
+    // global batch: the same as one process's. Dropout off here (the collator alone); on below.
     {"masked_lm", "--model bert-tiny --data dummy --seq-len 32 " NO_DROPOUT},
+    // Dropout: each rank draws the masks one process draws for its rows of the global batch
+    // (nn/run_context.h, first_row): BERT's hidden and attention dropout at 0.1; LoRA dropout
+    // at 0.05 and NEFTune's noise on GPT-2 (whose blocks have no dropout).
+    {"masked_lm_dropout",
+     "--model bert-tiny --data dummy --seq-len 32 --config-override hidden_dropout_prob=0.1 "
+     "--config-override attention_probs_dropout_prob=0.1"},
+    {"gpt2_lora_dropout",
+     "--model gpt2-tiny --data dummy --seq-len 32 --lora-r 8 --lora-dropout 0.05 "
+     "--target-modules all-linear --neftune-noise-alpha 5"},
     {"sequence_classification",
      "--model bert-tiny --task sequence-classification --num-labels 3 --data dummy --seq-len "
      "32 " NO_DROPOUT},
+    // The pooler's dropout too (classifier_dropout falls back to hidden_dropout_prob).
+    {"sequence_classification_dropout",
+     "--model bert-tiny --task sequence-classification --num-labels 3 --data dummy --seq-len 32 "
+     "--config-override hidden_dropout_prob=0.1 --config-override "
+     "attention_probs_dropout_prob=0.1"},
 };
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
@@ -225,6 +247,24 @@ int main(int argc, char** argv) {
   std::printf("%s: losses %.6f .. %.6f, largest relative difference %.3g (limit 1e-5)\n",
               name.c_str(), la.front(), la.back(), worst_loss);
   ok = ok && worst_loss <= 1e-5;
+  // Evaluations: eval_loss to 1e-6 relative (and eval_accuracy, where there is one, equal).
+  if (a.contains("eval_history") || b.contains("eval_history")) {
+    const nlohmann::json ea = a.value("eval_history", nlohmann::json::array()),
+                         eb = b.value("eval_history", nlohmann::json::array());
+    double worst_eval = ea.size() == eb.size() && !ea.empty() ? 0.0 : 1.0;
+    for (size_t i = 0; i < std::min(ea.size(), eb.size()); ++i) {
+      const double x = ea[i].at("eval_loss"), y = eb[i].at("eval_loss");
+      worst_eval = std::max(worst_eval, std::abs(x - y) / std::abs(x));
+      ok = ok && ea[i].at("eval_samples") == eb[i].at("eval_samples") &&
+           ea[i].value("eval_accuracy", -1.0) == eb[i].value("eval_accuracy", -1.0);
+    }
+    std::printf(
+        "%s: %zu and %zu evaluations, eval_loss %.6f, largest relative difference %.3g "
+        "(limit 1e-6)\n",
+        name.c_str(), ea.size(), eb.size(),
+        ea.empty() ? 0.0 : ea.back().at("eval_loss").get<double>(), worst_eval);
+    ok = ok && worst_eval <= 1e-6;
+  }
   if (!b.contains("ranks") || b["ranks"].size() != 2) {
     std::printf("the 2-rank report has no \"ranks\" of 2\n");
     ok = false;

@@ -47,6 +47,26 @@ TEST(EncoderOps, DropoutFastEqualsRefAndKeepsTheMask) {
   EXPECT_EQ(kernels::lora_keep(5, 9, 0.3), kernels::dropout_keep(5, 9, 0.3));
 }
 
+// kernels/dropout_mask.h's counter_key_at: element i under the moved key draws what element
+// first + i draws under the key, for the masks and for add_uniform_noise's stream (NEFTune), so
+// a rank's rows draw one process's masks and noise for those rows (nn/run_context.h).
+TEST(EncoderOps, AMovedKeyDrawsTheElementsFromFirstOn) {
+  const int64_t n = 4096, first = 3 * n;
+  const uint64_t key = 0x1234abcd;
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(kernels::dropout_keep(kernels::counter_key_at(key, first), i, 0.1),
+              kernels::dropout_keep(key, first + i, 0.1))
+        << i;
+  Vec whole(static_cast<size_t>(first + n), 0.0f), part(static_cast<size_t>(n), 0.0f);
+  fast_op_table().add_uniform_noise(whole.data(), first + n, key, 0.5);
+  fast_op_table().add_uniform_noise(part.data(), n, kernels::counter_key_at(key, first), 0.5);
+  EXPECT_EQ(part, Vec(whole.begin() + first, whole.end()));
+  Vec part_ref(static_cast<size_t>(n), 0.0f);
+  ref_op_table().add_uniform_noise(part_ref.data(), n, kernels::counter_key_at(key, first), 0.5);
+  EXPECT_EQ(part_ref, part);
+  EXPECT_EQ(kernels::counter_key_at(key, 0), key);
+}
+
 TEST(EncoderOps, TanhAndRowBiasFastEqualRefAndFiniteDifferences) {
   const int64_t N = 37, C = 300;
   const Vec x = test::random_floats(N * C, 3, -3.0f, 3.0f);

@@ -11,6 +11,7 @@
 #include "dist/mpi/exchange.h"
 #include "dist/mpi/runtime.h"
 #include "dist/rank_order.h"
+#include "dist/wait_deadline.h"
 
 namespace snug::dist::mpi {
 
@@ -62,7 +63,8 @@ class Collective : public PendingCollective {
   }
 
   // Bounded by --ddp-timeout from the first wait: a rank may start a bucket long before it
-  // waits for it (while backward runs), and its peers' messages are then already there.
+  // waits for it (while backward runs), and its peers' messages are then already there. Only
+  // the time this process runs counts (dist/wait_deadline.h).
   //
   // Messages move only while a rank is inside an MPI call, both for the sender and the
   // receiver, a shared-memory fragment at a time: so a waiting rank polls without sleeping
@@ -77,16 +79,14 @@ class Collective : public PendingCollective {
     constexpr auto kMaxNap = std::chrono::microseconds(200);
     if (test()) return;
     const auto start = Clock::now();
-    // At most 10^9 s (31 years), so that the nanosecond clock cannot overflow.
-    const double seconds = std::min(world_.options.timeout_s, 1e9);
-    const auto deadline =
-        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    // Time this process did not run (stopped, then continued) is not counted.
+    WaitDeadline deadline(start, world_.options.timeout_s);
     auto last_progress = start;
     size_t seen = progress();
     auto nap = kFirstNap;
     while (!test()) {
       const auto now = Clock::now();
-      if (now >= deadline)
+      if (deadline.expired(now))
         abort_job(1, timeout_message(name_, seq_, world_.rank, world_.size,
                                      world_.options.timeout_s, ex_.waiting_for()));
       if (progress() != seen) {

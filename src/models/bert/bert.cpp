@@ -233,7 +233,8 @@ float Bert::forward(const int32_t* tokens, const int32_t* targets, int64_t B, in
     if (for_backward && cfg_.hidden_dropout_prob > 0) {
       s->emb_mask = Tensor::empty({B, T, C}, DType::u8, Category::activations, dev);
       ops.dropout_forward(nn::f32(s->x0), s->emb_mask.data<uint8_t>(), nn::f32(s->x0), N * C,
-                          cfg_.hidden_dropout_prob, c.dropout_key(kEmbeddingsDropoutLayer, 0));
+                          cfg_.hidden_dropout_prob,
+                          c.at_first_row(c.dropout_key(kEmbeddingsDropoutLayer, 0), N * C));
     }
     if (!for_backward) s->emb_norm = {};
   }
@@ -301,7 +302,7 @@ double Bert::head_forward(const Tensor& x, const Tensor& targets, bool for_backw
   if (for_backward && p > 0) {
     s.cls_mask = Tensor::empty({B, C}, DType::u8, Category::activations, dev);
     ops.dropout_forward(nn::f32(pd), s.cls_mask.data<uint8_t>(), nn::f32(s.pooled), B * C, p,
-                        c.dropout_key(kPoolerDropoutLayer, 0));
+                        c.at_first_row(c.dropout_key(kPoolerDropoutLayer, 0), B * C));
   } else {
     device().copy(nn::f32(pd), nn::f32(s.pooled), B * C);
   }
