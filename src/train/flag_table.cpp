@@ -332,6 +332,12 @@ std::vector<TrainingFlag> make_table() {
                "mpirun an NCCL world of one); default: by launcher and --device",
        .target = &TA::ddp_backend,
        .shown = S::changed},
+      {.names = "--deepspeed",
+       .key = "deepspeed",
+       .help = "A DeepSpeed config (ds_config.json): its ZeRO stage and offload, bf16/fp16, "
+               "accumulation, clipping, micro-batch and AdamW keys set these flags; any other key "
+               "is refused by name (docs/distributed.md)",
+       .target = &TA::deepspeed},
       {.names = "--dataloader-pin-memory",
        .key = "dataloader_pin_memory",
        .help = "Accepted for compatibility; pinned host memory matters for CUDA only",
