@@ -1,12 +1,18 @@
 // What the subcommands share (cli/commands.h).
 #include "cli/commands.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <optional>
+#include <set>
 
 #include "cli/number_flag.h"
 #include "core/error.h"
+#include "dist/make_communicator.h"
 #include "io/excerpt.h"
 #include "report/report.h"
+#include "train/deepspeed_config.h"
+#include "train/flag_table.h"
 
 namespace snug::cli {
 
@@ -14,6 +20,20 @@ Subcommand<TrainingFlags> add_training_subcommand(CLI::App& app, const std::stri
                                                   const std::string& description) {
   Subcommand<TrainingFlags> c = add_subcommand<TrainingFlags>(app, name, description);
   add_training_flags(c.sub, c.flags->args, c.flags->device_memory);
+  // --deepspeed: the file's keys set the flags once the command line is parsed, so that a value
+  // contradicting a flag given there is refused naming both (train/deepspeed_config.h).
+  c.sub->parse_complete_callback([sub = c.sub, flags = c.flags] {
+    TrainingArguments& a = flags->args;
+    if (a.deepspeed.empty()) return;
+    std::set<std::string> given;
+    for (const TrainingFlag& f : training_flags()) {
+      if (f.key.empty()) continue;
+      const CLI::Option* o = sub->get_option_no_throw(f.name());
+      if (o != nullptr && o->count() > 0) given.insert(f.key);
+    }
+    const dist::Launch launch = dist::detect_launch([](const char* n) { return std::getenv(n); });
+    apply_deepspeed_file(given, std::max(1, launch.world_size), a);
+  });
   return c;
 }
 

@@ -149,7 +149,10 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
       capacity ? (" (" + format_bytes(*capacity) + ")").c_str() : "",
       static_cast<long long>(args.per_device_train_batch_size),
       static_cast<long long>(args.seq_len), static_cast<long long>(trainer.total_steps()),
-      comm.size() > 1 ? (", per rank of " + std::to_string(comm.size()) + " (mpi)").c_str() : "");
+      comm.size() > 1 || comm.name() == "nccl"
+          ? (", per rank of " + std::to_string(comm.size()) + " (" + std::string(comm.name()) + ")")
+                .c_str()
+          : "");
   if (!args.freeze.empty())
     std::printf("--freeze: %lld of %lld parameters train (%.2fM), the rest are frozen\n",
                 static_cast<long long>(count_params(model->parameters(), true)),
@@ -232,7 +235,15 @@ int run_train(TrainingArguments args, const std::string& device_memory,
   // prints and writes the report, the others' standard output is dropped.
   dist::CommOptions comm_options;
   comm_options.timeout_s = args.ddp_timeout;
-  const std::unique_ptr<dist::Communicator> comm = dist::make_communicator(comm_options);
+  // GPU ranks: the NCCL communicator on the rank's GPU (plain --device cuda under a launcher of
+  // several ranks is cuda:LOCAL_RANK, one GPU per rank).
+  const dist::Launch launch = dist::detect_launch([](const char* n) { return std::getenv(n); });
+  dist::Placement placement;
+  placement.gpu = dist::rank_gpu(args.device, launch);
+  placement.backend = args.ddp_backend;
+  if (placement.gpu >= 0 && cuda_index(args.device) != placement.gpu)
+    args.device = "cuda:" + std::to_string(placement.gpu);
+  const std::unique_ptr<dist::Communicator> comm = dist::make_communicator(comm_options, placement);
   if (comm->rank() != 0) {
     std::fflush(stdout);
     SNUG_CHECK(std::freopen("/dev/null", "w", stdout) != nullptr, "rank ", comm->rank(),

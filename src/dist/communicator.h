@@ -3,7 +3,9 @@
 //
 //   SingleProcess   a world of one: every collective is a copy or nothing (dist/single_process.h)
 //   MPI             CPU ranks launched by mpirun (OpenMPI), built when CMake finds MPI
-//                   (dist/mpi_world.h); NCCL between GPU ranks comes later behind the same calls
+//                   (dist/mpi_world.h)
+//   NCCL            GPU ranks, bootstrapped over MPI or a world of one (dist/nccl_world.h); its
+//                   sums are NCCL's order, not rank order (docs/distributed.md, "GPU ranks")
 //
 // make_communicator (dist/make_communicator.h) picks one from how the process was launched.
 //
@@ -83,7 +85,7 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // "single", "mpi" (later "nccl").
+  // "single", "mpi" or "nccl".
   virtual std::string_view name() const = 0;
 
   // In place: data[i] becomes the rank-ordered sum of every rank's data[i] (n elements).

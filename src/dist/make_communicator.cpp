@@ -6,7 +6,9 @@
 
 #include "core/error.h"
 #include "dist/mpi_world.h"
+#include "dist/nccl_world.h"
 #include "dist/single_process.h"
+#include "kernels/backends.h"
 
 namespace snug::dist {
 
@@ -34,6 +36,12 @@ Launch detect_launch(const std::function<const char*(const char*)>& getenv) {
   if (!l.by_launcher) return l;
   l.world_size = parse_size(getenv("OMPI_COMM_WORLD_SIZE"));
   if (l.world_size == 0) l.world_size = parse_size(getenv("PMI_SIZE"));
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    const char* v = getenv(var);
+    if (v == nullptr) continue;
+    l.local_rank = std::string_view(v) == "0" ? 0 : parse_size(v) > 0 ? parse_size(v) : -1;
+    break;
+  }
   return l;
 }
 
@@ -58,23 +66,77 @@ std::string refusal_message(const Launch& launch) {
       "missing MPI an error), or run snug without mpirun");
 }
 
+Choice choose(const Launch& launch, const Placement& where, bool built_with_mpi,
+              bool built_with_nccl) {
+  const bool gpu = where.gpu >= 0;
+  if (!gpu) return where.backend == "nccl" ? Choice::refuse : choose(launch, built_with_mpi);
+  if (where.backend == "mpi") return Choice::refuse;
+  if (!launch.by_launcher)
+    return where.backend == "nccl" ? (built_with_nccl ? Choice::nccl : Choice::refuse)
+                                   : Choice::single;
+  if (built_with_mpi && built_with_nccl) return Choice::nccl;
+  return launch.world_size == 1 && where.backend != "nccl" ? Choice::single : Choice::refuse;
+}
+
+std::string refusal_message(const Launch& launch, const Placement& where, bool built_with_mpi,
+                            bool built_with_nccl) {
+  const bool gpu = where.gpu >= 0;
+  if (!gpu && where.backend == "nccl")
+    return "--ddp-backend nccl: NCCL sums GPU memory, and this run's ranks compute on the CPU "
+           "(give --device cuda, or use --ddp-backend mpi)";
+  if (!gpu) return refusal_message(launch);
+  if (where.backend == "mpi")
+    return detail::concat(
+        "--ddp-backend mpi: the MPI communicator sums host memory, and this "
+        "run's ranks compute on cuda:",
+        where.gpu, " (GPU ranks use --ddp-backend nccl)");
+  if (!built_with_nccl)
+    return detail::concat(launch.by_launcher
+                              ? detail::concat("snug was launched by an MPI launcher (",
+                                               launch.evidence, ") with --device cuda, but ")
+                              : std::string("--ddp-backend nccl: "),
+                          nccl_unavailable_reason());
+  return detail::concat(
+      "snug was launched by an MPI launcher (", launch.evidence,
+      ") with --device cuda: the NCCL communicator's ranks find each other over MPI, but this "
+      "snug was built without MPI (install libopenmpi-dev and configure again",
+      "), or run snug without mpirun");
+}
+
+int rank_gpu(const std::string& device, const Launch& launch) {
+  const std::optional<int> index = cuda_index(device);
+  if (!index) return -1;
+  if (device == "cuda" && launch.by_launcher && launch.world_size != 1 && launch.local_rank >= 0)
+    return launch.local_rank;
+  return *index;
+}
+
 std::unique_ptr<Communicator> make_communicator(
-    const CommOptions& options, const std::function<const char*(const char*)>& getenv) {
+    const CommOptions& options, const std::function<const char*(const char*)>& getenv,
+    const Placement& where) {
   check_options(options);
   const Launch launch = detect_launch(getenv);
-  switch (choose(launch, mpi_built())) {
+  // NCCL is loaded only where it would be used.
+  const bool wanted = where.gpu >= 0 && (launch.by_launcher || where.backend == "nccl");
+  const bool with_nccl = nccl_built() && (!wanted || nccl_unavailable_reason().empty());
+  switch (choose(launch, where, mpi_built(), with_nccl)) {
     case Choice::single:
       return std::make_unique<SingleProcess>();
     case Choice::mpi:
       return make_mpi_communicator(options);
+    case Choice::nccl:
+      return make_nccl_communicator(options, where.gpu,
+                                    launch.by_launcher ? make_mpi_communicator(options) : nullptr);
     case Choice::refuse:
       break;
   }
-  throw Error(refusal_message(launch));
+  throw Error(refusal_message(launch, where, mpi_built(), with_nccl));
 }
 
-std::unique_ptr<Communicator> make_communicator(const CommOptions& options) {
-  return make_communicator(options, [](const char* name) { return std::getenv(name); });
+std::unique_ptr<Communicator> make_communicator(const CommOptions& options,
+                                                const Placement& where) {
+  return make_communicator(
+      options, [](const char* name) { return std::getenv(name); }, where);
 }
 
 }  // namespace snug::dist

@@ -326,6 +326,18 @@ std::vector<TrainingFlag> make_table() {
                "all-reduce (PyTorch DDP's bucket_cap_mb)",
        .target = &TA::ddp_bucket_cap_mb,
        .range = Float(0, 1e6, true)},
+      {.names = "--ddp-backend",
+       .key = "ddp_backend",
+       .help = "Data parallelism: the communicator, mpi (CPU ranks) or nccl (GPU ranks; without "
+               "mpirun an NCCL world of one); default: by launcher and --device",
+       .target = &TA::ddp_backend,
+       .shown = S::changed},
+      {.names = "--deepspeed",
+       .key = "deepspeed",
+       .help = "A DeepSpeed config (ds_config.json): its ZeRO stage and offload, bf16/fp16, "
+               "accumulation, clipping, micro-batch and AdamW keys set these flags; any other key "
+               "is refused by name (docs/distributed.md)",
+       .target = &TA::deepspeed},
       {.names = "--dataloader-pin-memory",
        .key = "dataloader_pin_memory",
        .help = "Accepted for compatibility; pinned host memory matters for CUDA only",

@@ -1,7 +1,6 @@
 #include "train/grad_sync.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "core/error.h"
@@ -55,8 +54,7 @@ void GradientBuckets::complete(Bucket& b) {
     const float* buf = b.buffer.data<float>();
     int64_t at = 0;
     for (const Piece& pc : b.pieces) {
-      std::memcpy(pc.p->grad.data<float>() + pc.begin, buf + at,
-                  static_cast<size_t>(pc.count) * sizeof(float));
+      dev_.copy(pc.p->grad.data<float>() + pc.begin, buf + at, pc.count);
       at += pc.count;
     }
   }
@@ -80,8 +78,7 @@ void GradientBuckets::add(Parameter& p) {
     Bucket& b = filling();
     const int64_t count = std::min(n - begin, cap_ - b.fill);
     if (!dev_.is_meta())
-      std::memcpy(b.buffer.data<float>() + b.fill, p.grad.data<float>() + begin,
-                  static_cast<size_t>(count) * sizeof(float));
+      dev_.copy(b.buffer.data<float>() + b.fill, p.grad.data<float>() + begin, count);
     b.pieces.push_back({&p, begin, count});
     b.fill += count;
     begin += count;

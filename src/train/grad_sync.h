@@ -19,7 +19,8 @@
 // for the synchronisation only) when first needed and freed by finish(); a bucket is never larger
 // than all the trainable gradients together. A dry run on meta allocates them the same way and
 // moves nothing, so the plan counts them. The communicator's own scratch (dist/rank_order.h) is
-// host memory inside it.
+// host memory inside it. Gradients go in and out of a bucket by the device's copy, so on GPU
+// ranks the buckets are device memory that the NCCL communicator sums where they are.
 #pragma once
 
 #include <cstdint>

@@ -82,12 +82,11 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   args_.validate();
   if (comm == nullptr) own_comm_ = std::make_unique<dist::SingleProcess>();
   comm_ = comm != nullptr ? comm : own_comm_.get();
-  SNUG_CHECK(
-      world() == 1 || model_.device().is_meta() || std::string(model_.device().name()) == "cpu",
-      "data parallelism over ", world(),
-      " ranks runs on --device cpu ranks for now (MPI "
-      "between CPU processes); --device ",
-      model_.device().name(), " needs the NCCL communicator, which is not built yet");
+  // GPU ranks need the NCCL communicator (device buffers); CPU ranks any.
+  SNUG_CHECK(world() == 1 || model_.device().is_meta() ||
+                 std::string(model_.device().name()) == "cpu" || comm_->name() == "nccl",
+             "data parallelism over ", world(), " ranks on --device ", model_.device().name(),
+             " needs the NCCL communicator (this run has ", comm_->name(), "); CPU ranks use MPI");
   for (const TrainData* d : {data_, eval_})
     if (d != nullptr && d->packed()) {
       const std::string why = model_.position_ids_unsupported();

@@ -111,6 +111,10 @@ void TrainingArguments::validate() const {
   // makes it: `plan --device cuda` needs no GPU.
   SNUG_CHECK(is_device_name(device), "--device: unknown device '", excerpt(device),
              "' (expected cpu, cuda, cuda:N or meta)");
+  SNUG_CHECK(ddp_backend.empty() || ddp_backend == "mpi" || ddp_backend == "nccl",
+             "--ddp-backend: '", excerpt(ddp_backend),
+             "' is not a backend snug has (known: mpi for CPU ranks, nccl for GPU ranks; HF's "
+             "gloo, ccl, hccl, cncl and mccl are not built)");
   optimizer_entry(optim);  // throws the message listing the known names
   SNUG_CHECK(!(bf16_full && fp16),
              "--fp16 and --bf16-full are exclusive: --bf16-full stores and computes in bf16");

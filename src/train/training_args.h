@@ -86,6 +86,13 @@ struct TrainingArguments {
   // bucket, MiB; train/grad_sync.h's kDefaultBucketCapMb).
   double ddp_timeout = 1800.0;
   double ddp_bucket_cap_mb = 25.0;
+  // HF's ddp_backend: "" (chosen by launcher and device, dist/make_communicator.h), "mpi" or
+  // "nccl" (a GPU run of one process then gets an NCCL world of one); HF's other names are
+  // refused by name.
+  std::string ddp_backend;
+  // HF's deepspeed: a DeepSpeed config file whose keys snug reads are applied to these arguments
+  // when the command line is parsed (train/deepspeed_config.h); kept for the report's config.
+  std::string deepspeed;
   bool dataloader_pin_memory = true;  // accepted; a CUDA host-allocation mode (see data/prefetch.h)
   std::string attention = "flash";    // flash (memory linear in T) or naive (materialized T x T)
   std::string logits = "chunked";     // chunked (no B x T x V tensor) or full

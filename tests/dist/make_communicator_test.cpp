@@ -83,6 +83,82 @@ TEST(MakeCommunicator, RefusesATimeoutThatIsNotAPositiveNumber) {
   EXPECT_EQ(CommOptions{}.timeout_s, 1800.0);  // HF's ddp_timeout default
 }
 
+TEST(MakeCommunicator, ReadsTheLocalRank) {
+  EXPECT_EQ(launch_with({}).local_rank, -1);
+  EXPECT_EQ(
+      launch_with({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}}).local_rank,
+      0);
+  EXPECT_EQ(launch_with({{"PMI_RANK", "3"}, {"MPI_LOCALRANKID", "1"}}).local_rank, 1);
+  EXPECT_EQ(launch_with({{"PMIX_RANK", "3"}, {"SLURM_LOCALID", "2"}}).local_rank, 2);
+  EXPECT_EQ(launch_with({{"PMIX_RANK", "3"}, {"SLURM_LOCALID", "x"}}).local_rank, -1);
+}
+
+TEST(MakeCommunicator, GpuRanksTakeTheirLocalRanksGpu) {
+  const Launch none = launch_with({});
+  const Launch two =
+      launch_with({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}});
+  EXPECT_EQ(rank_gpu("cpu", two), -1);
+  EXPECT_EQ(rank_gpu("meta", none), -1);
+  EXPECT_EQ(rank_gpu("cuda", none), 0);
+  EXPECT_EQ(rank_gpu("cuda:3", none), 3);
+  EXPECT_EQ(rank_gpu("cuda", two), 1);    // one GPU per rank of the machine
+  EXPECT_EQ(rank_gpu("cuda:0", two), 0);  // named: as given (NCCL refuses a shared GPU)
+  EXPECT_EQ(rank_gpu("cuda", launch_with({{"OMPI_COMM_WORLD_SIZE", "1"},
+                                          {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}})),
+            0);
+}
+
+// Every row of make_communicator.h's table, in builds with and without MPI and NCCL.
+TEST(MakeCommunicator, ChoosesByDeviceAndDdpBackend) {
+  const Launch none = launch_with({});
+  const Launch two = launch_with({{"OMPI_COMM_WORLD_SIZE", "2"}});
+  const Launch one = launch_with({{"OMPI_COMM_WORLD_SIZE", "1"}});
+  const Placement cpu{-1, ""}, cpu_mpi{-1, "mpi"}, cpu_nccl{-1, "nccl"};
+  const Placement gpu{0, ""}, gpu_mpi{0, "mpi"}, gpu_nccl{0, "nccl"};
+  for (bool nccl : {false, true}) {
+    EXPECT_EQ(choose(none, cpu, true, nccl), Choice::single);
+    EXPECT_EQ(choose(two, cpu, true, nccl), Choice::mpi);
+    EXPECT_EQ(choose(two, cpu_mpi, true, nccl), Choice::mpi);
+    EXPECT_EQ(choose(two, cpu, false, nccl), Choice::refuse);
+    EXPECT_EQ(choose(none, cpu_nccl, true, nccl), Choice::refuse);
+    EXPECT_EQ(choose(two, gpu_mpi, true, nccl), Choice::refuse);
+    EXPECT_EQ(choose(none, gpu, true, nccl), Choice::single);  // a GPU run of one process
+  }
+  EXPECT_EQ(choose(none, gpu_nccl, false, true), Choice::nccl);  // the world of one, no mpirun
+  EXPECT_EQ(choose(none, gpu_nccl, false, false), Choice::refuse);
+  EXPECT_EQ(choose(two, gpu, true, true), Choice::nccl);
+  EXPECT_EQ(choose(two, gpu_nccl, true, true), Choice::nccl);
+  EXPECT_EQ(choose(one, gpu, true, true), Choice::nccl);
+  EXPECT_EQ(choose(two, gpu, false, true), Choice::refuse);  // no MPI to find each other
+  EXPECT_EQ(choose(two, gpu, true, false), Choice::refuse);
+  EXPECT_EQ(choose(one, gpu, false, false), Choice::single);
+  EXPECT_EQ(choose(one, gpu_nccl, false, false), Choice::refuse);
+}
+
+TEST(MakeCommunicator, RefusalsNameTheFlagOrTheMissingPiece) {
+  const Launch none = launch_with({});
+  const Launch two = launch_with({{"OMPI_COMM_WORLD_SIZE", "2"}});
+  EXPECT_TRUE(HasSubstr(refusal_message(none, {-1, "nccl"}, true, true),
+                        "--ddp-backend nccl: NCCL sums GPU memory, and this run's ranks compute "
+                        "on the CPU"));
+  EXPECT_TRUE(HasSubstr(refusal_message(two, {1, "mpi"}, true, true),
+                        "--ddp-backend mpi: the MPI communicator sums host memory, and this run's "
+                        "ranks compute on cuda:1"));
+  EXPECT_TRUE(HasSubstr(refusal_message(two, {0, ""}, true, false),
+                        "launched by an MPI launcher (OMPI_COMM_WORLD_SIZE=2) with --device cuda, "
+                        "but "));
+  EXPECT_TRUE(HasSubstr(refusal_message(two, {0, ""}, false, true), "built without MPI"));
+  EXPECT_TRUE(HasSubstr(refusal_message(two, {-1, ""}, false, true), "libopenmpi-dev"));
+}
+
+TEST(MakeCommunicator, ACpuRankAskingForNcclIsRefused) {
+  EXPECT_TRUE(HasSubstr(
+      error_message([] {
+        make_communicator({}, [](const char*) -> const char* { return nullptr; }, {-1, "nccl"});
+      }),
+      "--ddp-backend nccl: NCCL sums GPU memory"));
+}
+
 TEST(CollectiveMessages, NameTheCollectiveAndTheRanksWaitedFor) {
   EXPECT_EQ(timeout_message("all_reduce_sum", 17, 0, 2, 2, {1}),
             "snug: rank 0 of 2: all_reduce_sum (collective 17) did not complete within "

@@ -36,6 +36,21 @@ std::string TempDir::path(const std::string& name) const {
   return (std::filesystem::path(dir_) / name).string();
 }
 
+namespace {
+
+// The snug this build made (SNUG_BINARY); in a build tree copied elsewhere (the GPU machine gets
+// a copy of the check build), the one beside the test binary's folder (build/X/tests/.. ).
+std::string snug_binary() {
+  if (std::filesystem::exists(SNUG_BINARY)) return SNUG_BINARY;
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return SNUG_BINARY;
+  const std::filesystem::path beside = self.parent_path().parent_path() / "snug";
+  return std::filesystem::exists(beside) ? beside.string() : std::string(SNUG_BINARY);
+}
+
+}  // namespace
+
 CliResult run_snug(const std::string& args, int timeout_s) {
   return run_snug_env("", args, timeout_s);
 }
@@ -44,7 +59,7 @@ CliResult run_snug_env(const std::string& env, const std::string& args, int time
   TempDir tmp;
   std::string cmd = env;
   if (timeout_s > 0) cmd += "timeout -k 5 " + std::to_string(timeout_s) + " ";
-  cmd += SNUG_BINARY;
+  cmd += snug_binary();
   cmd += ' ';
   cmd += args;
   cmd += " >";
