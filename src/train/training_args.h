@@ -86,6 +86,9 @@ struct TrainingArguments {
   // bucket, MiB; train/grad_sync.h's kDefaultBucketCapMb).
   double ddp_timeout = 1800.0;
   double ddp_bucket_cap_mb = 25.0;
+  // --zero-stage (DeepSpeed's zero_optimization.stage; docs/distributed.md): 0 = every rank holds
+  // everything (DDP); 1 = optimizer state sharded over the ranks; 2 = gradients as well.
+  int zero_stage = 0;
   bool dataloader_pin_memory = true;  // accepted; a CUDA host-allocation mode (see data/prefetch.h)
   std::string attention = "flash";    // flash (memory linear in T) or naive (materialized T x T)
   std::string logits = "chunked";     // chunked (no B x T x V tensor) or full
