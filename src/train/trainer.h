@@ -105,7 +105,8 @@ class Trainer {
   // the caller; null is the world of one (every byte as without it). With N ranks each reads its
   // B rows of every global batch of N*B (data/batches.h's DataShard), the window's target count
   // and the gradients are summed across ranks, so that each rank steps as one process with batch
-  // N*B would; only rank 0 writes checkpoints (the others wait for it at a barrier).
+  // N*B would; only rank 0 writes checkpoints (the others wait for it at a barrier), but at
+  // --zero-stage 1-2 every rank writes its optimizer shard into it (train/zero_checkpoint.h).
   Trainer(const TrainingArguments& args, Model& model, const TrainData* data, const TrainData* eval,
           dist::Communicator* comm = nullptr);
   int64_t total_steps() const { return total_steps_; }
