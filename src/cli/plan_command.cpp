@@ -32,15 +32,14 @@ namespace {
 // --world-size N --zero-stage K (issue 30): the plan of one rank of a data-parallel run.
 struct WorldFlags {
   int64_t world_size = 1;
-  int64_t zero_stage = 0;
 };
 
 int run_plan(TrainingArguments args, const std::string& device_memory, bool all_gpus,
              const std::string& json_path, const PlanExtras& extras,
              const InferenceFlags& inference, const WorldFlags& world) {
-  SNUG_CHECK(world.zero_stage == 0, "--zero-stage ", world.zero_stage,
-             ": not yet; snug plans stage 0 (data parallelism, every rank holding everything) "
-             "for now, stages 1-3 come with their sharding (issue 30)");
+  SNUG_CHECK(args.zero_stage <= 2, "--zero-stage ", args.zero_stage,
+             ": not yet; snug plans stages 0-2 (stage 3 comes with its parameter sharding, "
+             "issue 30)");
   SNUG_CHECK(!inference.on || world.world_size == 1,
              "--world-size plans training ranks; --inference plans one process");
   if (inference.on)
@@ -67,13 +66,18 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
                 args.lora_r > 0 ? "LoRA" : "--freeze", static_cast<long long>(trainable),
                 static_cast<long long>(count_params(shape_model.parameters())),
                 static_cast<double>(trainable) / 1e6);
-  if (world.world_size > 1)
-    std::printf(
-        "rank 0 of %lld (ZeRO stage 0, data parallel): its %lld rows of every batch of "
-        "%lld, and the gradient all-reduce's bucket (--ddp-bucket-cap-mb)\n\n",
-        static_cast<long long>(world.world_size),
-        static_cast<long long>(args.per_device_train_batch_size),
-        static_cast<long long>(world.world_size * args.per_device_train_batch_size));
+  if (world.world_size > 1 || args.zero_stage > 0) {
+    static const char* const kStage[] = {
+        "data parallel: the gradient all-reduce's bucket (--ddp-bucket-cap-mb)",
+        "optimizer state sharded: its slice of the flat layout's state, the gradient "
+        "all-reduce's bucket",
+        "optimizer state and gradients sharded: its gradient slice, the per-micro-batch "
+        "reduction's bucket"};
+    std::printf("rank 0 of %lld (ZeRO stage %d, %s): its %lld rows of every batch of %lld\n\n",
+                static_cast<long long>(world.world_size), args.zero_stage, kStage[args.zero_stage],
+                static_cast<long long>(args.per_device_train_batch_size),
+                static_cast<long long>(world.world_size * args.per_device_train_batch_size));
+  }
   std::printf("%s\n\n", describe_batches(planned.batches).c_str());
   std::printf("%s\n", memory_table(mem, std::nullopt).c_str());
   if (on_gpu)
@@ -102,7 +106,7 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
     j["memory"] = dry_run_memory_json(mem);
     j["batch_shapes"] = batches_json(planned.batches);
     j["world_size"] = world.world_size;
-    j["zero_stage"] = world.zero_stage;
+    j["zero_stage"] = args.zero_stage;
     j["devices"] = nlohmann::json::array();
     for (const Verdict& v : verdicts) j["devices"].push_back(verdict_json(v));
     j["what_if"] = what_if_json(alternatives, mem.peak_total);
@@ -128,8 +132,6 @@ Command add_plan_command(CLI::App& app) {
   auto world = std::make_shared<WorldFlags>();
   add_number_flag(c.sub, "--world-size", world->world_size, NumberRange::integer(1, 1 << 20),
                   "Plan one rank of a data-parallel run of this many ranks (mpirun -np N)");
-  add_number_flag(c.sub, "--zero-stage", world->zero_stage, NumberRange::integer(0, 3),
-                  "ZeRO stage of the ranks: 0 (data parallel; 1-3 not yet)");
   return {c.sub, [t = c.flags, all_gpus, json_path, extras, inference, world] {
             return run_plan(t->args, t->device_memory, *all_gpus, *json_path, *extras, *inference,
                             *world);

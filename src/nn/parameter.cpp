@@ -6,7 +6,7 @@ namespace snug {
 
 float* Parameter::grad_for_accumulation() {
   if (!grad.defined())
-    grad = Tensor::zeros(value.shape(), DType::f32, Category::gradients, value.device());
+    grad = Tensor::zeros(value.shape(), DType::f32, grad_category, value.device());
   return grad.data<float>();
 }
 

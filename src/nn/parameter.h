@@ -15,12 +15,16 @@ struct QuantizedWeight;  // quant/weight_quant.h
 struct Parameter {
   std::string name;
   Tensor value;               // category weights
-  Tensor grad;                // category gradients; undefined until backward first touches it
+  Tensor grad;                // category grad_category; undefined until backward first touches it
   bool requires_grad = true;  // frozen parameters get no gradient buffer
   bool decay = true;          // weight decay applies (false for biases and norm weights)
   // --load-in-8bit/--load-in-4bit: the frozen value lives quantized here (codes in weights,
   // state in quant_state) and `value` is undefined; the model dequantizes it per use.
   std::shared_ptr<QuantizedWeight> quant;
+  // The category backward allocates `grad` under: gradients, or temporary at ZeRO stage 2, where
+  // the full-size gradient lives only until it is handed to the reduction and the rank keeps
+  // the slice it owns (train/zero_optimizer.h).
+  Category grad_category = Category::gradients;
 
   bool quantized() const { return quant != nullptr; }
   // Logical element count and shape, quantized or not.

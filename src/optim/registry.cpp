@@ -39,6 +39,7 @@ const std::vector<OptimizerEntry>& optimizer_registry() {
        .state_bytes = [](const Parameter& p,
                          const OptimizerOptions&) { return in_param_dtype(p, 2); },
        .bf16_params = true,
+       .elementwise = true,
        .advisor_rank = 1},
       {.name = "sgd",
        .make = make<SGD>,
@@ -47,6 +48,7 @@ const std::vector<OptimizerEntry>& optimizer_registry() {
              return in_param_dtype(p, o.momentum != 0.0f ? 1 : 0);
            },
        .bf16_params = true,
+       .elementwise = true,
        .advisor_rank = 5,
        .what_if_rank = 4},
       {.name = "adafactor",
@@ -70,6 +72,7 @@ const std::vector<OptimizerEntry>& optimizer_registry() {
        .make = make<Lion>,
        .state_bytes = [](const Parameter& p,
                          const OptimizerOptions&) { return in_param_dtype(p, 1); },
+       .elementwise = true,
        .advisor_rank = 4,
        .what_if_rank = 3},
       {.name = "lion_8bit", .make = make<Lion8bit>, .state_bytes = Lion8bit::state_bytes},

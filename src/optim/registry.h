@@ -8,6 +8,10 @@
 //   - updates_in_backward applied inside backward (LOMO, AdaLOMO; train/fused_step.h): the
 //                         estimator counts one block's gradient, not all of them
 //   - bf16_params         updates bf16 parameters (--bf16-full); the others are refused
+//   - elementwise         each element's update reads only that element's parameter, gradient
+//                         and state (and the step count): ZeRO stages 1-2 may then cut a
+//                         parameter anywhere and step the pieces (train/zero_optimizer.h); the
+//                         others (factored or blockwise state, projections) are refused there
 //   - advisor_rank        position in the fit advisor's optimizer dimension, 0: never proposed
 //                         (plan/advisor.h; the closest to AdamW's results first)
 //   - what_if_rank        position among the what-if table's "--optim X" rows, 0: no row
@@ -31,6 +35,7 @@ struct OptimizerEntry {
   int64_t (*state_bytes)(const Parameter& p, const OptimizerOptions& opts) = nullptr;
   bool updates_in_backward = false;
   bool bf16_params = false;
+  bool elementwise = false;
   int advisor_rank = 0;
   int what_if_rank = 0;
 };

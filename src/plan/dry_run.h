@@ -57,8 +57,9 @@ struct DryRun {
 
 // `args` replayed on the meta device with `data` (none: full rows). With `timeline`, every
 // allocation and free is recorded into it (core/memory.h MemoryEvent). `world_size` > 1: rank 0
-// of a data-parallel run of that many ranks (ZeRO stage 0; dist/meta_world.h): its share of the
-// data and the buffers its collectives use (the gradient bucket, train/grad_sync.h).
+// of a data-parallel run of that many ranks (ZeRO stage args.zero_stage; dist/meta_world.h): its
+// share of the data and the buffers its collectives use (the gradient bucket, train/grad_sync.h;
+// at stages 1-2 its slice of the flat layout's state and gradients, train/zero_optimizer.h).
 DryRun replay(const TrainingArguments& args, const DryRunData& data,
               std::vector<MemoryEvent>* timeline = nullptr, int world_size = 1);
 // Its memory only.

@@ -33,7 +33,8 @@ double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* 
 
 double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets,
                             const int32_t* positions, const std::vector<int64_t>& cols, int64_t B,
-                            int64_t T, int64_t window_targets, double loss_scale) {
+                            int64_t T, int64_t window_targets, double loss_scale,
+                            const std::function<void()>& after_backward) {
   double loss_sum = 0.0;  // sum of per-token losses over the window
   const auto accum = static_cast<int64_t>(cols.size());
   const WindowScope scope(model, positions != nullptr);
@@ -55,6 +56,7 @@ double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* 
     }
     loss_sum += static_cast<double>(loss) * static_cast<double>(n);
     model.backward(scale);
+    if (after_backward) after_backward();
   }
   return window_targets > 0 ? loss_sum / static_cast<double>(window_targets) : 0.0;
 }

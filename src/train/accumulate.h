@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "models/model.h"
@@ -23,9 +24,11 @@ double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* 
 // and, when `positions` is not null, its position ids laid out as the inputs (packed rows).
 // window_targets may count more targets than these micro-batches hold (data parallelism: the
 // window's count summed over every rank), so that each rank's gradients add up to the
-// one-process window's.
+// one-process window's. `after_backward`, when set, runs after each micro-batch's backward (ZeRO
+// stage 2 reduces that micro-batch's gradients there).
 double accumulate_gradients(Model& model, const int32_t* inputs, const int32_t* targets,
                             const int32_t* positions, const std::vector<int64_t>& cols, int64_t B,
-                            int64_t T, int64_t window_targets, double loss_scale = 1.0);
+                            int64_t T, int64_t window_targets, double loss_scale = 1.0,
+                            const std::function<void()>& after_backward = {});
 
 }  // namespace snug

@@ -220,7 +220,7 @@ int64_t checkpoint_bytes(const Model& model, Optimizer& optimizer, const Checkpo
 
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
                             const Model& model, Optimizer& optimizer,
-                            const CheckpointModelFiles& hf) {
+                            const CheckpointModelFiles& hf, const OptimizerStateFiles& opt_files) {
   SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");
   const fs::path out(output_dir);
   const std::string base = "checkpoint-" + std::to_string(state.step);
@@ -253,12 +253,17 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   const bool quantized = has_quantized_base(model);
   if (quantized) save_quantized_base((tmp_dir / kQuantizedBaseFile).string(), model);
   crash_here_for_tests(state.step);
-  std::vector<std::pair<std::string, const Tensor*>> opt_tensors;
-  for (const auto& [name, t] : optimizer.state_tensors()) opt_tensors.emplace_back(name, t);
-  save_safetensors((tmp_dir / kOptimizerFile).string(), opt_tensors,
-                   {{"optimizer", optimizer.name()}});
+  std::vector<std::string> names = {kModelFile};
+  if (opt_files.save) {
+    for (const std::string& n : opt_files.save(tmp_dir.string())) names.push_back(n);
+  } else {
+    std::vector<std::pair<std::string, const Tensor*>> opt_tensors;
+    for (const auto& [name, t] : optimizer.state_tensors()) opt_tensors.emplace_back(name, t);
+    save_safetensors((tmp_dir / kOptimizerFile).string(), opt_tensors,
+                     {{"optimizer", optimizer.name()}});
+    names.push_back(kOptimizerFile);
+  }
   // A full fine-tune's checkpoint is a model folder too (see checkpoint.h).
-  std::vector<std::string> names = {kModelFile, kOptimizerFile};
   if (!hf.config.is_null()) {
     write_file_atomic(tmp_dir / kHfConfigFile, hf.config.dump(2) + "\n");
     names.push_back(kHfConfigFile);
@@ -361,12 +366,14 @@ std::string resolve_checkpoint(const std::string& dir) {
   return last;
 }
 
-CheckpointState load_checkpoint(const std::string& dir, Model& model, Optimizer& optimizer) {
+CheckpointState load_checkpoint(const std::string& dir, Model& model, Optimizer& optimizer,
+                                const OptimizerStateFiles& opt_files) {
   SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");
   const fs::path d(dir);
   const std::string state_path = (d / kStateFile).string();
   const TrainerState ts = read_trainer_state(dir);
-  for (const char* name : {kModelFile, kOptimizerFile}) verify_file(d, name, ts.files);
+  verify_file(d, kModelFile, ts.files);
+  if (!opt_files.load) verify_file(d, kOptimizerFile, ts.files);
   if (has_quantized_base(model)) verify_file(d, kQuantizedBaseFile, ts.files);
   // The model-folder files a full fine-tune's checkpoint records (by their known names only:
   // the record is read from a file).
@@ -400,7 +407,9 @@ CheckpointState load_checkpoint(const std::string& dir, Model& model, Optimizer&
     }
   }
   if (has_quantized_base(model)) load_quantized_base((d / kQuantizedBaseFile).string(), model);
-  {
+  if (opt_files.load) {
+    opt_files.load(dir, ts.files);
+  } else {
     const SafetensorsFile f((d / kOptimizerFile).string());
     const auto tensors = optimizer.state_tensors();
     SNUG_CHECK(f.names().size() == tensors.size(), f.path(), ": holds ", f.names().size(),
@@ -417,6 +426,7 @@ CheckpointState load_checkpoint(const std::string& dir, Model& model, Optimizer&
     }
   }
   optimizer.set_steps(opt_steps);
+  if (opt_files.load) return st;  // the state files carried their extra state too
   try {
     optimizer.load_extra_state(extra);
   } catch (const nlohmann::json::exception& e) {

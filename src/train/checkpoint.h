@@ -47,6 +47,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -80,11 +81,25 @@ struct CheckpointModelFiles {
 // not describe (other shape or parameter count: a Trainer given a model built elsewhere).
 CheckpointModelFiles checkpoint_model_files(const Model& model, const ModelConfig& cfg);
 
+// How the optimizer's state goes to disk and comes back. Unset: optimizer.safetensors, every
+// state tensor of the optimizer. ZeRO stages 1-2 set both (train/zero_checkpoint.h): a file per
+// rank and an index, re-cut on load.
+struct OptimizerStateFiles {
+  // Writes the state into the folder being written (before trainer_state.json) and returns the
+  // names of the files it wrote there, which trainer_state.json records with their checksums.
+  std::function<std::vector<std::string>(const std::string& tmp_dir)> save;
+  // Loads the state from checkpoint folder `dir`, whose trainer_state.json "files" record is
+  // `files` (verify_checkpoint_file each file read), extra_state included (load_checkpoint then
+  // sets only the optimizer's steps).
+  std::function<void(const std::string& dir, const nlohmann::json& files)> load;
+};
+
 // Writes output_dir/checkpoint-<state.step> (replacing one of the same step) and returns its
 // path. Meta-device models cannot be saved.
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
                             const Model& model, Optimizer& optimizer,
-                            const CheckpointModelFiles& hf = {});
+                            const CheckpointModelFiles& hf = {},
+                            const OptimizerStateFiles& opt_files = {});
 
 // The complete checkpoints of output folder `dir` (checkpoint-<N> holding trainer_state.json;
 // checkpoint-<N>.replaced where checkpoint-<N> is missing), by N ascending. *.tmp folders and
@@ -97,6 +112,7 @@ std::string resolve_checkpoint(const std::string& dir);
 
 // Verifies and loads checkpoint folder `dir` into `model` and `optimizer` (which must be the
 // optimizer named in it, over the model's parameters). Returns the saved state.
-CheckpointState load_checkpoint(const std::string& dir, Model& model, Optimizer& optimizer);
+CheckpointState load_checkpoint(const std::string& dir, Model& model, Optimizer& optimizer,
+                                const OptimizerStateFiles& opt_files = {});
 
 }  // namespace snug

@@ -66,7 +66,8 @@ class Reader {
                           " ", flag_value, " (drop one, or make them agree)"));
   }
 
-  void set_int(const json& v, const std::string& path, int64_t TA::*m, const std::string& key,
+  template <typename Int>
+  void set_int(const json& v, const std::string& path, Int TA::*m, const std::string& key,
                int64_t lo, int64_t hi) {
     if (is_auto(v)) return;
     if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
@@ -74,7 +75,7 @@ class Reader {
                                   shown(v)));
     const int64_t x = v.get<int64_t>();
     agree(x != a_.*m, path, std::to_string(x), key, std::to_string(a_.*m));
-    a_.*m = x;
+    a_.*m = static_cast<Int>(x);
   }
 
   void set_double(const json& v, const std::string& path, double TA::*m, const std::string& key,
@@ -118,12 +119,9 @@ void read_zero(Reader& r, const json& z) {
   r.keys(z, p, {"stage", "offload_optimizer", "offload_param"});
   if (z.contains("stage")) {
     const json& s = z["stage"];
-    if (!s.is_number_integer() || s.get<int64_t>() < 0 || s.get<int64_t>() > 3)
-      r.refuse(p + ".stage", detail::concat("must be 0, 1, 2 or 3, got ", shown(s)));
-    if (s.get<int64_t>() != 0)
-      r.refuse(p + ".stage", detail::concat("is ", s.get<int64_t>(),
-                                            ": snug train runs ZeRO stage 0 (data parallelism) "
-                                            "so far; stages 1-3 are not built yet"));
+    if (s.is_number_integer() && s.get<int64_t>() == 3)
+      r.refuse(p + ".stage", "is 3: snug trains ZeRO stages 0-2 so far; stage 3 is not built yet");
+    r.set_int(s, p + ".stage", &TA::zero_stage, "zero_stage", 0, 2);
   }
   for (const char* part : {"offload_optimizer", "offload_param"}) {
     if (!z.contains(part)) continue;

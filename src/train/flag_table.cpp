@@ -338,6 +338,12 @@ std::vector<TrainingFlag> make_table() {
                "accumulation, clipping, micro-batch and AdamW keys set these flags; any other key "
                "is refused by name (docs/distributed.md)",
        .target = &TA::deepspeed},
+      {.names = "--zero-stage",
+       .key = "zero_stage",
+       .help = "ZeRO stage of the ranks (DeepSpeed's): 0 every rank holds everything (data "
+               "parallel), 1 optimizer state sharded, 2 gradients too (3: not yet)",
+       .target = &TA::zero_stage,
+       .range = Int(0, 3)},
       {.names = "--dataloader-pin-memory",
        .key = "dataloader_pin_memory",
        .help = "Accepted for compatibility; pinned host memory matters for CUDA only",

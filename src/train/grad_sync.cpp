@@ -16,8 +16,12 @@ int64_t gradient_bucket_elements(const ParameterList& params, double cap_mb) {
 }
 
 GradientBuckets::GradientBuckets(const ParameterList& params, dist::Communicator& comm,
-                                 double cap_mb, Device& dev)
-    : params_(params), comm_(comm), dev_(dev), cap_(gradient_bucket_elements(params, cap_mb)) {}
+                                 double cap_mb, Device& dev, GradientSink sink)
+    : params_(params),
+      comm_(comm),
+      dev_(dev),
+      sink_(std::move(sink)),
+      cap_(gradient_bucket_elements(params, cap_mb)) {}
 
 GradientBuckets::~GradientBuckets() {
   // An error left the window early: the collectives in flight still own their buffers.
@@ -50,13 +54,14 @@ void GradientBuckets::start(Bucket& b) {
 
 void GradientBuckets::complete(Bucket& b) {
   b.request.wait();
-  if (!dev_.is_meta()) {
-    const float* buf = b.buffer.data<float>();
-    int64_t at = 0;
-    for (const Piece& pc : b.pieces) {
+  const float* buf = dev_.is_meta() ? nullptr : b.buffer.data<float>();
+  int64_t at = 0;
+  for (const Piece& pc : b.pieces) {
+    if (sink_)
+      sink_(*pc.p, pc.begin, buf == nullptr ? nullptr : buf + at, pc.count);
+    else if (buf != nullptr)
       dev_.copy(pc.p->grad.data<float>() + pc.begin, buf + at, pc.count);
-      at += pc.count;
-    }
+    at += pc.count;
   }
   b.pieces.clear();
   b.fill = 0;
@@ -88,6 +93,7 @@ void GradientBuckets::add(Parameter& p) {
       current_ = Bucket{};
     }
   }
+  if (sink_) p.free_grad();  // its sums go to the sink: the gradient itself is done
 }
 
 GradSyncStats GradientBuckets::finish() {

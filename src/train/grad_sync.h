@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <vector>
 
 #include "core/device.h"
@@ -48,11 +49,18 @@ struct GradSyncStats {
   int64_t bytes = 0;    // bytes all-reduced
 };
 
-// One window's synchronisation (see above). fp32 gradients only.
+// Where a reduced bucket's sums go instead of back into the gradients: elements [begin,
+// begin+count) of p's summed gradient at `sum` (ZeRO stage 2 keeps only the ones the rank owns:
+// train/zero_optimizer.h). With a sink, add() also frees each gradient once it is in the bucket.
+using GradientSink =
+    std::function<void(const Parameter& p, int64_t begin, const float* sum, int64_t count)>;
+
+// One window's synchronisation (see above). fp32 gradients only. With a `sink`, finish() may be
+// called after every micro-batch (ZeRO stage 2 reduces each micro-batch's gradients at once).
 class GradientBuckets {
  public:
-  GradientBuckets(const ParameterList& params, dist::Communicator& comm, double cap_mb,
-                  Device& dev);
+  GradientBuckets(const ParameterList& params, dist::Communicator& comm, double cap_mb, Device& dev,
+                  GradientSink sink = {});
   ~GradientBuckets();
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
@@ -82,6 +90,7 @@ class GradientBuckets {
   const ParameterList& params_;
   dist::Communicator& comm_;
   Device& dev_;
+  GradientSink sink_;
   int64_t cap_;
   std::deque<Bucket> in_flight_;  // started, oldest first
   std::vector<Bucket> spare_;     // completed, reusable

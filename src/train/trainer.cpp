@@ -16,6 +16,7 @@
 #include "train/run_record.h"
 #include "train/schedule.h"
 #include "train/train_window.h"
+#include "train/zero_checkpoint.h"
 
 namespace snug {
 
@@ -124,7 +125,19 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   // Quantized base, LoRA adapters (freezing the base), --freeze, NEFTune, before the optimizer
   // exists: frozen parameters get no state and no gradient.
   prepare_model(model_, args_);
-  optimizer_ = make_optimizer(args_.optim, model_.parameters(), o);
+  SNUG_CHECK(args_.zero_stage <= 2, "--zero-stage ", args_.zero_stage,
+             ": not yet; snug runs stages 0-2 (stage 3 comes with its parameter sharding, issue "
+             "30)");
+  if (args_.zero_stage >= 1) {
+    // ZeRO 1/2 (train/zero_optimizer.h): the trainable weights in DeepSpeed's flat layout, the
+    // rank's optimizer over its slice of it.
+    auto z = std::make_unique<ZeroOptimizer>(args_.optim, model_.parameters(), o, args_.zero_stage,
+                                             *comm_, model_.device());
+    zero_ = z.get();
+    optimizer_ = std::move(z);
+  } else {
+    optimizer_ = make_optimizer(args_.optim, model_.parameters(), o);
+  }
   fused_ = dynamic_cast<InBackwardOptimizer*>(optimizer_.get());
   if (fused_) check_fused_settings(args_.optim, args_.gradient_accumulation_steps);
   SNUG_CHECK(!fused_ || world() == 1, "--optim ", args_.optim, " over ", world(),
@@ -135,12 +148,12 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   // batch, as one process draws them (nn/run_context.h).
   if (world() > 1)
     model_.set_first_row(static_cast<int64_t>(rank()) * args_.per_device_train_batch_size);
-  if (world() > 1) {
-    // The window's last backward hands each gradient to the buckets as soon as it is final
-    // (train/grad_sync.h), so their all-reduces run while backward goes on.
+  if (bucketed()) {
+    // The window's last backward (stage 2: every backward) hands each gradient to the buckets as
+    // soon as it is final (train/grad_sync.h), so their all-reduces run while backward goes on.
     bucket_listener_ = std::make_unique<GradReadySubscription>(
         model_, [this](Parameter& p, const GradReadyInfo& info) {
-          if (!info.last_micro_batch || !buckets_) return;
+          if (!buckets_ || (!info.last_micro_batch && !sharded_gradients())) return;
           const auto t0 = std::chrono::steady_clock::now();
           buckets_->add(p);
           communication_s_ +=
@@ -193,7 +206,14 @@ void Trainer::resume(const std::string& from) {
   resume_changes_ = config_changes(saved.config, args_.to_json());
   for (std::string& change : world_changes(saved.config, world(), args_, where))
     resume_changes_.push_back(std::move(change));
-  const CheckpointState st = load_checkpoint(dir, model_, *optimizer_);
+  // ZeRO's shards, or a sharded checkpoint resumed at stage 0: the state re-cut to this run's
+  // layout (train/zero_checkpoint.h); else optimizer.safetensors as it is.
+  OptimizerStateFiles opt_files;
+  if (zero_ != nullptr || is_sharded_checkpoint(saved.files))
+    opt_files.load = [this](const std::string& d, const nlohmann::json& files) {
+      load_recut_optimizer_state(d, files, *optimizer_, zero_, model_.parameters());
+    };
+  const CheckpointState st = load_checkpoint(dir, model_, *optimizer_, opt_files);
   SNUG_CHECK(st.step <= total_steps_, dir, ": checkpoint is at step ", st.step,
              ", beyond the run's ", total_steps_, " steps");
   if (data_) {

@@ -41,6 +41,7 @@
 #include "train/grad_sync.h"
 #include "train/output_dir_lock.h"
 #include "train/training_args.h"
+#include "train/zero_optimizer.h"
 
 namespace snug {
 
@@ -104,7 +105,8 @@ class Trainer {
   // the caller; null is the world of one (every byte as without it). With N ranks each reads its
   // B rows of every global batch of N*B (data/batches.h's DataShard), the window's target count
   // and the gradients are summed across ranks, so that each rank steps as one process with batch
-  // N*B would; only rank 0 writes checkpoints (the others wait for it at a barrier).
+  // N*B would; only rank 0 writes checkpoints (the others wait for it at a barrier), but at
+  // --zero-stage 1-2 every rank writes its optimizer shard into it (train/zero_checkpoint.h).
   Trainer(const TrainingArguments& args, Model& model, const TrainData* data, const TrainData* eval,
           dist::Communicator* comm = nullptr);
   int64_t total_steps() const { return total_steps_; }
@@ -130,6 +132,10 @@ class Trainer {
   // The rank's share of every batch.
   DataShard shard() const;
   int world() const { return comm_->size(); }
+  // ZeRO stage 2: gradients reduced on every micro-batch into the rank's slice.
+  bool sharded_gradients() const { return zero_ != nullptr && zero_->stage() == 2; }
+  // Gradients go through buckets (data parallelism, or stage 2's slice even on one rank).
+  bool bucketed() const { return world() > 1 || sharded_gradients(); }
   int rank() const { return comm_->rank(); }
   // What one optimizer step gives the log (0 for a step a dry run skips).
   struct StepOutcome {
@@ -146,6 +152,8 @@ class Trainer {
   void synchronise_gradients();
   void dump_gradients() const;  // SNUG_DUMP_FIRST_GRADIENTS (trainer_step.cpp), for tests
   double clip_gradients();      // returns the pre-clip global norm
+  // The gradients the step reads: the model's, or at stage 2 the rank's slice's pieces.
+  const ParameterList& step_gradients() const;
   void log_step(TrainResult& r, const TrainWindow& w, const StepOutcome& s, double lr,
                 double elapsed_s, TrainCallback* callback) const;
   void save(TrainResult& r, const TrainWindow& w);
@@ -174,6 +182,7 @@ class Trainer {
   const TrainData* eval_ = nullptr;
   std::unique_ptr<Optimizer> optimizer_;
   InBackwardOptimizer* fused_ = nullptr;  // optimizer_ when it runs inside backward (lomo)
+  ZeroOptimizer* zero_ = nullptr;         // optimizer_ at --zero-stage 1 or 2
   std::unique_ptr<GradScaler> scaler_;    // --fp16 only
   int64_t total_steps_ = 0;
   int64_t start_step_ = 0;

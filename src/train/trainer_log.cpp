@@ -12,6 +12,7 @@
 #include "train/output_dir.h"
 #include "train/train_window.h"
 #include "train/trainer.h"
+#include "train/zero_checkpoint.h"
 
 namespace snug {
 
@@ -85,14 +86,34 @@ void Trainer::save(TrainResult& r, const TrainWindow& w) {
   // The ranks that wrote it, when more than one (a resume says when it changes).
   if (world() > 1) st.config["world_size"] = world();
   st.run = run_record_;
-  // Data parallelism: every rank holds the same weights and optimizer state (stage 0), so rank 0
-  // writes the checkpoint and the others wait for it at the barrier below: no rank goes on past
-  // a checkpoint that is not complete.
-  r.checkpoints.push_back(
-      rank() == 0
-          ? save_checkpoint(args_.output_dir, st, model_, *optimizer_, checkpoint_files_)
-          : (std::filesystem::path(args_.output_dir) / ("checkpoint-" + std::to_string(st.step)))
-                .string());
+  // Data parallelism: every rank holds the same weights (and at stage 0 the same optimizer
+  // state), so rank 0 writes the checkpoint and the others wait for it at the barrier below: no
+  // rank goes on past a checkpoint that is not complete.
+  // ZeRO stages 1-2: every rank writes its optimizer shard into the folder rank 0 is writing
+  // (train/zero_checkpoint.h), between two barriers: rank 0 made the folder before the first and
+  // records the shards' checksums after the second.
+  const std::string folder =
+      (std::filesystem::path(args_.output_dir) / ("checkpoint-" + std::to_string(st.step)))
+          .string();
+  OptimizerStateFiles opt_files;
+  if (zero_ != nullptr && rank() == 0)
+    opt_files.save = [this](const std::string& tmp) {
+      comm_->barrier();
+      write_zero_shard(tmp, *zero_, 0, world());
+      comm_->barrier();
+      return write_zero_index(tmp, *zero_, world());
+    };
+  if (rank() == 0) {
+    r.checkpoints.push_back(
+        save_checkpoint(args_.output_dir, st, model_, *optimizer_, checkpoint_files_, opt_files));
+  } else {
+    if (zero_ != nullptr) {
+      comm_->barrier();
+      write_zero_shard(folder + ".tmp", *zero_, rank(), world());
+      comm_->barrier();
+    }
+    r.checkpoints.push_back(folder);
+  }
   // --load-best-model-at-end: the Trainer judges a checkpoint by the evaluation of its step
   // (save steps are multiples of eval steps): lower eval_loss, higher eval_accuracy is better
   // (greater_is_better), and a tie keeps the earlier checkpoint.

@@ -131,8 +131,12 @@ TrainerState parse_trainer_state(std::string_view text, const std::string& path)
     SNUG_CHECK(is_hex64(f.string(rec, field, "fnv1a64")), path, ": ", field,
                ".fnv1a64 is not 16 hex digits");
   }
+  // The optimizer's state: one file, or ZeRO's shards and their index (train/zero_checkpoint.h,
+  // which checks the shards the index names).
   for (const char* name : kRequiredFiles)
-    SNUG_CHECK(st.files.contains(name), path, ": no record of ", name);
+    SNUG_CHECK(st.files.contains(name) || (std::string(name) == "optimizer.safetensors" &&
+                                           st.files.contains("optimizer.index.json")),
+               path, ": no record of ", name);
   if (j.contains("save_index")) {
     st.save_index = f.integer(j, "", "save_index");
     SNUG_CHECK(st.save_index >= 1, path, ": save_index ", st.save_index, " must be >= 1");

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -67,9 +68,18 @@ Trainer::StepOutcome Trainer::run_step(const TrainWindow& w, int64_t step, doubl
   if (fused_) {
     s = fused_step(w, lr);
   } else {
-    if (world() > 1)
-      buckets_ = std::make_unique<GradientBuckets>(model_.parameters(), *comm_,
-                                                   args_.ddp_bucket_cap_mb, model_.device());
+    if (bucketed()) {
+      // Stage 2: each reduced sum goes to the rank's gradient slice (only the elements it owns
+      // stay), and each full-size gradient is freed once in a bucket (train/zero_optimizer.h).
+      GradientSink sink;
+      if (sharded_gradients())
+        sink = [z = zero_](const Parameter& p, int64_t begin, const float* sum, int64_t count) {
+          z->accumulate_owned(p, begin, sum, count);
+        };
+      buckets_ = std::make_unique<GradientBuckets>(
+          model_.parameters(), *comm_, args_.ddp_bucket_cap_mb, model_.device(), std::move(sink));
+      if (sharded_gradients()) zero_->begin_window();
+    }
     s.loss = accumulate(w);
     // Each rank's loss is its share of the window's (divided by the global count): their sum is
     // the global window loss, the same on every rank.
@@ -82,7 +92,13 @@ Trainer::StepOutcome Trainer::run_step(const TrainWindow& w, int64_t step, doubl
     synchronise_gradients();
     if (step == start_step_) dump_gradients();
     // fp16: unscale, and skip the step when a gradient overflowed (GradScaler.step/update).
-    s.skipped = scaler_ && scaler_->unscale_and_check(model_.parameters());
+    // Stage 2: each rank checks its slice, and any rank's overflow skips every rank's step.
+    s.skipped = scaler_ && scaler_->unscale_and_check(step_gradients());
+    if (scaler_ && sharded_gradients() && world() > 1) {
+      int64_t any = s.skipped ? 1 : 0;
+      comm_->all_reduce_sum(&any, 1);
+      s.skipped = any > 0;
+    }
   }
   if (scaler_) scaler_->update(s.skipped);
   if (!fused_) {
@@ -95,14 +111,28 @@ Trainer::StepOutcome Trainer::run_step(const TrainWindow& w, int64_t step, doubl
     }
   }
   model_.zero_grad();
+  if (zero_) {
+    zero_->release_gradients();
+    communication_s_ += zero_->take_communication_s();
+  }
   pool.set_phase(prefix + "done");
   return s;
 }
 
 double Trainer::accumulate(const TrainWindow& w) {
+  // Stage 2 reduces each micro-batch's gradients when its backward ends (DeepSpeed's stage 2
+  // does the same): no full-size gradient outlives its backward.
+  std::function<void()> after_backward;
+  if (sharded_gradients())
+    after_backward = [this] {
+      const auto t0 = std::chrono::steady_clock::now();
+      buckets_->finish();
+      communication_s_ +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
   return accumulate_gradients(model_, w.inputs.data(), w.targets.data(),
                               w.has_positions() ? w.positions.data() : nullptr, w.cols, w.B, w.T,
-                              w.valid_targets, scaler_ ? scaler_->scale() : 1.0);
+                              w.valid_targets, scaler_ ? scaler_->scale() : 1.0, after_backward);
 }
 
 Trainer::StepOutcome Trainer::fused_step(const TrainWindow& w, double lr) {
@@ -128,11 +158,11 @@ void Trainer::synchronise_gradients() {
   // see the global gradient: the same on every rank, so every rank skips or clips alike (the
   // overflow flag needs no OR of its own, nor the norm a sum of its own). One process: its
   // gradients are the global ones.
-  if (world() == 1) return;
+  if (!bucketed()) return;
   // The buckets filled while backward ran (their all-reduces started as each filled): the rest,
-  // then every sum copied back.
+  // then every sum copied back. Stage 2 finished them after each micro-batch's backward.
   const auto t0 = std::chrono::steady_clock::now();
-  buckets_->finish();
+  if (!sharded_gradients()) buckets_->finish();
   buckets_.reset();
   communication_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -142,20 +172,41 @@ void Trainer::dump_gradients() const {
   // run's with one process's): SNUG_DUMP_FIRST_GRADIENTS=PATH writes the first step's gradients,
   // synchronised and before unscaling and clipping, from rank 0, to a safetensors file.
   const char* path = std::getenv("SNUG_DUMP_FIRST_GRADIENTS");
-  if (path == nullptr || *path == '\0' || rank() != 0 || model_.device().is_meta()) return;
+  if (path == nullptr || *path == '\0' || model_.device().is_meta()) return;
+  if (sharded_gradients()) {
+    // Stage 2: no rank holds a whole gradient. Each writes its slice's pieces, as
+    // "<param name>@<first element>" (1-D), rank r > 0 to PATH.rank-<r>.
+    std::vector<std::pair<std::string, const Tensor*>> pieces;
+    for (size_t i = 0; i < zero_->pieces().size(); ++i) {
+      const ZeroPiece& pc = zero_->pieces()[i];
+      if (pc.source != nullptr)
+        pieces.emplace_back(pc.source->name + "@" + std::to_string(pc.begin),
+                            &zero_->piece_params()[i]->grad);
+    }
+    save_safetensors(
+        rank() == 0 ? std::string(path) : std::string(path) + ".rank-" + std::to_string(rank()),
+        pieces);
+    return;
+  }
+  if (rank() != 0) return;
   std::vector<std::pair<std::string, const Tensor*>> grads;
   for (const Parameter* p : model_.parameters())
     if (p->grad.defined()) grads.emplace_back(p->name, &p->grad);
   save_safetensors(path, grads);
 }
 
+const ParameterList& Trainer::step_gradients() const {
+  return sharded_gradients() ? zero_->piece_params() : model_.parameters();
+}
+
 double Trainer::clip_gradients() {
   if (model_.device().is_meta()) return 0.0;
-  const ParameterList& params = model_.parameters();
-  // Data parallelism at stage 0: every rank holds the whole summed gradient, so its `sq` is the
-  // global one already (a gradient held by several ranks counted once); ZeRO's sharded
-  // gradients will sum their shards' `sq` across the ranks here.
-  const double sq = grad_sum_squares(params);
+  const ParameterList& params = step_gradients();
+  // Stages 0 and 1: every rank holds the whole summed gradient, so its `sq` is the global one
+  // already (a gradient held by several ranks counted once). Stage 2: each rank holds its slice,
+  // so the slices' sums of squares are added across the ranks (one double all-reduce).
+  double sq = grad_sum_squares(params);
+  if (sharded_gradients() && world() > 1) comm_->all_reduce_sum(&sq, 1);
   const double norm = std::sqrt(sq);
   if (args_.max_grad_norm > 0) {
     const double coef = clip_coefficient(norm, args_.max_grad_norm);

@@ -93,6 +93,9 @@ struct TrainingArguments {
   // HF's deepspeed: a DeepSpeed config file whose keys snug reads are applied to these arguments
   // when the command line is parsed (train/deepspeed_config.h); kept for the report's config.
   std::string deepspeed;
+  // --zero-stage (DeepSpeed's zero_optimization.stage; docs/distributed.md): 0 = every rank holds
+  // everything (DDP); 1 = optimizer state sharded over the ranks; 2 = gradients as well.
+  int zero_stage = 0;
   bool dataloader_pin_memory = true;  // accepted; a CUDA host-allocation mode (see data/prefetch.h)
   std::string attention = "flash";    // flash (memory linear in T) or naive (materialized T x T)
   std::string logits = "chunked";     // chunked (no B x T x V tensor) or full

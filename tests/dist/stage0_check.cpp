@@ -1,17 +1,21 @@
-// Issue 30's acceptance 1 for ZeRO stage 0 (data parallelism): `mpirun -np 2 snug train` with
-// per-rank batch B against one process with batch 2B, on the same data and seed. The losses of
-// 10 steps agree to 1e-5 relative and the first step's gradients (SNUG_DUMP_FIRST_GRADIENTS,
-// trainer_step.cpp: synchronised, before clipping) to 1e-6 relative (each tensor's
-// ||a - b|| / ||a||). The sums differ only in float order: rank 0's rows and rank 1's are added
-// as two partial sums.
+// Issue 30's acceptance 1 for ZeRO stages 0-2: `mpirun -np 2 snug train` with per-rank batch B
+// against one process with batch 2B, on the same data and seed. The losses of 10 steps agree to
+// 1e-5 relative and the first step's gradients (SNUG_DUMP_FIRST_GRADIENTS, trainer_step.cpp:
+// synchronised, before clipping; at stage 2 each rank's slice, in pieces) to 1e-6 relative (each
+// tensor's ||a - b|| / ||a||). The sums differ only in float order: rank 0's rows and rank 1's are
+// added as two partial sums.
 //
-// plan_CASE: `snug plan --world-size 2` of the case against rank 0's measured peak (check_plan);
-// resume_CASE: a 2-rank run's checkpoint resumed on 2 ranks (check_resume); refuse_lomo: LOMO
-// over 2 ranks is refused with its reason (check_refusal).
+// CASE is [plan_|resume_|shards_][zero1_|zero2_]NAME, NAME from the table below (shards_zeroK
+// alone: the first),
+// recut_2to1/1to2 (check_recut), or refuse_lomo. zeroK_ runs the two ranks with --zero-stage K (the
+// one process runs plain). plan_: `snug plan --world-size 2 [--zero-stage K]` of the case against
+// rank 0's measured peak (check_plan); resume_: a 2-rank run's checkpoint resumed on 2 ranks
+// (check_resume); shards_zeroK: acceptance 2, each rank's optimizer_state (stage 1) and gradients
+// (stage 2) exactly 1/2 of one process's over the padded flat length (check_shards); refuse_lomo:
+// LOMO over 2 ranks is refused with its reason (check_refusal).
 //
-// stage0_check SNUG RUN_MPI_SH SOURCE_DIR WORK_DIR CASE; CASE is one of the table below. Exit 77
-// (skipped) when run_mpi.sh finds no mpirun. Registered per case in tests/CMakeLists.txt (label
-// mpi).
+// stage0_check SNUG RUN_MPI_SH SOURCE_DIR WORK_DIR CASE. Exit 77 (skipped) when run_mpi.sh finds
+// no mpirun. Registered per case in tests/CMakeLists.txt (label mpi).
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -65,6 +69,9 @@ const Case kCases[] = {
      "--eval-steps 5 --per-device-eval-batch-size 7"},
     {"lora", "--model llama-tiny --data dummy --seq-len 32 --lora-r 8 --target-modules all-linear"},
     {"qlora", "--model llama-tiny --data dummy --seq-len 32 --qlora"},
+    // 239590 trainable elements, not a multiple of 2N = 4: ZeRO's flat layout pads 2 elements
+    // onto rank 1's slice.
+    {"gpt2_odd", "--model gpt2-tiny --n-embd 65 --n-head 1 --data dummy --seq-len 32"},
     // The masked-LM collator's masks and the dummy labels are drawn at each rank's rows of the
     // global batch: the same as one process's. Dropout off here (the collator alone); on below.
     {"masked_lm", "--model bert-tiny --data dummy --seq-len 32 " NO_DROPOUT},
@@ -122,13 +129,12 @@ nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
-// `snug plan --world-size 2 --zero-stage 0` against rank 0 of a real `mpirun -np 2` run: the
-// plan's peak equals rank 0's tracked peak to the byte (the report's "ranks").
+// `snug plan --world-size 2` (flags may hold --zero-stage K) against rank 0 of a real `mpirun -np
+// 2` run: the plan's peak equals rank 0's tracked peak to the byte (the report's "ranks").
 int check_plan(const std::string& snug, const std::string& run_mpi, const std::string& flags,
                const std::string& plan, const std::string& two) {
-  if (run(snug + " plan " + flags +
-          " --per-device-train-batch-size 2 --world-size 2 --zero-stage 0 --json " + plan +
-          ".json > " + plan + ".log 2>&1") != 0) {
+  if (run(snug + " plan " + flags + " --per-device-train-batch-size 2 --world-size 2 --json " +
+          plan + ".json > " + plan + ".log 2>&1") != 0) {
     std::printf("snug plan failed: see %s.log\n", plan.c_str());
     return 1;
   }
@@ -169,6 +175,90 @@ int check_resume(const std::string& snug, const std::string& run_mpi, const std:
   return ok ? 0 : 1;
 }
 
+// Acceptance 2: with AdamW (8 bytes of fp32 state per element, 4 of gradient), one process holds
+// 8P of optimizer_state and 4P of gradients for P trainable elements; each of N ranks holds, at
+// stage 1, optimizer_state 8 * padded(P, N) / N and, at stage 2, also gradients
+// 4 * padded(P, N) / N, where padded(P, N) = ceil(P / 2N) * 2N (DeepSpeed's flat layout,
+// train/zero_layout.h). Byte counts are the reports' max_by_category.
+int check_shards(const std::string& snug, const std::string& run_mpi, const std::string& flags,
+                 int stage, const std::string& one, const std::string& two) {
+  if (run(snug + " train " + flags + " --per-device-train-batch-size 4 --report-json " + one +
+          ".json > " + one + ".log 2>&1") != 0) {
+    std::printf("one process failed: see %s.log\n", one.c_str());
+    return 1;
+  }
+  if (const int st = two_ranks_outcome(
+          run(run_mpi + " 2 " + snug + " train " + flags + " --zero-stage " +
+              std::to_string(stage) + " --per-device-train-batch-size 2 --report-json " + two +
+              ".json > " + two + ".log 2>&1"),
+          two + ".log"))
+    return st;
+  const nlohmann::json a = read_json(one + ".json"), b = read_json(two + ".json");
+  const int64_t state = a.at("memory").at("max_by_category").at("optimizer_state");
+  const int64_t grads = a.at("memory").at("max_by_category").at("gradients");
+  const int64_t P = state / 8, N = 2, padded = (P + 2 * N - 1) / (2 * N) * (2 * N);
+  bool ok = state == 8 * P && grads == 4 * P;
+  std::printf(
+      "one process: %lld trainable elements, optimizer_state %lld, gradients %lld; padded "
+      "to %lld\n",
+      static_cast<long long>(P), static_cast<long long>(state), static_cast<long long>(grads),
+      static_cast<long long>(padded));
+  for (const nlohmann::json& r : b.at("ranks")) {
+    const int64_t rs = r.at("max_by_category").at("optimizer_state");
+    const int64_t rg = r.at("max_by_category").at("gradients");
+    std::printf("rank %d: optimizer_state %lld (expected %lld), gradients %lld%s\n",
+                r.at("rank").get<int>(), static_cast<long long>(rs),
+                static_cast<long long>(8 * padded / N), static_cast<long long>(rg),
+                stage == 2 ? (" (expected " + std::to_string(4 * padded / N) + ")").c_str() : "");
+    ok = ok && rs == 8 * padded / N && (stage < 2 || rg == 4 * padded / N);
+  }
+  ok = ok && b.at("ranks").size() == 2;
+  std::printf("%s\n", ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
+}
+
+// A checkpoint re-cut to another number of ranks (train/zero_checkpoint.h): a run on `from_np`
+// ranks (1: plain `snug train`, batch 4; 2: mpirun, batch 2 each, with `from_zero`) saves at step
+// 5; a run on `to_np` ranks resumes it with `to_zero`. Its losses of steps 6-10 match the saving
+// run's to 1e-5 relative (the ranks add in another order, so not bit for bit).
+int check_recut(const std::string& snug, const std::string& run_mpi, const std::string& flags,
+                const std::string& dir, int from_np, const std::string& from_zero, int to_np,
+                const std::string& to_zero) {
+  const auto launch = [&](int np, const std::string& zero, const std::string& extra,
+                          const std::string& log) {
+    const std::string batch =
+        np == 1 ? " --per-device-train-batch-size 4" : " --per-device-train-batch-size 2";
+    return run((np == 1 ? snug : run_mpi + " 2 " + snug) + " train " + flags + zero + batch +
+               " --save-steps 5 " + extra + " > " + dir + "/" + log + ".log 2>&1");
+  };
+  const int full =
+      launch(from_np, from_zero, "--output-dir " + dir + "/out --report-json " + dir + "/full.json",
+             "full");
+  if (skipped(full)) return kSkip;
+  if (full != 0 || launch(to_np, to_zero,
+                          "--output-dir " + dir + "/out2 --resume-from " + dir +
+                              "/out/checkpoint-5 --report-json " + dir + "/resumed.json",
+                          "resumed") != 0) {
+    std::printf("a run failed: see %s/*.log\n", dir.c_str());
+    return 1;
+  }
+  const std::vector<double> a = read_json(dir + "/full.json").at("loss"),
+                            b = read_json(dir + "/resumed.json").at("loss");
+  if (a.size() != 10 || b.size() != 5) {
+    std::printf("expected 10 and 5 losses, got %zu and %zu\n", a.size(), b.size());
+    return 1;
+  }
+  double worst = 0;
+  for (size_t i = 0; i < b.size(); ++i)
+    worst = std::max(worst, std::abs(a[i + 5] - b[i]) / std::abs(a[i + 5]));
+  std::printf(
+      "%d rank(s)%s -> %d rank(s)%s: steps 6-10 largest relative difference %.3g (limit "
+      "1e-5)\n",
+      from_np, from_zero.c_str(), to_np, to_zero.c_str(), worst);
+  std::printf("%s\n", worst <= 1e-5 ? "PASS" : "FAIL");
+  return worst <= 1e-5 ? 0 : 1;
+}
+
 // What stage 0 refuses over 2 ranks ends the job with the reason, on every rank.
 int check_refusal(const std::string& snug, const std::string& run_mpi, const std::string& flags,
                   const std::string& dir, const std::string& extra, const std::string& expected) {
@@ -195,17 +285,23 @@ int main(int argc, char** argv) {
   }
   const std::string snug = argv[1], run_mpi = argv[2], src = argv[3], work = argv[4],
                     name = argv[5];
+  // [plan_|resume_][zero1_|zero2_]NAME, shards_zeroK, refuse_lomo.
+  std::string rest = name;
+  const auto strip = [&rest](const std::string& prefix) {
+    if (rest.rfind(prefix, 0) != 0) return false;
+    rest = rest.substr(prefix.size());
+    return true;
+  };
+  const bool plan = strip("plan_"), resume = strip("resume_"), shards = strip("shards_");
+  int stage = 0;
+  if (strip("zero1_") || rest == "zero1") stage = 1;
+  if (strip("zero2_") || rest == "zero2") stage = 2;
+  // shards_zeroK[_NAME]: the first case unless named.
   const Case* c = nullptr;
   for (const Case& k : kCases)
-    if (name == k.name) c = &k;
-  const bool plan = name.rfind("plan_", 0) == 0, resume = name.rfind("resume_", 0) == 0;
-  if (plan)
-    for (const Case& k : kCases)
-      if (name.substr(5) == k.name) c = &k;
-  if (resume)
-    for (const Case& k : kCases)
-      if (name.substr(7) == k.name) c = &k;
-  if (name == "refuse_lomo") c = &kCases[0];
+    if (rest == k.name) c = &k;
+  const bool recut = strip("recut_");
+  if (name == "refuse_lomo" || recut || (shards && c == nullptr)) c = &kCases[0];
   if (c == nullptr) {
     std::fprintf(stderr, "stage0_check: no case %s\n", name.c_str());
     return 2;
@@ -217,8 +313,16 @@ int main(int argc, char** argv) {
   const std::string flags = replace_all(c->flags, "SRC", src) +
                             " --max-steps 10 --learning-rate 1e-3 --seed 7 --threads 1";
   const std::string one = (dir / "one").string(), two = (dir / "two").string();
-  if (plan) return check_plan(snug, run_mpi, flags, one, two);
-  if (resume) return check_resume(snug, run_mpi, flags, dir.string());
+  if (shards) return check_shards(snug, run_mpi, flags, stage, one, two);
+  const std::string zero = stage > 0 ? " --zero-stage " + std::to_string(stage) : "";
+  if (plan) return check_plan(snug, run_mpi, flags + zero, one, two);
+  if (resume) return check_resume(snug, run_mpi, flags + zero, dir.string());
+  // recut_2to1: ZeRO-2 on 2 ranks resumed by one process; recut_1to2: one process resumed by
+  // ZeRO-1 on 2 ranks.
+  if (recut && rest == "2to1")
+    return check_recut(snug, run_mpi, flags, dir.string(), 2, " --zero-stage 2", 1, "");
+  if (recut && rest == "1to2")
+    return check_recut(snug, run_mpi, flags, dir.string(), 1, "", 2, " --zero-stage 1");
   if (name == "refuse_lomo")
     return check_refusal(snug, run_mpi, flags, dir.string(), "--optim lomo",
                          "--optim lomo over 2 ranks: its update runs inside backward");
@@ -230,7 +334,7 @@ int main(int argc, char** argv) {
   }
   if (const int st = two_ranks_outcome(
           run("SNUG_DUMP_FIRST_GRADIENTS=" + two + ".safetensors " + run_mpi + " 2 " + snug +
-              " train " + flags + " --per-device-train-batch-size 2 --report-json " + two +
+              " train " + flags + zero + " --per-device-train-batch-size 2 --report-json " + two +
               ".json > " + two + ".log 2>&1"),
           two + ".log"))
     return st;
@@ -269,21 +373,39 @@ int main(int argc, char** argv) {
     std::printf("the 2-rank report has no \"ranks\" of 2\n");
     ok = false;
   }
-  const snug::SafetensorsFile ga(one + ".safetensors"), gb(two + ".safetensors");
+  // One process's gradients against the two ranks': whole tensors, or at stage 2 the pieces of
+  // both ranks' slices ("<name>@<first element>"), each added to its tensor's sums.
+  const snug::SafetensorsFile ga(one + ".safetensors");
+  std::map<std::string, std::pair<double, double>> sums;  // name -> (||a-b||^2, ||a||^2)
+  std::map<std::string, int64_t> covered;
+  std::vector<std::string> files = {two + ".safetensors"};
+  if (stage == 2) files.push_back(two + ".safetensors.rank-1");
+  for (const std::string& f : files) {
+    const snug::SafetensorsFile gb(f);
+    for (const std::string& piece : gb.names()) {
+      const size_t at = piece.rfind('@');
+      const std::string t = stage == 2 ? piece.substr(0, at) : piece;
+      const size_t first = stage == 2 ? std::stoull(piece.substr(at + 1)) : 0;
+      const std::vector<float> x = ga.read_f32(t), y = gb.read_f32(piece);
+      auto& [diff, norm] = sums[t];
+      for (size_t i = 0; i < y.size(); ++i) {
+        const double d = static_cast<double>(x[first + i]) - y[i];
+        diff += d * d;
+        norm += static_cast<double>(x[first + i]) * x[first + i];
+      }
+      covered[t] += static_cast<int64_t>(y.size());
+    }
+  }
+  for (const std::string& t : ga.names())
+    if (covered[t] != static_cast<int64_t>(ga.read_f32(t).size())) {
+      std::printf("gradient %s: the two ranks' files cover %lld of its %zu elements\n", t.c_str(),
+                  static_cast<long long>(covered[t]), ga.read_f32(t).size());
+      return 1;
+    }
   double worst_grad = 0;
   std::string worst_name;
-  if (ga.names() != gb.names() || ga.names().empty()) {
-    std::printf("the gradient files name different tensors\n");
-    return 1;
-  }
-  for (const std::string& t : ga.names()) {
-    const std::vector<float> x = ga.read_f32(t), y = gb.read_f32(t);
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < x.size(); ++i) {
-      diff += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
-      norm += static_cast<double>(x[i]) * x[i];
-    }
-    const double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  for (const auto& [t, dn] : sums) {
+    const double rel = dn.second > 0 ? std::sqrt(dn.first / dn.second) : std::sqrt(dn.first);
     if (rel >= worst_grad) {
       worst_grad = rel;
       worst_name = t;

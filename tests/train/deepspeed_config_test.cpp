@@ -91,6 +91,19 @@ std::string refusal(const std::string& json, const std::string& flags = "") {
   return error_message([&] { parse_train(flags + " --deepspeed " + ds.path); });
 }
 
+TEST(DeepSpeedConfig, TheZeroStageIsTheFlags) {
+  for (int stage : {1, 2}) {
+    const DsFile ds(detail::concat(R"({"zero_optimization": {"stage": )", stage, "}}"));
+    const TrainingArguments from_file = parse_train("--model gpt2-tiny --deepspeed " + ds.path);
+    const TrainingArguments from_flags =
+        parse_train(detail::concat("--model gpt2-tiny --zero-stage ", stage));
+    EXPECT_EQ(from_file.zero_stage, stage);
+    EXPECT_EQ(config_of(from_file), config_of(from_flags));
+  }
+  EXPECT_TRUE(HasSubstr(refusal(R"({"zero_optimization": {"stage": 1}})", "--zero-stage 2"),
+                        "zero_optimization.stage is 1, but the command line gives --zero-stage 2"));
+}
+
 TEST(DeepSpeedConfig, EveryOtherKeyIsRefusedByItsPath) {
   EXPECT_TRUE(HasSubstr(refusal(R"({"steps_per_print": 10})"),
                         ": steps_per_print is not a key snug reads (it reads zero_optimization, "));
@@ -114,10 +127,10 @@ TEST(DeepSpeedConfig, EveryOtherKeyIsRefusedByItsPath) {
 }
 
 TEST(DeepSpeedConfig, ValuesSnugCannotHonourAreRefused) {
-  EXPECT_TRUE(HasSubstr(refusal(R"({"zero_optimization": {"stage": 2}})"),
-                        "zero_optimization.stage is 2: snug train runs ZeRO stage 0"));
+  EXPECT_TRUE(HasSubstr(refusal(R"({"zero_optimization": {"stage": 3}})"),
+                        "zero_optimization.stage is 3: snug trains ZeRO stages 0-2 so far"));
   EXPECT_TRUE(HasSubstr(refusal(R"({"zero_optimization": {"stage": 4}})"),
-                        "zero_optimization.stage must be 0, 1, 2 or 3, got 4"));
+                        "zero_optimization.stage must be an integer in [0, 2] or \"auto\", got 4"));
   EXPECT_TRUE(
       HasSubstr(refusal(R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})"),
                 "zero_optimization.offload_optimizer.device is \"cpu\": snug does not offload the "

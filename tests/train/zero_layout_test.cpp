@@ -1,0 +1,246 @@
+// train/zero_layout.h and train/zero_optimizer.h: DeepSpeed's stage 1/2 flat layout (padding to a
+// multiple of 2N, N equal slices, parameters straddling ranks), the weights as views into it,
+// and a rank's optimizer over the pieces of its slice.
+#include "train/zero_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "dist/single_process.h"
+#include "kernels/backends.h"
+#include "optim/optimizer.h"
+#include "train/grad_sync.h"
+#include "train/zero_optimizer.h"
+
+namespace snug {
+namespace {
+
+// Rank `r` of a world of `n` whose collectives do nothing (what a rank's own arithmetic needs).
+class Idle final : public dist::Communicator {
+ public:
+  Idle(int r, int n) : r_(r), n_(n) {}
+  int rank() const override { return r_; }
+  int size() const override { return n_; }
+  std::string_view name() const override { return "idle"; }
+  dist::Request start_all_reduce_sum(float*, size_t) override { return {}; }
+  dist::Request start_all_reduce_sum(double*, size_t) override { return {}; }
+  dist::Request start_all_reduce_sum(int64_t*, size_t) override { return {}; }
+  dist::Request start_reduce_scatter_sum(const float*, float*, size_t) override { return {}; }
+  dist::Request start_all_gather(const float*, float*, size_t) override {
+    ++gathers;
+    return {};
+  }
+  dist::Request start_broadcast(void*, size_t, int) override { return {}; }
+  dist::Request start_barrier() override { return {}; }
+  void finish() override {}
+  [[noreturn]] void abort(int, std::string_view) override { std::abort(); }
+  int gathers = 0;
+
+ private:
+  int r_, n_;
+};
+
+struct Params {
+  Params(Device& dev, const std::vector<int64_t>& sizes) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      auto p = std::make_unique<Parameter>();
+      p->name = "p" + std::to_string(i);
+      p->decay = i % 2 == 0;
+      p->value = Tensor::empty({sizes[i]}, DType::f32, Category::weights, dev);
+      for (int64_t j = 0; j < sizes[i]; ++j)
+        p->value.data<float>()[j] = 0.01f * static_cast<float>(100 * i + j) - 0.5f;
+      list.push_back(p.get());
+      owned.push_back(std::move(p));
+    }
+  }
+  void set_grads() {
+    for (size_t i = 0; i < owned.size(); ++i) {
+      float* g = owned[i]->grad_for_accumulation();
+      for (int64_t j = 0; j < owned[i]->numel(); ++j)
+        g[j] = 0.003f * static_cast<float>((7 * i + 3 * j) % 11) - 0.015f;
+    }
+  }
+  std::vector<std::unique_ptr<Parameter>> owned;
+  ParameterList list;
+};
+
+int64_t cat(const MemoryStats& m, Category c, bool max = true) {
+  return (max ? m.max_by_category : m.live)[static_cast<size_t>(c)];
+}
+
+// padded(P, N) = ceil(P / 2N) * 2N (docs/distributed.md).
+TEST(ZeroLayout, PadsToAMultipleOfTwiceTheWorld) {
+  EXPECT_EQ(zero_padded_numel(10, 1), 10);
+  EXPECT_EQ(zero_padded_numel(11, 1), 12);
+  EXPECT_EQ(zero_padded_numel(10, 2), 12);
+  EXPECT_EQ(zero_padded_numel(12, 2), 12);
+  EXPECT_EQ(zero_padded_numel(13, 3), 18);
+  EXPECT_EQ(zero_padded_numel(1, 4), 8);
+}
+
+// 3 + 5 + 2 = 10 elements over 2 ranks: padded to 12, slices of 6. p1 straddles the ranks; rank 1
+// ends with 2 elements of padding.
+TEST(ZeroLayout, SlicesCutParametersAndPadTheLastRank) {
+  Device dev(cpu_backend());
+  Params ps(dev, {3, 5, 2});
+  ps.owned[1]->requires_grad = true;
+  const FlatLayout l = flat_layout(ps.list, 2, 1);
+  EXPECT_EQ(l.numel, 10);
+  EXPECT_EQ(l.padded, 12);
+  EXPECT_EQ(l.shard, 6);
+  ASSERT_EQ(l.entries.size(), 3u);
+  EXPECT_EQ(l.entries[1].offset, 3);
+  EXPECT_EQ(l.entries[2].offset, 8);
+  const std::vector<ZeroPiece> r0 = zero_pieces(l, 0), r1 = zero_pieces(l, 1);
+  ASSERT_EQ(r0.size(), 2u);
+  EXPECT_EQ(r0[0].source, ps.list[0]);
+  EXPECT_EQ(r0[1].source, ps.list[1]);
+  EXPECT_EQ(r0[1].begin, 0);
+  EXPECT_EQ(r0[1].count, 3);
+  EXPECT_EQ(r0[1].slice_offset, 3);
+  ASSERT_EQ(r1.size(), 3u);
+  EXPECT_EQ(r1[0].source, ps.list[1]);
+  EXPECT_EQ(r1[0].begin, 3);
+  EXPECT_EQ(r1[0].count, 2);
+  EXPECT_EQ(r1[1].source, ps.list[2]);
+  EXPECT_EQ(r1[1].slice_offset, 2);
+  EXPECT_EQ(r1[2].source, nullptr);  // the padding
+  EXPECT_EQ(r1[2].count, 2);
+  EXPECT_EQ(r1[2].slice_offset, 4);
+}
+
+// Frozen and quantized parameters stay out; a 16-bit trainable one is refused with the stage.
+TEST(ZeroLayout, TakesTrainableParametersOnlyAndRefuses16Bit) {
+  Device dev(cpu_backend());
+  Params ps(dev, {3, 5, 2});
+  ps.owned[0]->requires_grad = false;
+  EXPECT_EQ(flat_layout(ps.list, 2, 2).numel, 7);
+  ps.owned[2]->value = Tensor::zeros({2}, DType::bf16, Category::weights, dev);
+  try {
+    flat_layout(ps.list, 2, 2);
+    FAIL() << "bf16 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--zero-stage 2: parameter p2 is bf16"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The values survive, each is a view of the one buffer, and the tracked weights never hold
+// them twice (staged through host memory): the weights' maximum is the padded buffer.
+TEST(ZeroLayout, ParametersBecomeViewsWithoutHoldingTheWeightsTwice) {
+  Device dev(cpu_backend());
+  Params ps(dev, {3, 5, 2});
+  const std::vector<float> before(ps.owned[1]->value.data<float>(),
+                                  ps.owned[1]->value.data<float>() + 5);
+  const FlatParameters flat(ps.list, 2, 1, dev);
+  EXPECT_EQ(ps.owned[1]->value.shape(), (Shape{5}));
+  EXPECT_EQ(ps.owned[1]->value.data<float>(), flat.buffer().data<float>() + 3);
+  EXPECT_EQ(
+      std::vector<float>(ps.owned[1]->value.data<float>(), ps.owned[1]->value.data<float>() + 5),
+      before);
+  EXPECT_EQ(flat.buffer().data<float>()[10], 0.0f);  // padding
+  const MemoryStats m = dev.pool().stats();
+  EXPECT_EQ(cat(m, Category::weights, false), 12 * 4);
+  EXPECT_EQ(cat(m, Category::weights), 12 * 4);
+}
+
+// One rank of one: the sharded AdamW steps exactly as AdamW over the whole parameters, and the
+// state is that of the padded length.
+TEST(ZeroOptimizer, OneRankStepsAsThePlainOptimizer) {
+  Device dev(cpu_backend());
+  Params a(dev, {3, 5, 3}), b(dev, {3, 5, 3});
+  OptimizerOptions o;
+  o.weight_decay = 0.1f;
+  const std::unique_ptr<Optimizer> plain = make_optimizer("adamw_torch", a.list, o);
+  dist::SingleProcess one;
+  ZeroOptimizer z("adamw_torch", b.list, o, 1, one, dev);
+  for (int step = 0; step < 3; ++step) {
+    a.set_grads();
+    b.set_grads();
+    plain->step(1e-2f);
+    z.step(1e-2f);
+    for (size_t i = 0; i < a.owned.size(); ++i) {
+      a.owned[i]->free_grad();
+      b.owned[i]->free_grad();
+    }
+  }
+  EXPECT_EQ(z.steps(), 3);
+  for (size_t i = 0; i < a.owned.size(); ++i)
+    for (int64_t j = 0; j < a.owned[i]->numel(); ++j)
+      EXPECT_EQ(a.owned[i]->value.data<float>()[j], b.owned[i]->value.data<float>()[j])
+          << a.owned[i]->name << "[" << j << "]";
+  // 11 elements padded to a multiple of 2: 8 bytes of AdamW state for each of 12, the padding's
+  // included.
+  int64_t state = 0;
+  for (const auto& [name, t] : z.state_tensors()) state += t->nbytes();
+  EXPECT_EQ(state, 8 * 12);
+}
+
+// Rank 1 of 2 keeps state for its 6 elements only (1/2 of the padded 12), steps only them, and
+// all-gathers once per step; the pieces keep their parameters' names.
+TEST(ZeroOptimizer, ARankKeepsStateForItsSliceOnly) {
+  Device dev(cpu_backend());
+  Params ps(dev, {3, 5, 2});
+  const std::vector<float> p0(ps.owned[0]->value.data<float>(),
+                              ps.owned[0]->value.data<float>() + 3);
+  Idle rank1(1, 2);
+  ZeroOptimizer z("adamw_torch", ps.list, OptimizerOptions{}, 1, rank1, dev);
+  ps.set_grads();
+  z.step(1e-2f);
+  EXPECT_EQ(rank1.gathers, 1);
+  EXPECT_EQ(cat(dev.pool().stats(), Category::optimizer_state), 8 * 6);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : z.state_tensors()) names.push_back(name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"p1.exp_avg", "p1.exp_avg_sq", "p2.exp_avg", "p2.exp_avg_sq",
+                                      "zero.padding.exp_avg", "zero.padding.exp_avg_sq"}));
+  // p0 is rank 0's: untouched here (the all-gather would bring it); p2 moved.
+  EXPECT_EQ(
+      std::vector<float>(ps.owned[0]->value.data<float>(), ps.owned[0]->value.data<float>() + 3),
+      p0);
+}
+
+// Stage 2: the slice (S fp32, gradients) takes the owned elements of each reduced sum, added up
+// over micro-batches; the parameters' own gradients are temporary.
+TEST(ZeroOptimizer, StageTwoKeepsTheOwnedElementsOfEachSum) {
+  Device dev(cpu_backend());
+  Params ps(dev, {3, 5, 2});
+  Idle rank1(1, 2);
+  ZeroOptimizer z("sgd", ps.list, OptimizerOptions{}, 2, rank1, dev);
+  EXPECT_EQ(ps.owned[0]->grad_category, Category::temporary);
+  z.begin_window();
+  const std::vector<float> sum = {1, 2, 3, 4, 5};
+  z.accumulate_owned(*ps.list[1], 0, sum.data(), 5);  // elements 3..4 are rank 1's
+  z.accumulate_owned(*ps.list[1], 3, sum.data(), 2);  // again: adds
+  const Parameter& first = *z.piece_params()[0];
+  ASSERT_EQ(first.grad.numel(), 2);
+  EXPECT_EQ(first.grad.data<float>()[0], 4.0f + 1.0f);
+  EXPECT_EQ(first.grad.data<float>()[1], 5.0f + 2.0f);
+  EXPECT_EQ(cat(dev.pool().stats(), Category::gradients, false), 6 * 4);
+  z.release_gradients();
+  EXPECT_EQ(cat(dev.pool().stats(), Category::gradients, false), 0);
+}
+
+// Optimizers whose state is not elementwise are refused at stages 1-2, naming both.
+TEST(ZeroOptimizer, RefusesOptimizersThatAreNotElementwise) {
+  for (const char* name : {"adafactor", "adamw_bnb_8bit", "lion_8bit", "galore_adamw", "lomo"}) {
+    try {
+      check_zero_optimizer(name, 2);
+      ADD_FAILURE() << name << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("--optim ") + name + " with --zero-stage 2"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  for (const char* name : {"adamw_torch", "adamw", "sgd", "lion"})
+    EXPECT_NO_THROW(check_zero_optimizer(name, 1));
+}
+
+}  // namespace
+}  // namespace snug
