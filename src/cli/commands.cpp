@@ -74,8 +74,10 @@ std::string precision_words(const TrainingArguments& args) {
   if (storage != DType::f32 && args.lora_r > 0)
     return detail::concat(half_name(storage), " base, fp32 LoRA adapters");
   const ComputeDType c = args.compute_dtype();
-  return c == ComputeDType::f16    ? "fp16 mixed precision"
-         : args.bf16_full          ? "bf16 weights, gradients and state (--bf16-full)"
+  return c == ComputeDType::f16 ? "fp16 mixed precision"
+         : args.bf16_full       ? "bf16 weights, gradients and state (--bf16-full)"
+         : args.master_weights()
+             ? "bf16 weights and gradients, fp32 master and state (--precision-layout deepspeed)"
          : c == ComputeDType::bf16 ? "bf16 mixed precision"
                                    : "fp32";
 }

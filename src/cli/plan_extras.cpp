@@ -11,6 +11,7 @@
 #include "plan/advisor.h"
 #include "plan/fit_search.h"
 #include "plan/what_if.h"
+#include "plan/zero_states.h"
 #include "report/memory_timeline.h"
 #include "report/report.h"
 
@@ -61,7 +62,11 @@ void run_advisor(const PlanExtras& x, const TrainingArguments& args,
     std::printf("run: %s\n\n%s", train_command_line(r.fitting.front().args, device_memory).c_str(),
                 advice_table(r, o.capacity, o.overhead, top).c_str());
   }
+  // World size and ZeRO stage (issue 30): how many ranks the run's own flags need at each stage.
+  const auto fits = zero_fits(args, data, o.capacity, o.overhead);
+  std::printf("\n%s", zero_fits_table(fits, 1024).c_str());
   j["advice"] = advice_json(r, device_memory, top);
+  j["advice"]["zero"] = zero_fits_json(fits);
   j["advice"]["gemm_flops"] = o.gemm_flops;
   j["advice"]["bf16_gemm_path"] = kernels::gemm_path_name(o.bf16_path);
   j["advice"]["bf16_step_factor"] =

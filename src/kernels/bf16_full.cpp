@@ -49,6 +49,28 @@ void adamw_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v,
   }
 }
 
+void adamw_update_master(uint16_t* p, const uint16_t* g, float* master, float* m, float* v,
+                         int64_t n, float lr, float beta1, float beta2, float eps,
+                         float weight_decay, int64_t t, bool fp16) {
+  const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, t);
+#pragma omp parallel for schedule(static)
+  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
+    const int64_t i1 = std::min(n, i0 + kGrain);
+    if (fp16) {
+      for (int64_t i = i0; i < i1; ++i) {
+        adamw_element(s, f16_to_f32(g[i]), m[i], v[i], master[i]);
+        p[i] = f32_to_f16(master[i]);
+      }
+      continue;
+    }
+#pragma omp simd
+    for (int64_t i = i0; i < i1; ++i) {
+      adamw_element(s, widen(g[i]), m[i], v[i], master[i]);
+      p[i] = nearest(master[i]);
+    }
+  }
+}
+
 void sgd_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, float lr,
                      float momentum, float weight_decay, bool first, uint64_t key) {
   const float wd = weight_decay;

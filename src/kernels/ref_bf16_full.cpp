@@ -40,6 +40,16 @@ void adamw_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v,
   }
 }
 
+void adamw_update_master(uint16_t* p, const uint16_t* g, float* master, float* m, float* v,
+                         int64_t n, float lr, float beta1, float beta2, float eps,
+                         float weight_decay, int64_t t, bool fp16) {
+  const kernels::AdamWScalars s = kernels::adamw_scalars(lr, beta1, beta2, eps, weight_decay, t);
+  for (int64_t i = 0; i < n; ++i) {
+    kernels::adamw_element(s, fp16 ? f16_to_f32(g[i]) : bf16_to_f32(g[i]), m[i], v[i], master[i]);
+    p[i] = fp16 ? f32_to_f16(master[i]) : f32_to_bf16(master[i]);
+  }
+}
+
 void sgd_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, float lr,
                      float momentum, float weight_decay, bool first, uint64_t key) {
   for (int64_t i = 0; i < n; ++i) {

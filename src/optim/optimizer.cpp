@@ -22,6 +22,10 @@ std::vector<std::string> optimizer_names() {
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const ParameterList& params,
                                           const OptimizerOptions& opts) {
   const OptimizerEntry* e = find_optimizer(name);
+  SNUG_CHECK(!opts.master_weights || (e && e->master_weights),
+             "--precision-layout deepspeed: --optim ", name,
+             " keeps no fp32 master weights; use --optim ", master_weight_optimizer_names(),
+             " (or --precision-layout snug)");
   for (const Parameter* p : params)
     SNUG_CHECK(!p->requires_grad || p->value.dtype() == DType::f32 || (e && e->bf16_params),
                "--bf16-full: --optim ", name,

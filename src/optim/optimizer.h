@@ -2,7 +2,8 @@
 // `optimizer_state`, allocated on the first step (as torch.optim does), so a report shows exactly
 // what each optimizer costs per trainable parameter P (docs/optimizers.md):
 //   sgd             0 (momentum 0) or 4 bytes (momentum buffer); 2 with bf16 parameters
-//   adamw_torch     8 bytes (exp_avg, exp_avg_sq in fp32); 4 with bf16 parameters (--bf16-full)
+//   adamw_torch     8 bytes (exp_avg, exp_avg_sq in fp32); 4 with bf16 parameters (--bf16-full);
+//                   12 with 16-bit parameters under --precision-layout deepspeed (fp32 master too)
 //   lion            4 bytes (exp_avg)
 //   adafactor       4*(rows+cols) per matrix, 4*n per vector (factored second moment)
 //   adamw_bnb_8bit  2 bytes + 8 bytes per 256-element block for 8-bit tensors; tensors under
@@ -66,6 +67,12 @@ struct OptimizerOptions {
   // as lomo_optim's p.copy_(p_fp32) does (the golden tests of the paper's update; training keeps
   // stochastic rounding, which lets updates below half a bf16 ulp move the weights).
   bool bf16_stochastic_rounding = true;
+  // --precision-layout deepspeed (DeepSpeed's mixed-precision layout, ZeRO's K = 12): a 16-bit
+  // trainable parameter keeps an fp32 master copy beside fp32 moments in optimizer_state (12
+  // bytes per parameter with AdamW); the update runs on the master and the 16-bit weights are
+  // the master rounded to nearest even. Optimizers whose registry entry has master_weights only
+  // (make_optimizer refuses the others); fp32 parameters (LoRA adapters) are updated as usual.
+  bool master_weights = false;
 };
 
 class Optimizer {

@@ -36,9 +36,9 @@ const std::vector<OptimizerEntry>& optimizer_registry() {
       {.name = "adamw_torch",
        .aliases = {"adamw"},
        .make = make<AdamW>,
-       .state_bytes = [](const Parameter& p,
-                         const OptimizerOptions&) { return in_param_dtype(p, 2); },
+       .state_bytes = AdamW::state_bytes,
        .bf16_params = true,
+       .master_weights = true,
        .elementwise = true,
        .advisor_rank = 1},
       {.name = "sgd",
@@ -135,10 +135,13 @@ std::vector<const OptimizerEntry*> what_if_optimizers() {
   return ranked(&OptimizerEntry::what_if_rank);
 }
 
-std::string bf16_optimizer_names() {
+namespace {
+
+// "a, b or c": the names (aliases included) of the entries with `field`.
+std::string names_with(bool OptimizerEntry::*field) {
   std::vector<std::string> names;
   for (const OptimizerEntry& e : optimizer_registry()) {
-    if (!e.bf16_params) continue;
+    if (!(e.*field)) continue;
     names.emplace_back(e.name);
     for (const char* alias : e.aliases) names.emplace_back(alias);
   }
@@ -146,6 +149,16 @@ std::string bf16_optimizer_names() {
   for (size_t i = 0; i < names.size(); ++i)
     s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
   return s;
+}
+
+}  // namespace
+
+std::string bf16_optimizer_names() {
+  return names_with(&OptimizerEntry::bf16_params);
+}
+
+std::string master_weight_optimizer_names() {
+  return names_with(&OptimizerEntry::master_weights);
 }
 
 }  // namespace snug

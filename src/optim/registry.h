@@ -8,6 +8,8 @@
 //   - updates_in_backward applied inside backward (LOMO, AdaLOMO; train/fused_step.h): the
 //                         estimator counts one block's gradient, not all of them
 //   - bf16_params         updates bf16 parameters (--bf16-full); the others are refused
+//   - master_weights      keeps fp32 master weights for 16-bit parameters (--precision-layout
+//                         deepspeed, OptimizerOptions::master_weights); the others are refused
 //   - elementwise         each element's update reads only that element's parameter, gradient
 //                         and state (and the step count): ZeRO stages 1-2 may then cut a
 //                         parameter anywhere and step the pieces (train/zero_optimizer.h); the
@@ -35,6 +37,7 @@ struct OptimizerEntry {
   int64_t (*state_bytes)(const Parameter& p, const OptimizerOptions& opts) = nullptr;
   bool updates_in_backward = false;
   bool bf16_params = false;
+  bool master_weights = false;
   bool elementwise = false;
   int advisor_rank = 0;
   int what_if_rank = 0;
@@ -52,5 +55,7 @@ std::vector<const OptimizerEntry*> what_if_optimizers();
 // "adamw_torch, adamw, sgd, lomo or adalomo": the names (aliases included) that update bf16
 // parameters.
 std::string bf16_optimizer_names();
+// The same for the optimizers with master_weights ("adamw_torch or adamw").
+std::string master_weight_optimizer_names();
 
 }  // namespace snug

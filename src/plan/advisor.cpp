@@ -67,7 +67,7 @@ double step_flops(const TrainingArguments& a) {
 
 double step_seconds(const TrainingArguments& a, const AdvisorOptions& o) {
   const double flops = step_flops(a);
-  if (!(a.bf16 || a.bf16_full || a.fp16)) return flops / o.gemm_flops;
+  if (a.compute_dtype() == ComputeDType::f32) return flops / o.gemm_flops;
   // fp16 always widens (oneDNN has no fp16 matmul on CPUs).
   if (a.fp16 || o.bf16_path == kernels::GemmPath::widen)
     return flops / o.gemm_flops * (1.0 + kWidenedStepOverhead);
@@ -97,9 +97,11 @@ AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o) {
       flags = join_flags(flags, ch.flags);
       if (d > 0) preference += static_cast<int64_t>(pick[d]);
     }
-    // Combinations that cannot run (--bf16-full with an optimizer without bf16 state) are
-    // skipped without a dry run.
-    if (!a.bf16_full || supports_bf16_params(a.optim)) {
+    // Combinations that cannot run (--bf16-full with an optimizer without bf16 state,
+    // --precision-layout deepspeed with one without master weights) are skipped without a dry
+    // run.
+    if ((!a.bf16_full || supports_bf16_params(a.optim)) &&
+        (!a.master_weights() || optimizer_entry(a.optim).master_weights)) {
       const int64_t peak = dry_run(a, o.data).peak_total;
       ++r.tried;
       if (peak + o.overhead <= o.capacity) {

@@ -90,7 +90,9 @@ MemoryEstimate estimate_memory(const TrainingArguments& args) {
   const bool fp16 = args.compute_dtype() == ComputeDType::f16;
   if (args.param_dtype() != DType::f32)
     set(Category::weights, 2 * P,
-        std::string("2 B/param (") + dtype_name(args.param_dtype()) + ", no fp32 master)");
+        std::string("2 B/param (") + dtype_name(args.param_dtype()) +
+            (args.master_weights() ? "; the fp32 master is optimizer_state)"
+                                   : ", no fp32 master)"));
   else if (mixed_precision(args))
     set(Category::weights, 6 * P,
         std::string("6 B/param: fp32 master + ") + (fp16 ? "fp16" : "bf16") + " copy");
@@ -130,7 +132,7 @@ MemoryEstimate estimate_memory(const TrainingArguments& args) {
     for (const Parameter* p : model.parameters())
       if (p->requires_grad) largest = std::max(largest, p->value.numel());
     set(Category::gradients, 4 * largest, "4 B x largest tensor (fused into backward)");
-  } else if (args.bf16_full) {
+  } else if (args.sixteen_bit_training()) {
     // bf16 gradients of bf16 parameters; LoRA adapters on the bf16 base keep fp32 ones.
     int64_t bytes = 0;
     for (const Parameter* p : model.parameters())

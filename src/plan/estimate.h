@@ -9,12 +9,15 @@
 // --fp16/--bf16/--bf16-full):
 //   weights          4P (fp32); 4P + 2P with --fp16/--bf16 (fp32 master + a 16-bit copy; HF's
 //                    calculator books that copy under gradients: 4P + 6P, the same sum); 2P
-//                    with --bf16-full (bf16 parameters, no master)
-//   gradients        4Pt (fp32, also under mixed precision; 2Pt bf16 with --bf16-full);
+//                    with --bf16-full (bf16 parameters, no master) and --precision-layout
+//                    deepspeed (whose fp32 master is optimizer state)
+//   gradients        4Pt (fp32, also under mixed precision; 2Pt bf16 with --bf16-full and
+//                    --precision-layout deepspeed);
 //                    lomo/adalomo update inside backward and keep only the largest block's
 //                    gradient
 //   optimizer_state  the optimizer's own per-parameter formula (optim/optimizer.h
-//                    state_bytes_formula): adamw 8 (4 with --bf16-full), lion 4, sgd 0 or 4
+//                    state_bytes_formula): adamw 8 (4 with --bf16-full, 12 with
+//                    --precision-layout deepspeed: fp32 master + moments), lion 4, sgd 0 or 4
 //                    (momentum; 2 with --bf16-full), adafactor
 //                    4(rows+cols) per matrix, adamw_bnb_8bit ~2 + block scales, ...
 //   activations      per layer sbh(34 + 5as/h) in 16-bit (Korthikanti's count, with dropout

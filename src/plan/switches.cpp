@@ -43,9 +43,9 @@ std::vector<Switch> logits(const TA&, int64_t) {
 // PEFT runs, the advisor tries it there: a bf16 base under fp32 adapters, docs/lora.md). --fp16
 // is not proposed: on the devices snug models it trains like --bf16 with a loss scaler, for the
 // same bytes. A run that names its storage (--torch-dtype) keeps its precision: nothing else is
-// offered.
+// offered; nor does one that names DeepSpeed's layout (--precision-layout deepspeed).
 std::vector<Switch> precision(const TA& base, int64_t) {
-  if (!base.torch_dtype.empty()) return {{"", [](TA&) {}, true}};
+  if (!base.torch_dtype.empty() || base.master_weights()) return {{"", [](TA&) {}, true}};
   auto set = [](bool bf16, bool bf16_full) {
     return [bf16, bf16_full](TA& a) {
       a.fp16 = false;
@@ -94,7 +94,8 @@ std::vector<Switch> adapters(const TA&, int64_t) {
            },
            false,
            [](const TA& run) {
-             return run.lora_r == 0 && !run.bf16_full && !run.load_in_4bit && !run.load_in_8bit;
+             return run.lora_r == 0 && !run.sixteen_bit_training() && !run.load_in_4bit &&
+                    !run.load_in_8bit;
            }}};
 }
 
@@ -138,7 +139,8 @@ std::vector<Switch> optimizers(const TA& base, int64_t) {
     if (e != own) v.push_back({std::string("--optim ") + e->name, use(e->name), true});
   for (const OptimizerEntry* e : what_if_optimizers())
     v.push_back({std::string("--optim ") + e->name, use(e->name), false, [e](const TA& run) {
-                   return e != find_optimizer(run.optim) && (!run.bf16_full || e->bf16_params);
+                   return e != find_optimizer(run.optim) && (!run.bf16_full || e->bf16_params) &&
+                          (!run.master_weights() || e->master_weights);
                  }});
   return v;
 }

@@ -152,6 +152,7 @@ std::string describe_run(const TrainingArguments& args) {
       ", ", args.optim,
       args.compute_dtype() == ComputeDType::f16    ? ", fp16"
       : args.bf16_full                             ? ", bf16-full"
+      : args.master_weights()                      ? ", deepspeed layout"
       : args.compute_dtype() == ComputeDType::bf16 ? ", bf16"
                                                    : ", fp32",
       args.gradient_checkpointing ? ", checkpointing " + args.checkpoint_policy : std::string());

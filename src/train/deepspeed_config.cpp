@@ -212,10 +212,17 @@ void apply_deepspeed_config(const json& config, const std::string& origin,
     r.keys(config["bf16"], "bf16", {"enabled"});
     if (config["bf16"].contains("enabled")) {
       const json& e = config["bf16"]["enabled"];
-      // --bf16-full computes in bf16 too: it is a bf16 run.
-      if (args.bf16_full && e.is_boolean() && !e.get<bool>())
-        r.refuse("bf16.enabled", "is false, but the command line gives --bf16-full");
-      if (!args.bf16_full) r.set_bool(e, "bf16.enabled", &TA::bf16, "bf16");
+      // --bf16-full and --precision-layout deepspeed compute in bf16 too: they are bf16 runs.
+      // bf16.enabled alone sets --bf16 (HF's meaning: fp32 weights and gradients, bf16 compute
+      // copies), not DeepSpeed's 16-bit layout: a config file sets only the flags its keys
+      // name, so a run's bytes are those of its flags; --precision-layout deepspeed gives the
+      // layout (docs/distributed.md).
+      if (args.sixteen_bit_training() && e.is_boolean() && !e.get<bool>())
+        r.refuse("bf16.enabled", args.bf16_full
+                                     ? "is false, but the command line gives --bf16-full"
+                                     : "is false, but the command line gives --precision-layout "
+                                       "deepspeed (bf16 weights and gradients)");
+      if (!args.sixteen_bit_training()) r.set_bool(e, "bf16.enabled", &TA::bf16, "bf16");
     }
   }
   if (config.contains("fp16")) read_fp16(r, config["fp16"]);

@@ -387,6 +387,16 @@ std::vector<TrainingFlag> make_table() {
        .target = &TA::bf16_full,
        .form = F::presence,
        .shown = S::changed},
+      {.names = "--precision-layout",
+       .key = "precision_layout",
+       .help = "snug (the precision flags decide what is stored) or deepspeed: DeepSpeed's "
+               "mixed-precision layout, bf16 weights and gradients with fp32 master weights and "
+               "AdamW moments in the optimizer state (2+2+12 = 16 bytes per parameter, ZeRO's "
+               "K = 12); computes as --bf16. --optim " +
+               master_weight_optimizer_names(),
+       .target = &TA::precision_layout,
+       .shown = S::changed,
+       .optimizer_record = true},
       {.names = "--torch-dtype",
        .key = "torch_dtype",
        .help = "Storage of the model's weights, as from_pretrained's torch_dtype: bfloat16, "

@@ -51,7 +51,9 @@ void configure_model(Model& model, const TrainingArguments& args) {
   set_compute(model, args);
   SNUG_CHECK(model.param_dtype() == args.param_dtype(), "Trainer: the model's parameters are ",
              dtype_name(model.param_dtype()), " but the run needs ", dtype_name(args.param_dtype()),
-             args.bf16_full ? " (--bf16-full: build the model with DType::bf16)" : "");
+             args.sixteen_bit_training()
+                 ? " (--bf16-full, --precision-layout deepspeed: build the model with DType::bf16)"
+                 : "");
   if (args.gradient_checkpointing)
     model.set_checkpointing(
         parse_checkpoint_policy(args.checkpoint_policy, model.summary().n_layer));
@@ -71,7 +73,7 @@ void prepare_model(Model& model, const TrainingArguments& args) {
   // never (as the Trainer refuses to unscale fp16 gradients).
   for (const Parameter* p : model.parameters()) {
     if (!p->requires_grad || p->quantized() || p->value.dtype() == DType::f32) continue;
-    SNUG_CHECK(p->value.dtype() == DType::bf16 && args.bf16_full, "--torch-dtype ",
+    SNUG_CHECK(p->value.dtype() == DType::bf16 && args.sixteen_bit_training(), "--torch-dtype ",
                args.torch_dtype, " stores '", p->name, "' in ", dtype_name(p->value.dtype()),
                " and it would train: ",
                p->value.dtype() == DType::bf16

@@ -52,6 +52,7 @@ constexpr Field kFields[] = {
     {"optimizer.galore_rank", "--galore-rank"},
     {"optimizer.galore_update_proj_gap", "--galore-update-proj-gap"},
     {"optimizer.galore_scale", "--galore-scale"},
+    {"optimizer.precision_layout", "--precision-layout"},
     {"quantized_base",
      "--load-in-8bit/--load-in-4bit/--bnb-4bit-quant-type/"
      "--bnb-4bit-use-double-quant"},
@@ -67,11 +68,18 @@ const std::set<std::string> kNotConfigChanges = {
     "model", "model_shape", "seq_len", "seed", "bf16_full", "torch_dtype", "freeze",
     "optim", "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "momentum",
     "optim_8bit_embeddings", "adafactor_relative_step", "galore_rank", "galore_update_proj_gap",
-    "galore_scale",
+    "galore_scale", "precision_layout",
     "lora_r", "lora_alpha", "target_modules", "use_rslora",
     "load_in_8bit", "load_in_4bit", "bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "qlora",
     "resume_from", "init_from", "report_json"};
 // clang-format on
+
+// Fields a record of an earlier snug lacks, with the value such a run had: a checkpoint from
+// before --precision-layout was snug's layout.
+nlohmann::json with_default(const std::string& key, nlohmann::json v) {
+  if (v.is_null() && key == "optimizer.precision_layout") return "snug";
+  return v;
+}
 
 // A value of a record for a message: records come from files (untrusted), so long values are
 // quoted as an excerpt (io/excerpt.h).
@@ -156,7 +164,8 @@ void check_same_run(const nlohmann::json& saved, const nlohmann::json& current,
                     const std::string& where) {
   for (const Field& f : kFields) {
     if (!compared(f, saved, current)) continue;
-    const nlohmann::json a = field(saved, f.key), b = field(current, f.key);
+    const nlohmann::json a = with_default(f.key, field(saved, f.key)),
+                         b = with_default(f.key, field(current, f.key));
     if (a == b) continue;
     const std::string shards =
         std::string(f.key) == "model_files.weights" ? shard_change(a, b) : std::string();
@@ -172,7 +181,9 @@ void check_same_run(const nlohmann::json& saved, const nlohmann::json& current,
 
 bool same_run(const nlohmann::json& a, const nlohmann::json& b) {
   for (const Field& f : kFields)
-    if (compared(f, a, b) && field(a, f.key) != field(b, f.key)) return false;
+    if (compared(f, a, b) &&
+        with_default(f.key, field(a, f.key)) != with_default(f.key, field(b, f.key)))
+      return false;
   return true;
 }
 

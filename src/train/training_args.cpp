@@ -127,6 +127,25 @@ void TrainingArguments::validate() const {
              "--fp16 computes in fp16; --torch-dtype bfloat16 stores bf16 (use --bf16)");
   SNUG_CHECK(!(bf16 && storage == DType::f16),
              "--bf16 computes in bf16; --torch-dtype float16 stores fp16 (use --fp16)");
+  SNUG_CHECK(precision_layout == "snug" || precision_layout == "deepspeed",
+             "--precision-layout: unknown layout '", excerpt(precision_layout),
+             "' (known: snug, deepspeed)");
+  if (master_weights()) {
+    SNUG_CHECK(!bf16_full,
+               "--precision-layout deepspeed keeps fp32 master weights; --bf16-full keeps none: "
+               "give one of them");
+    SNUG_CHECK(!fp16 && storage != DType::f16,
+               "--precision-layout deepspeed stores bf16 weights and gradients; its fp16 form "
+               "(--fp16) is not built yet (fp16 parameters do not train): use --bf16 or drop "
+               "--fp16");
+    SNUG_CHECK(!storage || *storage == DType::bf16,
+               "--precision-layout deepspeed stores bf16; "
+               "--torch-dtype ",
+               torch_dtype, " contradicts it");
+    SNUG_CHECK(optimizer_entry(optim).master_weights, "--precision-layout deepspeed: --optim ",
+               optim, " keeps no fp32 master weights; use --optim ",
+               master_weight_optimizer_names(), " (or --precision-layout snug)");
+  }
   SNUG_CHECK(!bf16_full || supports_bf16_params(optim), "--bf16-full: --optim ", optim,
              " cannot update bf16 parameters (it keeps fp32 state of the parameters' size); "
              "use --optim ",
@@ -136,13 +155,13 @@ void TrainingArguments::validate() const {
 ComputeDType TrainingArguments::compute_dtype() const {
   const std::optional<DType> t = torch_storage(torch_dtype);
   if (fp16 || t == DType::f16) return ComputeDType::f16;
-  if (bf16 || bf16_full || t == DType::bf16) return ComputeDType::bf16;
+  if (bf16 || bf16_full || master_weights() || t == DType::bf16) return ComputeDType::bf16;
   return ComputeDType::f32;
 }
 
 DType TrainingArguments::param_dtype() const {
   if (const std::optional<DType> t = torch_storage(torch_dtype)) return *t;
-  return bf16_full ? DType::bf16 : DType::f32;
+  return sixteen_bit_training() ? DType::bf16 : DType::f32;
 }
 
 DType TrainingArguments::generation_param_dtype() const {
@@ -230,6 +249,7 @@ OptimizerOptions TrainingArguments::optimizer_options() const {
   o.galore_update_proj_gap = galore_update_proj_gap;
   o.galore_scale = static_cast<float>(galore_scale);
   o.rounding_seed = seed;
+  o.master_weights = master_weights();
   return o;
 }
 

@@ -107,6 +107,13 @@ struct TrainingArguments {
   // per parameter with AdamW, weights updated with stochastic rounding; computes as --bf16 (which
   // it implies and may be given with it); --fp16 is an error. adamw_torch/adamw and sgd only.
   bool bf16_full = false;
+  // --precision-layout (issue 30): "snug" (the precision flags above decide) or "deepspeed",
+  // DeepSpeed's mixed-precision layout and ZeRO's K = 12: bf16 weights and gradients stored as
+  // --bf16-full stores them (computes as --bf16), with an fp32 master copy of the weights and
+  // fp32 AdamW moments in optimizer_state (2 + 2 + 12 = 16 bytes per parameter); the update
+  // runs on the master, the weights are its rounding to nearest even. adamw_torch/adamw only;
+  // --bf16-full (no master) and --fp16 (fp16 parameters do not train yet) are refused with it.
+  std::string precision_layout = "snug";
   // --torch-dtype (from_pretrained's torch_dtype): the storage of the model's weights,
   // "bfloat16", "float16" or "float32"; "" follows the precision flags (param_dtype(),
   // generation_param_dtype()). A 16-bit storage computes in its dtype (compute_dtype()), as a
@@ -174,11 +181,18 @@ struct TrainingArguments {
   // The model's shapes: resolve_model(model) with model_shape and config_override applied.
   ModelConfig model_config() const;
   // The compute precision: fp16 under --fp16 or --torch-dtype float16; bf16 under --bf16,
-  // --bf16-full or --torch-dtype bfloat16; else fp32 (validate() refuses the contradictions).
+  // --bf16-full, --precision-layout deepspeed or --torch-dtype bfloat16; else fp32 (validate()
+  // refuses the contradictions).
   ComputeDType compute_dtype() const;
   // The parameters' storage dtype in training (create_model's argument): --torch-dtype, else bf16
-  // under --bf16-full, else f32 (--bf16/--fp16 keep fp32 masters beside 16-bit compute copies).
+  // under --bf16-full or --precision-layout deepspeed, else f32 (--bf16/--fp16 keep fp32 masters
+  // beside 16-bit compute copies).
   DType param_dtype() const;
+  // --precision-layout deepspeed: 16-bit parameters with fp32 master weights in the optimizer.
+  bool master_weights() const { return precision_layout == "deepspeed"; }
+  // The trainable parameters are stored in 16 bits: --bf16-full or --precision-layout deepspeed
+  // (a 16-bit --torch-dtype alone trains only LoRA adapters on a frozen base).
+  bool sixteen_bit_training() const { return bf16_full || master_weights(); }
   // The parameters' storage dtype in generation (`snug generate`, `snug plan --inference`):
   // --torch-dtype, else the 16-bit compute dtype of --bf16/--bf16-full/--fp16, else f32. As
   // transformers loads a model for generation in the dtype asked: no fp32 master to update.

@@ -20,7 +20,7 @@ FlatLayout flat_layout(const ParameterList& params, int world, int stage) {
     SNUG_CHECK(p->value.dtype() == DType::f32, "--zero-stage ", stage, ": parameter ", p->name,
                " is ", dtype_name(p->value.dtype()),
                "; the ZeRO stages shard fp32 trainable parameters only (train without "
-               "--bf16-full/--torch-dtype, or with --zero-stage 0)");
+               "--bf16-full/--torch-dtype/--precision-layout deepspeed, or with --zero-stage 0)");
     l.entries.push_back({p, l.numel});
     l.numel += p->numel();
   }

@@ -291,6 +291,31 @@ TEST(CudaOptim, AdamwBf16SameBits) {
     }
 }
 
+// --precision-layout deepspeed: fp32 master, m and v and the 16-bit weights (bf16, and fp16
+// storage, which the kernel takes) bit for bit, as the --bf16-full steps.
+TEST(CudaOptim, AdamwMasterSameBits) {
+  SNUG_REQUIRE_GPU(gpu);
+  for (int64_t n : kSizes)
+    for (bool fp16 : {false, true})
+      for (int64_t t : {1, 100}) {
+        const auto g = random_bf16(n, 41), p0 = random_bf16(n, 42);
+        const auto w0 = random_floats(n, 43), m0 = random_floats(n, 44, -0.1f, 0.1f);
+        const auto v0 = random_floats(n, 45, 0.0f, 0.01f);
+        std::vector<uint16_t> p = p0;
+        std::vector<float> w = w0, m = m0, v = v0;
+        ref::adamw_update_master(p.data(), g.data(), w.data(), m.data(), v.data(), n, 1e-3f, 0.9f,
+                                 0.999f, 1e-8f, 0.01f, t, fp16);
+        GpuBuffer<uint16_t> dp(gpu, p0), dg(gpu, g);
+        GpuBuffer<float> dw(gpu, w0), dm(gpu, m0), dv(gpu, v0);
+        gpu.ops().adamw_update_master(dp, dg, dw, dm, dv, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t,
+                                      fp16);
+        EXPECT_EQ(dp.host(), p) << "n=" << n << " t=" << t << " fp16=" << fp16;
+        EXPECT_EQ(dw.host(), w) << "n=" << n << " t=" << t << " fp16=" << fp16;
+        EXPECT_EQ(dm.host(), m) << "n=" << n << " t=" << t << " fp16=" << fp16;
+        EXPECT_EQ(dv.host(), v) << "n=" << n << " t=" << t << " fp16=" << fp16;
+      }
+}
+
 TEST(CudaOptim, SgdBf16SameBits) {
   SNUG_REQUIRE_GPU(gpu);
   for (int64_t n : kSizes)

@@ -13,6 +13,7 @@
 
 #include "kernels/adamw_math.h"
 #include "kernels/cuda/context.cuh"
+#include "kernels/cuda/half_bits.cuh"
 #include "kernels/optim_math.h"
 #include "kernels/optim_ops.h"
 #include "kernels/stochastic_round.h"
@@ -402,6 +403,20 @@ __global__ void adamw_bf16_kernel(uint16_t* p, const uint16_t* g, uint16_t* m, u
   }
 }
 
+// --precision-layout deepspeed: the fp32 master, m and v updated in place, the 16-bit weights
+// rounded from the master to nearest even (ref_bf16_full.cpp's adamw_update_master).
+__global__ void adamw_master_kernel(uint16_t* p, const uint16_t* g, float* master, float* m,
+                                    float* v, int64_t n, kernels::AdamWScalars s, bool fp16) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    float mi = m[i], vi = v[i], wi = master[i];
+    kernels::adamw_element(s, half_to_f32(g[i], fp16), mi, vi, wi);
+    m[i] = mi;
+    v[i] = vi;
+    master[i] = wi;
+    p[i] = f32_to_half(wi, fp16);
+  }
+}
+
 __global__ void sgd_bf16_kernel(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, float lr,
                                 float momentum, float weight_decay, bool first, uint64_t key) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) {
@@ -589,6 +604,15 @@ void adamw_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v,
   check_launch("adamw_update_bf16");
 }
 
+void adamw_update_master(uint16_t* p, const uint16_t* g, float* master, float* m, float* v,
+                         int64_t n, float lr, float beta1, float beta2, float eps,
+                         float weight_decay, int64_t t, bool fp16) {
+  if (n <= 0) return;
+  adamw_master_kernel<<<grid_for(n), kThreads, 0, stream()>>>(
+      p, g, master, m, v, n, kernels::adamw_scalars(lr, beta1, beta2, eps, weight_decay, t), fp16);
+  check_launch("adamw_update_master");
+}
+
 void sgd_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, float lr,
                      float momentum, float weight_decay, bool first, uint64_t key) {
   if (n <= 0) return;
@@ -637,6 +661,7 @@ void register_optim(OpTable& t) {
   t.galore_adam_normalize = &galore_adam_normalize;
   t.galore_apply = &galore_apply;
   t.adamw_update_bf16 = &adamw_update_bf16;
+  t.adamw_update_master = &adamw_update_master;
   t.sgd_update_bf16 = &sgd_update_bf16;
   t.lomo_update_bf16 = &lomo_update_bf16;
   t.adalomo_update_bf16 = &adalomo_update_bf16;

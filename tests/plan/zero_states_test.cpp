@@ -1,0 +1,90 @@
+// ZeRO's per-rank model states (plan/zero_states.h): the paper's figure-1 numbers for a
+// 7.5e9-parameter model under --precision-layout deepspeed (K = 12) at N = 64, another layout's
+// own K, and the advisor's smallest world per stage (formula, then a meta replay at stages 1-2
+// equal to the plan of that world).
+#include "plan/zero_states.h"
+
+#include <gtest/gtest.h>
+
+#include "plan/dry_run.h"
+#include "plan/estimate.h"
+
+namespace snug {
+namespace {
+
+TrainingArguments llama_7_5b() {
+  TrainingArguments a;
+  a.model = "llama-7b";
+  a.model_shape.n_layer = 36;
+  a.model_shape.vocab_size = 26000;
+  a.per_device_train_batch_size = 1;
+  a.seq_len = 128;
+  a.precision_layout = "deepspeed";
+  return a;
+}
+
+TEST(ZeroStates, PapersFigureOneAtSixtyFourRanks) {
+  const MemoryEstimate est = estimate_memory(llama_7_5b());
+  const int64_t P = est.params;  // 7,498,797,056
+  ASSERT_EQ(P, 7498797056);
+  const auto rows = zero_model_states(est, 64);
+  EXPECT_EQ(rows[0].bytes, 16 * P);                      // 120.0 GB
+  EXPECT_EQ(rows[1].bytes, 4 * P + (12 * P + 63) / 64);  // 31.4 GB
+  EXPECT_EQ(rows[2].bytes, 2 * P + (14 * P + 63) / 64);  // 16.6 GB
+  EXPECT_EQ(rows[3].bytes, (16 * P + 63) / 64);          // 1.875 GB
+  EXPECT_EQ(rows[3].bytes, 1874699264);
+  EXPECT_EQ(rows[0].formula, "(2+2+12)Ψ");
+  EXPECT_EQ(rows[1].formula, "(2+2)Ψ + 12Ψ/N");
+  EXPECT_EQ(rows[2].formula, "2Ψ + (2+12)Ψ/N");
+  EXPECT_EQ(rows[3].formula, "(2+2+12)Ψ/N");
+  const nlohmann::json j = zero_states_json(est, 64, 0, 16 * P);
+  EXPECT_EQ(j["k"], 12.0);
+  EXPECT_EQ(j["stages"][3]["bytes_per_rank"], 1874699264);
+  EXPECT_EQ(j["stages"][0]["plan_bytes"], 16 * P);
+  EXPECT_FALSE(j["stages"][1].contains("plan_bytes"));
+}
+
+TEST(ZeroStates, Fp32AdamWHasItsOwnK) {
+  TrainingArguments a;
+  a.model = "gpt2-124m";
+  const MemoryEstimate est = estimate_memory(a);
+  const auto rows = zero_model_states(est, 4);
+  EXPECT_EQ(rows[1].formula, "(4+4)Ψ + 8Ψ/N");
+  EXPECT_EQ(rows[1].bytes, 8 * est.params + (8 * est.params + 3) / 4);
+}
+
+TEST(ZeroStates, AdvisorFindsTheSmallestWorldPerStageAndReplaysStagesOneAndTwo) {
+  TrainingArguments a;
+  a.model = "gpt2-124m";
+  a.per_device_train_batch_size = 1;
+  a.seq_len = 128;
+  const int64_t one = dry_run(a).peak_total;
+  const int64_t capacity = one - 1;  // one process does not fit by a byte
+  const auto fits = zero_fits(a, {}, capacity, 0);
+  EXPECT_EQ(fits[0].world, 0);  // stage 0 never shrinks a rank
+  for (int s = 1; s <= 2; ++s) {
+    ASSERT_GT(fits[s].world, 1) << s;
+    EXPECT_TRUE(fits[s].replayed) << s << " " << fits[s].note;
+    TrainingArguments z = a;
+    z.zero_stage = s;
+    const int64_t peak = replay(z, {}, nullptr, static_cast<int>(fits[s].world)).memory.peak_total;
+    EXPECT_EQ(fits[s].peak, peak) << s;
+    EXPECT_LE(peak, capacity) << s;
+    // Half the world does not fit (or is one process).
+    if (fits[s].world > 2) {
+      EXPECT_GT(replay(z, {}, nullptr, static_cast<int>(fits[s].world / 2)).memory.peak_total,
+                capacity);
+    }
+  }
+  EXPECT_GT(fits[3].world, 0);
+  EXPECT_FALSE(fits[3].replayed);
+  // The deepspeed layout at stages 1-2 is refused by the flat layout (16-bit parameters): the
+  // formula's figure, with the reason.
+  const auto ds = zero_fits(llama_7_5b(), {}, int64_t{80} * 1000 * 1000 * 1000, 0);
+  EXPECT_EQ(ds[1].world, 2);
+  EXPECT_FALSE(ds[1].replayed);
+  EXPECT_NE(ds[1].note.find("bf16"), std::string::npos) << ds[1].note;
+}
+
+}  // namespace
+}  // namespace snug
