@@ -243,9 +243,6 @@ TEST(ZeroOptimizer, RefusesOptimizersThatAreNotElementwise) {
     EXPECT_NO_THROW(check_zero_optimizer(name, 1));
 }
 
-}  // namespace
-}  // namespace snug
-
 // Stage 3 (train/zero3_params.h): 3 + 5 + 2 elements over 2 ranks, each parameter padded on its
 // own to 4, 6 and 2 (slices 2, 3 and 1). Rank 1 keeps p0[2..3) and a padding element, p1[3..5)
 // and one, p2[1..2): 6 elements, the values freed (shapes kept), the weights never held twice.
@@ -337,3 +334,6 @@ TEST(Zero3Parameters, OneRankStepsAsThePlainOptimizer) {
           << a.owned[i]->name << "[" << j << "]";
   z.release_all();
 }
+
+}  // namespace
+}  // namespace snug
