@@ -37,9 +37,6 @@ struct WorldFlags {
 int run_plan(TrainingArguments args, const std::string& device_memory, bool all_gpus,
              const std::string& json_path, const PlanExtras& extras,
              const InferenceFlags& inference, const WorldFlags& world) {
-  SNUG_CHECK(args.zero_stage <= 2, "--zero-stage ", args.zero_stage,
-             ": not yet; snug plans stages 0-2 (stage 3 comes with its parameter sharding, "
-             "issue 30)");
   SNUG_CHECK(!inference.on || world.world_size == 1,
              "--world-size plans training ranks; --inference plans one process");
   if (inference.on)
@@ -72,7 +69,9 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
         "optimizer state sharded: its slice of the flat layout's state, the gradient "
         "all-reduce's bucket",
         "optimizer state and gradients sharded: its gradient slice, the per-micro-batch "
-        "reduction's bucket"};
+        "reduction's bucket",
+        "parameters sharded too: its slices of every parameter, each block gathered while it "
+        "runs, its gradient slice, the reduction's bucket"};
     std::printf("rank 0 of %lld (ZeRO stage %d, %s): its %lld rows of every batch of %lld\n\n",
                 static_cast<long long>(world.world_size), args.zero_stage, kStage[args.zero_stage],
                 static_cast<long long>(args.per_device_train_batch_size),

@@ -66,7 +66,7 @@ void share_job_id(dist::Communicator& comm) {
 // Every rank's memory by category (docs/report.md's "ranks"), gathered on every rank: an int64
 // sum where each rank fills its own row.
 nlohmann::json ranks_memory_json(const MemoryStats& mem, dist::Communicator& comm) {
-  constexpr int kRow = 2 + 2 * kNumCategories;
+  constexpr int kRow = 2 + 3 * kNumCategories;
   std::vector<int64_t> rows(static_cast<size_t>(comm.size() * kRow), 0);
   int64_t* mine = &rows[static_cast<size_t>(comm.rank() * kRow)];
   mine[0] = mem.peak_total;
@@ -74,21 +74,24 @@ nlohmann::json ranks_memory_json(const MemoryStats& mem, dist::Communicator& com
   for (int c = 0; c < kNumCategories; ++c) {
     mine[2 + c] = mem.peak_by_category[static_cast<size_t>(c)];
     mine[2 + kNumCategories + c] = mem.max_by_category[static_cast<size_t>(c)];
+    mine[2 + 2 * kNumCategories + c] = mem.live[static_cast<size_t>(c)];
   }
   comm.all_reduce_sum(rows.data(), rows.size());
   nlohmann::json out = nlohmann::json::array();
   for (int r = 0; r < comm.size(); ++r) {
     const int64_t* row = &rows[static_cast<size_t>(r * kRow)];
-    nlohmann::json at_peak, max;
+    nlohmann::json at_peak, max, final;
     for (int c = 0; c < kNumCategories; ++c) {
       at_peak[category_name(category_at(c))] = row[2 + c];
       max[category_name(category_at(c))] = row[2 + kNumCategories + c];
+      final[category_name(category_at(c))] = row[2 + 2 * kNumCategories + c];
     }
     out.push_back({{"rank", r},
                    {"peak_total", row[0]},
                    {"live_total_at_end", row[1]},
                    {"peak_by_category", at_peak},
-                   {"max_by_category", max}});
+                   {"max_by_category", max},
+                   {"final_by_category", final}});
   }
   return out;
 }

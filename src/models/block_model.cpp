@@ -113,6 +113,56 @@ std::string BlockModel::phase(const char* what, size_t l) const {
   return detail::concat(what, " ", phase_label_, l);
 }
 
+void BlockModel::set_parameter_gatherer(ParameterGatherer* g) {
+  const std::string why = parameter_gathering_unsupported();
+  SNUG_CHECK(g == nullptr || why.empty(), why);
+  gatherer_ = g;
+}
+
+std::string BlockModel::parameter_gathering_unsupported() const {
+  return name_ +
+         " does not gather its blocks' parameters (ZeRO stage 3 runs decoder LMs: "
+         "Llama, GPT-2, GPT-NeoX)";
+}
+
+void BlockModel::acquire(Parameter* p) {
+  if (gatherer_ != nullptr && p != nullptr) gatherer_->acquire(*p);
+}
+
+void BlockModel::release(Parameter* p) {
+  if (gatherer_ != nullptr && p != nullptr) gatherer_->release(*p);
+}
+
+void BlockModel::acquire_range(size_t begin, size_t end) {
+  if (gatherer_ == nullptr) return;
+  for (size_t i = begin; i < end; ++i) gatherer_->acquire(*ps_.list()[i]);
+}
+
+void BlockModel::release_range(size_t begin, size_t end) {
+  if (gatherer_ == nullptr) return;
+  for (size_t i = begin; i < end; ++i) gatherer_->release(*ps_.list()[i]);
+}
+
+void BlockModel::acquire_layer(size_t l) {
+  if (gatherer_ == nullptr) return;
+  acquire_range(layer_params_[l].first, layer_params_[l].second);
+  for (const nn::Linear* lin : linears_[l])
+    if (const LoraAdapter* ad = lin->lora()) {
+      acquire(ad->A);
+      acquire(ad->B);
+    }
+}
+
+void BlockModel::release_layer(size_t l) {
+  if (gatherer_ == nullptr) return;
+  release_range(layer_params_[l].first, layer_params_[l].second);
+  for (const nn::Linear* lin : linears_[l])
+    if (const LoraAdapter* ad = lin->lora()) {
+      release(ad->A);
+      release(ad->B);
+    }
+}
+
 void BlockModel::ready(Parameter* p) {
   grad_ready_.notify(*p);
 }

@@ -65,6 +65,10 @@ class BlockModel : public Model {
   void set_micro_batch(int64_t m, int64_t n) final { grad_ready_.set_micro_batch(m, n); }
   void set_head_grad_last(bool on) final { head_grad_last_ = on; }
   bool head_grad_last() const final { return head_grad_last_; }
+  // A family that runs its blocks through the gatherer overrides
+  // parameter_gathering_unsupported() with "" (DecoderLM); setting one on another is refused.
+  void set_parameter_gatherer(ParameterGatherer* g) final;
+  std::string parameter_gathering_unsupported() const override;
   void set_neftune_noise_alpha(double alpha) final { neftune_alpha_ = alpha; }
   void set_forward_count(uint64_t n) final { ctx().forward_count = n; }
   void set_first_row(int64_t row) final { ctx().first_row = row; }
@@ -135,6 +139,16 @@ class BlockModel : public Model {
   bool segment_end(size_t l) const;
   std::string phase(const char* what, size_t l) const;
 
+  // ZeRO stage 3 (models/param_gather.h): parameters [begin, end) of parameters(), one
+  // parameter, or layer l's (its base parameters and its adapters') made whole before a block
+  // runs and given back after it; no-ops without a gatherer.
+  void acquire_range(size_t begin, size_t end);
+  void release_range(size_t begin, size_t end);
+  void acquire(Parameter* p);
+  void release(Parameter* p);
+  void acquire_layer(size_t l);
+  void release_layer(size_t l);
+
   // The grad-ready listeners get `p` if it trains and has a gradient.
   void ready(Parameter* p);
   // Parameters [begin, end) of parameters() to the listeners, in that order.
@@ -167,6 +181,7 @@ class BlockModel : public Model {
   double neftune_alpha_ = 0.0;
   GradReadyListeners grad_ready_;
   bool head_grad_last_ = false;
+  ParameterGatherer* gatherer_ = nullptr;
 };
 
 }  // namespace snug

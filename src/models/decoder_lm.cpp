@@ -79,6 +79,17 @@ void DecoderLM::drop_saved() {
   saved_.reset();
 }
 
+void DecoderLM::head_block(bool acquiring) {
+  // The final norm's parameters and the head weight (the embedding weight when tied).
+  if (acquiring) {
+    acquire_range(norm_params_.first, norm_params_.second);
+    acquire(head_->weight());
+  } else {
+    release_range(norm_params_.first, norm_params_.second);
+    release(head_->weight());
+  }
+}
+
 std::vector<const Parameter*> DecoderLM::head_gemm_weights() const {
   return {head_->weight()};
 }
@@ -110,7 +121,9 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
   Device& dev = device();
   MemoryPool& pool = dev.pool();
   s->encoded = nn::activation(dev, {B, T, C});
+  acquire_range(0, first_layer_param());  // ZeRO stage 3: each block's parameters whole
   embed_->forward(tokens_t, s->encoded, s->emb);
+  release_range(0, first_layer_param());
   tokens_t.reset();  // the embedding's Saved keeps the ids
   if (!position_ids_.empty()) s->position_ids = host_ids(position_ids_.data(), {B, T});
   c.position_ids = s->position_ids;  // for the layers (undefined: positions 0..T-1)
@@ -141,6 +154,7 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
   if (!for_backward) s->position_ids.reset();
   pool.set_phase("forward lm_head");
   const Tensor xf = nn::activation(dev, {B, T, C});
+  head_block(true);
   norm_->forward(s->outs.back(), xf, s->norm);
   c.round_half(xf);  // the LM head GEMM's input
   if (!for_backward) {
@@ -153,6 +167,7 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
   const bool defer = head_grad_last();
   const double loss =
       head_->forward(xf, targets_t, valid_targets_, mode, for_backward, loss_scale, defer, s->head);
+  head_block(false);
   if (!for_backward) c.free_compute_weights();
   pool.set_phase("forward done");
   saved_ = std::move(s);
@@ -161,7 +176,9 @@ float DecoderLM::forward(const int32_t* tokens, const int32_t* targets, int64_t 
 
 void DecoderLM::layer_forward(size_t l, Saved& s) {
   const Tensor& x = l == 0 ? s.encoded : s.outs[l - 1];
+  acquire_layer(l);
   s.outs[l] = layers_[l].forward(x, s.layers[l]);
+  release_layer(l);
 }
 
 nn::KVCacheShape DecoderLM::kv_cache_shape() const {
@@ -246,10 +263,12 @@ void DecoderLM::backward(float loss_scale) {
   s.head.loss_scale = loss_scale;
   Tensor dres = nn::temporary(dev, {s.B, s.T, spec_.hidden});  // reused layer to layer
   {
+    head_block(true);
     const Tensor dxf = head_->backward(s.head);
     dres.zero_();  // the norms accumulate into the residual stream's gradient
     norm_->backward(dxf, s.norm, dres);
     if (!s.head.deferred) s.head.x.reset();
+    head_block(false);
   }
   c.flush_grads();  // --bf16-full: fp32 accumulators into the bf16 gradients (no-op otherwise)
   ready_range(norm_params_.first, norm_params_.second);
@@ -258,6 +277,7 @@ void DecoderLM::backward(float loss_scale) {
   c.position_ids = s.position_ids;  // segments recomputed below read them
   for (size_t li = layers_.size(); li-- > 0;) {
     nn::DecoderLayer::Saved& a = s.layers[li];
+    acquire_layer(li);  // ZeRO stage 3: for the recomputed forward and the backward
     if (!a.attn.q.defined()) {
       // Segment checkpointing: recompute this layer's segment from its saved input.
       pool.set_phase(phase("recompute", li));
@@ -278,17 +298,22 @@ void DecoderLM::backward(float loss_scale) {
     layers_[li].backward(dres, a);
     c.flush_grads();
     layer_ready(li);
+    release_layer(li);
   }
 
   c.position_ids = Tensor();
   if (s.head.deferred) {
     pool.set_phase("backward lm_head deferred");
+    acquire(head_->weight());
     head_->weight_backward(s.head);
+    release(head_->weight());
     if (!spec_.tie_word_embeddings) ready(head_->weight());
   }
 
   pool.set_phase("backward embeddings");
+  acquire_range(0, first_layer_param());
   embed_->backward(dres, s.emb);
+  release_range(0, first_layer_param());
   c.flush_grads();
   if (embed_->positions()) ready(embed_->positions());
   ready(embed_->weight());

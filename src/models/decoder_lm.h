@@ -96,6 +96,9 @@ class DecoderLM : public BlockModel {
   // at 0: attention within documents, rotary by these positions; nn/attention.h). Empty: every
   // row t is position t. Checked against each forward's B, T; not with learned positions yet.
   void set_position_ids(std::vector<int32_t> ids) override { position_ids_ = std::move(ids); }
+  // Every block runs through the gatherer (ZeRO stage 3): the embeddings, each layer (in forward,
+  // in a recomputed segment and in backward) and the head.
+  std::string parameter_gathering_unsupported() const override { return {}; }
   std::string position_ids_unsupported() const override {
     return spec_.positions_name.empty()
                ? std::string()
@@ -126,8 +129,10 @@ class DecoderLM : public BlockModel {
   void apply_attention(AttentionImpl a) override;
   // The head's weight (the GEMM weights that get 16-bit compute copies, before the layers').
   std::vector<const Parameter*> head_gemm_weights() const override;
-  // Runs layer l on its input, keeping its output in outs[l].
+  // Runs layer l on its input, keeping its output in outs[l] (its parameters acquired around it).
   void layer_forward(size_t l, Saved& s);
+  // ZeRO stage 3: the head block's parameters acquired (true) or released (models/param_gather.h).
+  void head_block(bool acquiring);
 
   DecoderLMSpec spec_;
   // Blocks are built in the constructor's body, once the store knows the parameter dtype and

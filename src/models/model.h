@@ -37,6 +37,7 @@
 #include "core/tensor.h"
 #include "kernels/gemm_path.h"
 #include "models/grad_ready.h"
+#include "models/param_gather.h"
 #include "nn/kv_cache.h"
 #include "nn/lora.h"
 #include "nn/parameter.h"
@@ -128,6 +129,11 @@ class Model {
   // family whose head computes its gradient in backward anyway (full logits) ignores it.
   virtual void set_head_grad_last(bool on) = 0;
   virtual bool head_grad_last() const = 0;
+  // ZeRO stage 3 (models/param_gather.h): the gatherer each block's parameters are asked of
+  // before the block runs and given back to after it (null: none, the parameters are whole).
+  // "" when the family runs its blocks through one; otherwise why not.
+  virtual void set_parameter_gatherer(ParameterGatherer* g) = 0;
+  virtual std::string parameter_gathering_unsupported() const = 0;
   // Packed sequences (--packing): position ids (B,T) for the forwards that follow, each document
   // restarting at 0, so attention stays within documents (rotary by these positions). Empty:
   // row t is position t.

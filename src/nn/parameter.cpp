@@ -11,11 +11,13 @@ float* Parameter::grad_for_accumulation() {
 }
 
 int64_t Parameter::numel() const {
-  return quant ? quant->numel : value.numel();
+  if (quant) return quant->numel;
+  return partitioned && !value.defined() ? shape_numel(*partitioned) : value.numel();
 }
 
 const Shape& Parameter::shape() const {
-  return quant ? quant->shape : value.shape();
+  if (quant) return quant->shape;
+  return partitioned && !value.defined() ? *partitioned : value.shape();
 }
 
 int64_t count_params(const ParameterList& params, bool trainable_only) {

@@ -25,9 +25,12 @@ struct Parameter {
   // the full-size gradient lives only until it is handed to the reduction and the rank keeps
   // the slice it owns (train/zero_optimizer.h).
   Category grad_category = Category::gradients;
+  // ZeRO stage 3 (train/zero3_params.h): the value is whole only while its block runs (gathered
+  // from the ranks' slices); in between `value` is undefined and its shape is this.
+  std::shared_ptr<const Shape> partitioned;
 
   bool quantized() const { return quant != nullptr; }
-  // Logical element count and shape, quantized or not.
+  // Logical element count and shape, quantized, partitioned or not.
   int64_t numel() const;
   const Shape& shape() const;
 

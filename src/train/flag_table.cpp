@@ -340,8 +340,10 @@ std::vector<TrainingFlag> make_table() {
        .target = &TA::deepspeed},
       {.names = "--zero-stage",
        .key = "zero_stage",
-       .help = "ZeRO stage of the ranks (DeepSpeed's): 0 every rank holds everything (data "
-               "parallel), 1 optimizer state sharded, 2 gradients too (3: not yet)",
+       .help =
+           "ZeRO stage of the ranks (DeepSpeed's): 0 every rank holds everything (data "
+           "parallel), 1 optimizer state sharded, 2 gradients too, 3 parameters too (each block "
+           "gathered while it runs)",
        .target = &TA::zero_stage,
        .range = Int(0, 3)},
       {.names = "--dataloader-pin-memory",

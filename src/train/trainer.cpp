@@ -125,10 +125,26 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   // Quantized base, LoRA adapters (freezing the base), --freeze, NEFTune, before the optimizer
   // exists: frozen parameters get no state and no gradient.
   prepare_model(model_, args_);
-  SNUG_CHECK(args_.zero_stage <= 2, "--zero-stage ", args_.zero_stage,
-             ": not yet; snug runs stages 0-2 (stage 3 comes with its parameter sharding, issue "
-             "30)");
-  if (args_.zero_stage >= 1) {
+  if (args_.zero_stage == 3) {
+    // ZeRO 3 (train/zero3_params.h): each trainable parameter partitioned over the ranks, a
+    // block's parameters gathered while it runs; the rank's optimizer over its slices.
+    check_zero_optimizer(args_.optim, 3);
+    const std::string why = model_.parameter_gathering_unsupported();
+    SNUG_CHECK(why.empty(), "--zero-stage 3: ", why);
+    SNUG_CHECK(args_.compute_dtype() == ComputeDType::f32,
+               "--zero-stage 3 computes in fp32 so far (mixed precision casts every GEMM weight "
+               "at the start of a forward, which needs them all whole); drop --bf16/--fp16, or "
+               "use --zero-stage 0-2");
+    SNUG_CHECK(!args_.load_best_model_at_end,
+               "--zero-stage 3 with --load-best-model-at-end: loading a checkpoint's weights "
+               "back into the partitioned model at the end is not built yet; resume from the "
+               "best checkpoint instead");
+    zero3_ = std::make_unique<Zero3Parameters>(model_.parameters(), *comm_, model_.device());
+    model_.set_parameter_gatherer(zero3_.get());
+    auto z = std::make_unique<ZeroOptimizer>(args_.optim, *zero3_, o, *comm_, model_.device());
+    zero_ = z.get();
+    optimizer_ = std::move(z);
+  } else if (args_.zero_stage >= 1) {
     // ZeRO 1/2 (train/zero_optimizer.h): the trainable weights in DeepSpeed's flat layout, the
     // rank's optimizer over its slice of it.
     auto z = std::make_unique<ZeroOptimizer>(args_.optim, model_.parameters(), o, args_.zero_stage,
@@ -193,6 +209,10 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   }
 }
 
+Trainer::~Trainer() {
+  if (zero3_) model_.set_parameter_gatherer(nullptr);
+}
+
 void Trainer::resume(const std::string& from) {
   const std::string dir = resolve_checkpoint(from);
   const std::string where = dir + "/trainer_state.json";
@@ -213,7 +233,10 @@ void Trainer::resume(const std::string& from) {
     opt_files.load = [this](const std::string& d, const nlohmann::json& files) {
       load_recut_optimizer_state(d, files, *optimizer_, zero_, model_.parameters());
     };
+  // Stage 3: the weights are loaded whole and each rank keeps its slices of them.
+  if (zero3_) zero3_->materialize_all();
   const CheckpointState st = load_checkpoint(dir, model_, *optimizer_, opt_files);
+  if (zero3_) zero3_->store_all();
   SNUG_CHECK(st.step <= total_steps_, dir, ": checkpoint is at step ", st.step,
              ", beyond the run's ", total_steps_, " steps");
   if (data_) {

@@ -106,7 +106,8 @@ class Trainer {
   // B rows of every global batch of N*B (data/batches.h's DataShard), the window's target count
   // and the gradients are summed across ranks, so that each rank steps as one process with batch
   // N*B would; only rank 0 writes checkpoints (the others wait for it at a barrier), but at
-  // --zero-stage 1-2 every rank writes its optimizer shard into it (train/zero_checkpoint.h).
+  // --zero-stage 1-3 every rank writes its optimizer shard into it (train/zero_checkpoint.h); at
+  // stage 3 every rank takes part in gathering the whole model for rank 0 to write.
   Trainer(const TrainingArguments& args, Model& model, const TrainData* data, const TrainData* eval,
           dist::Communicator* comm = nullptr);
   int64_t total_steps() const { return total_steps_; }
@@ -125,6 +126,9 @@ class Trainer {
   // `train --device meta` allocates what a cpu run does, one for one.
   void set_skip_repeated_shapes(bool on) { skip_repeats_ = on; }
   TrainResult train(TrainCallback* callback = nullptr);
+  // At --zero-stage 3 the model keeps its parameters partitioned after the Trainer is gone (each
+  // rank its slices; Parameter::partitioned): the Trainer no longer gathers them.
+  ~Trainer();
 
  private:
   Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<TrainData> owned,
@@ -132,8 +136,8 @@ class Trainer {
   // The rank's share of every batch.
   DataShard shard() const;
   int world() const { return comm_->size(); }
-  // ZeRO stage 2: gradients reduced on every micro-batch into the rank's slice.
-  bool sharded_gradients() const { return zero_ != nullptr && zero_->stage() == 2; }
+  // ZeRO stages 2-3: gradients reduced on every micro-batch into the rank's slice.
+  bool sharded_gradients() const { return zero_ != nullptr && zero_->stage() >= 2; }
   // Gradients go through buckets (data parallelism, or stage 2's slice even on one rank).
   bool bucketed() const { return world() > 1 || sharded_gradients(); }
   int rank() const { return comm_->rank(); }
@@ -180,9 +184,11 @@ class Trainer {
   std::unique_ptr<TrainData> owned_data_;  // the TokenSource constructor's wrapper
   const TrainData* data_;
   const TrainData* eval_ = nullptr;
+  // --zero-stage 3: the partitioned parameters (train/zero3_params.h), the model's gatherer.
+  std::unique_ptr<Zero3Parameters> zero3_;
   std::unique_ptr<Optimizer> optimizer_;
   InBackwardOptimizer* fused_ = nullptr;  // optimizer_ when it runs inside backward (lomo)
-  ZeroOptimizer* zero_ = nullptr;         // optimizer_ at --zero-stage 1 or 2
+  ZeroOptimizer* zero_ = nullptr;         // optimizer_ at --zero-stage 1, 2 or 3
   std::unique_ptr<GradScaler> scaler_;    // --fp16 only
   int64_t total_steps_ = 0;
   int64_t start_step_ = 0;

@@ -51,10 +51,14 @@ void Trainer::run_eval(TrainResult& r, TrainCallback* callback) {
   model_.device().pool().set_phase(detail::concat("eval step ", r.steps));
   // Every evaluation starts from the same memory (weights, optimizer state, no gradients) and
   // has the same shapes: in a dry run the first allocates all that the others would.
+  // Stage 3: the whole model gathered for the evaluation (the ranks evaluate different numbers
+  // of batches, so per-block gathers, which are collectives, would not pair up).
+  if (zero3_) zero3_->acquire_all();
   EvalLog e = skip_repeats_ && model_.device().is_meta() && !r.evals.empty()
                   ? r.evals.front()
                   : evaluate(model_, *eval_, args_.per_device_eval_batch_size, args_.seq_len,
                              args_.seed, eval_options());
+  if (zero3_) zero3_->release_all();
   e.step = r.steps;
   SNUG_CHECK(std::isfinite(e.eval_loss), "eval_loss is ", e.eval_loss, " at step ", r.steps);
   r.evals.push_back(e);
@@ -103,6 +107,8 @@ void Trainer::save(TrainResult& r, const TrainWindow& w) {
       comm_->barrier();
       return write_zero_index(tmp, *zero_, world());
     };
+  // Stage 3: every rank gathers the whole model (collectives), rank 0 writes it consolidated.
+  if (zero3_) zero3_->acquire_all();
   if (rank() == 0) {
     r.checkpoints.push_back(
         save_checkpoint(args_.output_dir, st, model_, *optimizer_, checkpoint_files_, opt_files));
@@ -114,6 +120,7 @@ void Trainer::save(TrainResult& r, const TrainWindow& w) {
     }
     r.checkpoints.push_back(folder);
   }
+  if (zero3_) zero3_->release_all();
   // --load-best-model-at-end: the Trainer judges a checkpoint by the evaluation of its step
   // (save steps are multiples of eval steps): lower eval_loss, higher eval_accuracy is better
   // (greater_is_better), and a tie keeps the earlier checkpoint.

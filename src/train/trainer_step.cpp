@@ -115,6 +115,7 @@ Trainer::StepOutcome Trainer::run_step(const TrainWindow& w, int64_t step, doubl
     zero_->release_gradients();
     communication_s_ += zero_->take_communication_s();
   }
+  if (zero3_) communication_s_ += zero3_->take_communication_s();
   pool.set_phase(prefix + "done");
   return s;
 }

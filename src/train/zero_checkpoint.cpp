@@ -60,12 +60,54 @@ std::string write_zero_shard(const std::string& dir, ZeroOptimizer& z, int rank,
   return name;
 }
 
+namespace {
+
+// Stage 3's index: each parameter padded on its own, each rank's element range of every one.
+nlohmann::json zero3_index(const ZeroOptimizer& z, int world, std::vector<std::string>& names) {
+  const Zero3Parameters& zp = z.partitioned();
+  nlohmann::json j;
+  j["world_size"] = world;
+  j["zero_stage"] = 3;
+  j["layout"] = "per_parameter";
+  j["numel"] = zp.numel();
+  j["padded"] = zp.padded();
+  j["shard"] = zp.shard();
+  j["shards"] = nlohmann::json::array();
+  for (int r = 0; r < world; ++r) {
+    names.push_back(zero_shard_file_name(r, world));
+    nlohmann::json ranges = nlohmann::json::array();
+    for (const Zero3Entry& e : zp.entries()) {
+      const int64_t a = std::min(e.numel, r * e.shard), b = std::min(e.numel, (r + 1) * e.shard);
+      if (a < b) ranges.push_back({{"name", e.p->name}, {"begin", a}, {"end", b}});
+    }
+    j["shards"].push_back({{"file", names.back()}, {"rank", r}, {"parameters", ranges}});
+  }
+  j["parameters"] = nlohmann::json::array();
+  for (const Zero3Entry& e : zp.entries())
+    j["parameters"].push_back({{"name", e.p->name},
+                               {"numel", e.numel},
+                               {"padded", e.padded},
+                               {"shard", e.shard},
+                               {"offset", e.offset}});
+  return j;
+}
+
+}  // namespace
+
 std::vector<std::string> write_zero_index(const std::string& dir, const ZeroOptimizer& z,
                                           int world) {
+  if (z.stage() == 3) {
+    std::vector<std::string> names = {kZeroIndexFile};
+    const nlohmann::json j = zero3_index(z, world, names);
+    write_output_file((fs::path(dir) / kZeroIndexFile).string(), j.dump(2) + "\n",
+                      "the optimizer index");
+    return names;
+  }
   const FlatLayout& l = z.layout();
   nlohmann::json j;
   j["world_size"] = world;
   j["zero_stage"] = z.stage();
+  j["layout"] = "flat";
   j["numel"] = l.numel;
   j["padded"] = l.padded;
   j["shard"] = l.shard;
@@ -101,6 +143,13 @@ void load_recut_optimizer_state(const std::string& dir, const nlohmann::json& fi
       for (const nlohmann::json& sh : index.at("shards")) {
         Source s;
         s.name = sh.at("file").get<std::string>();
+        if (sh.contains("parameters")) {  // stage 3: each parameter's range, as saved
+          for (const nlohmann::json& p : sh.at("parameters"))
+            s.ranges[p.at("name").get<std::string>()] = {p.at("begin").get<int64_t>(),
+                                                         p.at("end").get<int64_t>()};
+          sources.push_back(std::move(s));
+          continue;
+        }
         const int64_t lo = sh.at("begin"), hi = sh.at("end");
         for (const nlohmann::json& p : index.at("parameters")) {
           const int64_t off = p.at("offset"), n = p.at("numel");

@@ -6,10 +6,17 @@
 //   optimizer.rank-00000-of-00002.safetensors   rank r's state tensors, "<param name>.<state>"
 //                                               (1-D pieces; the padding's "zero.padding.*"),
 //                                               metadata: optimizer, extra_state (JSON)
-//   optimizer.index.json                        {"world_size", "zero_stage", "numel", "padded",
-//                                               "shard", "shards": [{"file", "rank", "begin",
-//                                               "end"}] (each file's range of the flat space),
-//                                               "parameters": [{"name", "offset", "numel"}]}
+//   optimizer.index.json                        {"world_size", "zero_stage", "layout": "flat",
+//                                               "numel", "padded", "shard", "shards": [{"file",
+//                                               "rank", "begin", "end"}] (each file's range of
+//                                               the flat space), "parameters": [{"name",
+//                                               "offset", "numel"}]}
+//
+// Stage 3 pads each parameter on its own (train/zero3_params.h), so a shard is no range of one
+// flat space: its index says "layout": "per_parameter", gives each shard the element range of
+// every parameter it holds ("shards": [{"file", "rank", "parameters": [{"name", "begin",
+// "end"}]}]) and each parameter's "numel", "padded", "shard" and "offset" (in a rank's shards);
+// the padding's state is "zero.padding.<param name>.<state>".
 //
 // Loading re-cuts: every state tensor of this run's optimizer (a rank's pieces, or whole
 // parameters at stage 0) is filled from whichever saved files hold its elements, so a checkpoint

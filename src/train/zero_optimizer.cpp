@@ -20,6 +20,18 @@ std::vector<ZeroPiece> zero_pieces(const FlatLayout& layout, int rank) {
   return out;
 }
 
+std::vector<ZeroPiece> zero3_pieces(const Zero3Parameters& params, int rank) {
+  std::vector<ZeroPiece> out;
+  for (const Zero3Entry& e : params.entries()) {
+    const int64_t lo = rank * e.shard, hi = lo + e.shard;
+    const int64_t b = std::min(hi, e.numel);
+    if (lo < b) out.push_back({e.p, lo, b - lo, e.offset});
+    const int64_t pad = std::max(lo, e.numel);
+    if (pad < hi) out.push_back({nullptr, pad - e.numel, hi - pad, e.offset + (pad - lo), e.p});
+  }
+  return out;
+}
+
 void check_zero_optimizer(const std::string& name, int stage) {
   const OptimizerEntry& e = optimizer_entry(name);
   SNUG_CHECK(!e.updates_in_backward, "--optim ", name, " with --zero-stage ", stage,
@@ -34,37 +46,61 @@ void check_zero_optimizer(const std::string& name, int stage) {
 ZeroOptimizer::ZeroOptimizer(const std::string& optim, const ParameterList& params,
                              const OptimizerOptions& o, int stage, dist::Communicator& comm,
                              Device& dev)
-    : stage_(stage), comm_(comm), dev_(dev), flat_(params, comm.size(), stage, dev) {
+    : stage_(stage), comm_(comm), dev_(dev) {
   SNUG_CHECK(stage == 1 || stage == 2, "ZeroOptimizer: stage ", stage, " is not 1 or 2");
   check_zero_optimizer(optim, stage);
-  const FlatLayout& l = flat_.layout();
-  for (const FlatLayout::Entry& e : l.entries) offset_[e.p] = e.offset;
+  flat_.emplace(params, comm.size(), stage, dev);
+  const FlatLayout& l = flat_->layout();
+  const int64_t lo = l.begin(comm.rank()), hi = l.end(comm.rank());
+  for (const FlatLayout::Entry& e : l.entries) {
+    const int64_t a = std::max(lo, e.offset), b = std::min(hi, e.offset + e.p->numel());
+    owned_range_[e.p] = a < b ? Owned{a - e.offset, b - e.offset, a - lo} : Owned{};
+  }
   pieces_ = zero_pieces(l, comm.rank());
-  const int64_t slice_begin = l.begin(comm.rank());
+  if (stage == 2)
+    for (const FlatLayout::Entry& e : l.entries) e.p->grad_category = Category::temporary;
+  make_pieces(flat_->buffer().slice_rows(lo, hi), optim, o);
+}
+
+ZeroOptimizer::ZeroOptimizer(const std::string& optim, Zero3Parameters& params,
+                             const OptimizerOptions& o, dist::Communicator& comm, Device& dev)
+    : stage_(3), comm_(comm), dev_(dev), z3_(&params) {
+  check_zero_optimizer(optim, 3);
+  pieces_ = zero3_pieces(params, comm.rank());
+  for (const Zero3Entry& e : params.entries()) owned_range_[e.p] = Owned{};
+  for (const ZeroPiece& pc : pieces_)
+    if (pc.source != nullptr)
+      owned_range_[pc.source] = Owned{pc.begin, pc.begin + pc.count, pc.slice_offset};
+  for (const Zero3Entry& e : params.entries()) e.p->grad_category = Category::temporary;
+  make_pieces(params.shards(), optim, o);
+}
+
+void ZeroOptimizer::make_pieces(const Tensor& weights, const std::string& optim,
+                                const OptimizerOptions& o) {
   for (const ZeroPiece& pc : pieces_) {
     auto p = std::make_unique<Parameter>();
-    p->name = pc.source ? pc.source->name : kZeroPaddingName;
+    p->name = pc.source       ? pc.source->name
+              : pc.padding_of ? std::string(kZeroPaddingName) + "." + pc.padding_of->name
+                              : std::string(kZeroPaddingName);
     p->decay = pc.source ? pc.source->decay : false;
-    const int64_t at = slice_begin + pc.slice_offset;
-    p->value = flat_.buffer().slice_rows(at, at + pc.count);
+    p->value = weights.slice_rows(pc.slice_offset, pc.slice_offset + pc.count);
     piece_list_.push_back(p.get());
     owned_.push_back(std::move(p));
   }
-  if (stage == 2)
-    for (const FlatLayout::Entry& e : l.entries) e.p->grad_category = Category::temporary;
   inner_ = make_optimizer(optim, piece_list_, o);
 }
 
 ZeroOptimizer::~ZeroOptimizer() {
   // The model outlives the optimizer: its gradients go back to their own category.
-  for (const FlatLayout::Entry& e : flat_.layout().entries)
-    e.p->grad_category = Category::gradients;
+  for (const auto& [p, range] : owned_range_)
+    const_cast<Parameter*>(p)->grad_category = Category::gradients;
 }
 
 void ZeroOptimizer::begin_window() {
-  if (stage_ != 2) return;
+  if (stage_ < 2) return;
   release_gradients();
-  slice_ = Tensor::zeros({flat_.layout().shard}, DType::f32, Category::gradients, dev_);
+  slice_ = Tensor::zeros({flat_ ? flat_->layout().shard : z3_->shard()}, DType::f32,
+                         Category::gradients, dev_);
   for (size_t i = 0; i < pieces_.size(); ++i)
     piece_list_[i]->grad =
         slice_.slice_rows(pieces_[i].slice_offset, pieces_[i].slice_offset + pieces_[i].count);
@@ -72,15 +108,14 @@ void ZeroOptimizer::begin_window() {
 
 void ZeroOptimizer::accumulate_owned(const Parameter& p, int64_t begin, const float* src,
                                      int64_t count) {
-  SNUG_ASSERT(slice_.defined(), "ZeRO stage 2: a gradient reduced outside a window");
-  const auto it = offset_.find(&p);
-  SNUG_CHECK(it != offset_.end(), "ZeRO: parameter ", p.name, " is not in the flat layout");
-  const FlatLayout& l = flat_.layout();
-  const int64_t lo = l.begin(comm_.rank()), hi = l.end(comm_.rank());
-  const int64_t a = std::max(lo, it->second + begin), b = std::min(hi, it->second + begin + count);
+  SNUG_ASSERT(slice_.defined(), "ZeRO stage ", stage_, ": a gradient reduced outside a window");
+  const auto it = owned_range_.find(&p);
+  SNUG_CHECK(it != owned_range_.end(), "ZeRO: parameter ", p.name, " is not sharded");
+  const Owned& own = it->second;
+  const int64_t a = std::max(own.begin, begin), b = std::min(own.end, begin + count);
   if (a >= b || dev_.is_meta()) return;
-  float* dst = slice_.data<float>() + (a - lo);
-  const float* from = src + (a - it->second - begin);
+  float* dst = slice_.data<float>() + own.at + (a - own.begin);
+  const float* from = src + (a - begin);
   for (int64_t i = 0; i < b - a; ++i) dst[i] += from[i];
 }
 
@@ -112,10 +147,11 @@ void ZeroOptimizer::step(float lr) {
 }
 
 void ZeroOptimizer::gather() {
-  if (dev_.is_meta() || comm_.size() == 1) return;
+  // Stage 3: the shards are the weights; the next gather of each block brings the update.
+  if (!flat_ || dev_.is_meta() || comm_.size() == 1) return;
   const auto t0 = std::chrono::steady_clock::now();
-  const FlatLayout& l = flat_.layout();
-  float* buf = flat_.buffer().data<float>();
+  const FlatLayout& l = flat_->layout();
+  float* buf = flat_->buffer().data<float>();
   comm_.all_gather(buf + l.begin(comm_.rank()), buf, static_cast<size_t>(l.shard));
   gather_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -20,10 +20,17 @@
 //
 // Checkpoints: state_tensors() are the pieces' states under "<param name>.<state>" (1-D), one
 // rank's; train/zero_checkpoint.h writes them per rank and re-cuts them on resume.
+//
+// Stage 3 (train/zero3_params.h): the rank's slice is its shards, parameter i's part at o_i, so a
+// piece is the part of one parameter the rank keeps, and each parameter whose last slice reaches
+// past its end has a padding piece of its own ("zero.padding.<param name>"). Gradients as at
+// stage 2 (the slice: 4 * sum padded_i / N bytes); no all-gather after the step: the shards are
+// the weights, and the next block's gather brings the update.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -32,22 +39,26 @@
 #include "core/device.h"
 #include "dist/communicator.h"
 #include "optim/optimizer.h"
+#include "train/zero3_params.h"
 #include "train/zero_layout.h"
 
 namespace snug {
 
-// The padding piece's name.
+// The padding piece's name (stage 3: followed by "." and its parameter's name).
 inline constexpr const char* kZeroPaddingName = "zero.padding";
 
 // One piece of a rank's slice: `count` elements of `source` from its element `begin` (source
-// null: the padding), at `slice_offset` in the slice.
+// null: the padding, at stage 3 `padding_of`'s), at `slice_offset` in the slice.
 struct ZeroPiece {
   const Parameter* source = nullptr;
   int64_t begin = 0, count = 0, slice_offset = 0;
+  const Parameter* padding_of = nullptr;
 };
 
 // The pieces of rank `rank`'s slice of `layout`, in flat order.
 std::vector<ZeroPiece> zero_pieces(const FlatLayout& layout, int rank);
+// Stage 3: the pieces of rank `rank`'s shards, in parameter order.
+std::vector<ZeroPiece> zero3_pieces(const Zero3Parameters& params, int rank);
 
 // Throws snug::Error unless --optim `name` may be sharded at `stage` (elementwise), naming both.
 void check_zero_optimizer(const std::string& name, int stage);
@@ -58,6 +69,9 @@ class ZeroOptimizer final : public Optimizer {
   // the --optim `optim` over them. stage is 1 or 2.
   ZeroOptimizer(const std::string& optim, const ParameterList& params, const OptimizerOptions& o,
                 int stage, dist::Communicator& comm, Device& dev);
+  // Stage 3: the rank's optimizer over its shards of `params` (kept by the caller).
+  ZeroOptimizer(const std::string& optim, Zero3Parameters& params, const OptimizerOptions& o,
+                dist::Communicator& comm, Device& dev);
   ~ZeroOptimizer() override;
 
   // The update of the rank's pieces (stage 1: their gradients bound to the whole gradients
@@ -72,15 +86,18 @@ class ZeroOptimizer final : public Optimizer {
   bool memory_varies_by_step() const override { return inner_->memory_varies_by_step(); }
 
   int stage() const { return stage_; }
-  const FlatLayout& layout() const { return flat_.layout(); }
+  // Stages 1-2 only.
+  const FlatLayout& layout() const { return flat_->layout(); }
+  // Stage 3 only.
+  const Zero3Parameters& partitioned() const { return *z3_; }
   const std::vector<ZeroPiece>& pieces() const { return pieces_; }
   // The pieces as Parameters (what the inner optimizer steps; at stage 2 their gradients view
   // the slice between begin_window and release_gradients).
   const ParameterList& piece_params() const { return piece_list_; }
 
-  // Stage 2: the window's gradient slice, zero-filled, and the pieces' gradients viewing it.
+  // Stages 2-3: the window's gradient slice, zero-filled, and the pieces' gradients viewing it.
   void begin_window();
-  // Stage 2: elements [begin, begin+count) of p's reduced gradient at `src` (host memory on the
+  // Stages 2-3: elements [begin, begin+count) of p's reduced gradient at `src` (host memory on the
   // device's side: data() pointers); adds the ones this rank owns into the slice.
   void accumulate_owned(const Parameter& p, int64_t begin, const float* src, int64_t count);
   // Drops the pieces' gradients and the stage-2 slice (idempotent).
@@ -91,16 +108,23 @@ class ZeroOptimizer final : public Optimizer {
  private:
   void bind_whole_gradients();  // stage 1
   void gather();
+  // The pieces as Parameters viewing `weights` (the rank's slice), the inner optimizer over them.
+  void make_pieces(const Tensor& weights, const std::string& optim, const OptimizerOptions& o);
+  // Where the rank's part of a parameter lies: elements [begin, end) of it at `at` in the slice.
+  struct Owned {
+    int64_t begin = 0, end = 0, at = 0;
+  };
 
   int stage_;
   dist::Communicator& comm_;
   Device& dev_;
-  FlatParameters flat_;
+  std::optional<FlatParameters> flat_;  // stages 1-2
+  Zero3Parameters* z3_ = nullptr;       // stage 3
   std::vector<ZeroPiece> pieces_;
   std::vector<std::unique_ptr<Parameter>> owned_;
   ParameterList piece_list_;
-  std::unordered_map<const Parameter*, int64_t> offset_;  // flat offset of each parameter
-  Tensor slice_;                                          // stage 2: S fp32, gradients
+  std::unordered_map<const Parameter*, Owned> owned_range_;
+  Tensor slice_;  // stages 2-3: S fp32, gradients
   std::unique_ptr<Optimizer> inner_;
   double gather_s_ = 0.0;
 };

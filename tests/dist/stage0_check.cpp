@@ -53,6 +53,11 @@ const Case kCases[] = {
     {"llama_small_buckets",
      "--model llama-tiny --data dummy --seq-len 32 --ddp-bucket-cap-mb 0.05 "
      "--gradient-accumulation-steps 2"},
+    // Gradient checkpointing in segments of 2 layers: ZeRO stage 3 gathers each layer again for
+    // the recomputed forward inside its segment's backward.
+    {"llama_checkpointing",
+     "--model llama-tiny --data dummy --seq-len 32 --gradient-checkpointing --checkpoint-policy "
+     "every-k:2"},
     {"jsonl_completion_only",
      "--model llama-tiny --vocab-size 4096 --tokenizer "
      "SRC/tests/fixtures/tokenizers/gpt2_style.json --data "
@@ -217,6 +222,59 @@ int check_shards(const std::string& snug, const std::string& run_mpi, const std:
   return ok ? 0 : 1;
 }
 
+// Acceptance 2 at stage 3 (train/zero3_params.h): each trainable parameter of n_i elements is
+// padded on its own to ceil(n_i / N) * N, so with padded = the sum of those, each of N ranks
+// holds, outside a gathered block (its final_by_category: nothing is gathered after the run),
+// weights 4 * padded / N, and at most gradients 4 * padded / N and optimizer_state (AdamW)
+// 8 * padded / N. The n_i come from one process's first gradients (SNUG_DUMP_FIRST_GRADIENTS).
+int check_shards3(const std::string& snug, const std::string& run_mpi, const std::string& flags,
+                  const std::string& one, const std::string& two) {
+  if (run("SNUG_DUMP_FIRST_GRADIENTS=" + one + ".safetensors " + snug + " train " + flags +
+          " --per-device-train-batch-size 4 --report-json " + one + ".json > " + one +
+          ".log 2>&1") != 0) {
+    std::printf("one process failed: see %s.log\n", one.c_str());
+    return 1;
+  }
+  if (const int st =
+          two_ranks_outcome(run(run_mpi + " 2 " + snug + " train " + flags +
+                                " --zero-stage 3 --per-device-train-batch-size 2 --report-json " +
+                                two + ".json > " + two + ".log 2>&1"),
+                            two + ".log"))
+    return st;
+  constexpr int64_t N = 2;
+  int64_t P = 0, padded = 0;
+  const snug::SafetensorsFile g(one + ".safetensors");
+  for (const std::string& t : g.names()) {
+    const auto n = static_cast<int64_t>(g.read_f32(t).size());
+    P += n;
+    padded += (n + N - 1) / N * N;
+  }
+  const nlohmann::json a = read_json(one + ".json"), b = read_json(two + ".json");
+  const int64_t weights = a.at("memory").at("final_by_category").at("weights");
+  bool ok = weights == 4 * P;
+  std::printf(
+      "one process: %zu trainable tensors, %lld elements (weights %lld); padded per "
+      "parameter to %lld\n",
+      g.names().size(), static_cast<long long>(P), static_cast<long long>(weights),
+      static_cast<long long>(padded));
+  for (const nlohmann::json& r : b.at("ranks")) {
+    const int64_t rw = r.at("final_by_category").at("weights");
+    const int64_t rs = r.at("max_by_category").at("optimizer_state");
+    const int64_t rg = r.at("max_by_category").at("gradients");
+    std::printf(
+        "rank %d: weights outside a block %lld (expected %lld), optimizer_state %lld (expected "
+        "%lld), gradients %lld (expected %lld); weights at the peak %lld\n",
+        r.at("rank").get<int>(), static_cast<long long>(rw), static_cast<long long>(4 * padded / N),
+        static_cast<long long>(rs), static_cast<long long>(8 * padded / N),
+        static_cast<long long>(rg), static_cast<long long>(4 * padded / N),
+        static_cast<long long>(r.at("peak_by_category").at("weights").get<int64_t>()));
+    ok = ok && rw == 4 * padded / N && rs == 8 * padded / N && rg == 4 * padded / N;
+  }
+  ok = ok && b.at("ranks").size() == 2;
+  std::printf("%s\n", ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
+}
+
 // A checkpoint re-cut to another number of ranks (train/zero_checkpoint.h): a run on `from_np`
 // ranks (1: plain `snug train`, batch 4; 2: mpirun, batch 2 each, with `from_zero`) saves at step
 // 5; a run on `to_np` ranks resumes it with `to_zero`. Its losses of steps 6-10 match the saving
@@ -296,6 +354,7 @@ int main(int argc, char** argv) {
   int stage = 0;
   if (strip("zero1_") || rest == "zero1") stage = 1;
   if (strip("zero2_") || rest == "zero2") stage = 2;
+  if (strip("zero3_") || rest == "zero3") stage = 3;
   // shards_zeroK[_NAME]: the first case unless named.
   const Case* c = nullptr;
   for (const Case& k : kCases)
@@ -313,14 +372,18 @@ int main(int argc, char** argv) {
   const std::string flags = replace_all(c->flags, "SRC", src) +
                             " --max-steps 10 --learning-rate 1e-3 --seed 7 --threads 1";
   const std::string one = (dir / "one").string(), two = (dir / "two").string();
+  if (shards && stage == 3) return check_shards3(snug, run_mpi, flags, one, two);
   if (shards) return check_shards(snug, run_mpi, flags, stage, one, two);
   const std::string zero = stage > 0 ? " --zero-stage " + std::to_string(stage) : "";
   if (plan) return check_plan(snug, run_mpi, flags + zero, one, two);
   if (resume) return check_resume(snug, run_mpi, flags + zero, dir.string());
   // recut_2to1: ZeRO-2 on 2 ranks resumed by one process; recut_1to2: one process resumed by
-  // ZeRO-1 on 2 ranks.
+  // ZeRO-1 on 2 ranks; recut_zero3_2to1: ZeRO-3 on 2 ranks resumed by one process (the
+  // per-parameter index re-cut to whole tensors).
   if (recut && rest == "2to1")
     return check_recut(snug, run_mpi, flags, dir.string(), 2, " --zero-stage 2", 1, "");
+  if (recut && rest == "zero3_2to1")
+    return check_recut(snug, run_mpi, flags, dir.string(), 2, " --zero-stage 3", 1, "");
   if (recut && rest == "1to2")
     return check_recut(snug, run_mpi, flags, dir.string(), 1, "", 2, " --zero-stage 1");
   if (name == "refuse_lomo")
@@ -379,13 +442,13 @@ int main(int argc, char** argv) {
   std::map<std::string, std::pair<double, double>> sums;  // name -> (||a-b||^2, ||a||^2)
   std::map<std::string, int64_t> covered;
   std::vector<std::string> files = {two + ".safetensors"};
-  if (stage == 2) files.push_back(two + ".safetensors.rank-1");
+  if (stage >= 2) files.push_back(two + ".safetensors.rank-1");
   for (const std::string& f : files) {
     const snug::SafetensorsFile gb(f);
     for (const std::string& piece : gb.names()) {
       const size_t at = piece.rfind('@');
-      const std::string t = stage == 2 ? piece.substr(0, at) : piece;
-      const size_t first = stage == 2 ? std::stoull(piece.substr(at + 1)) : 0;
+      const std::string t = stage >= 2 ? piece.substr(0, at) : piece;
+      const size_t first = stage >= 2 ? std::stoull(piece.substr(at + 1)) : 0;
       const std::vector<float> x = ga.read_f32(t), y = gb.read_f32(piece);
       auto& [diff, norm] = sums[t];
       for (size_t i = 0; i < y.size(); ++i) {

@@ -69,8 +69,8 @@ TEST(OptimGoldenExtra, Lion8bitStepsMatchBitsandbytesWithinOneCode) {
   ASSERT_EQ(qmap.size(), 256u);
   for (size_t i = 0; i < 256; ++i) ASSERT_EQ(code.value(uint8_t(i)), qmap[i]);
 
-  Parameter w{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}};
-  Parameter b{"h.0.mlp.c_fc.bias", {}, {}, true, false, {}};
+  Parameter w{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}, Category::gradients, nullptr};
+  Parameter b{"h.0.mlp.c_fc.bias", {}, {}, true, false, {}, Category::gradients, nullptr};
   w.value = Tensor::empty({67, 77}, DType::f32, Category::weights, dev);
   b.value = Tensor::empty({53}, DType::f32, Category::weights, dev);
   OptimizerOptions o;
@@ -163,8 +163,8 @@ TEST_P(OptimGoldenLomo, ThreeStepsMatchLomoOptim) {
   const LomoCase c = GetParam();
   SafetensorsFile f = golden();
   Device dev(cpu_backend());
-  Parameter w{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}};
-  Parameter b{"h.0.mlp.c_fc.bias", {}, {}, true, false, {}};
+  Parameter w{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}, Category::gradients, nullptr};
+  Parameter b{"h.0.mlp.c_fc.bias", {}, {}, true, false, {}, Category::gradients, nullptr};
   w.value = Tensor::empty({37, 53}, DType::f32, Category::weights, dev);
   b.value = Tensor::empty({53}, DType::f32, Category::weights, dev);
   fill(w.value, f.read_f32("lomo.w0"));
@@ -206,7 +206,7 @@ TEST(OptimGoldenExtra, LomoStepWithoutHookEqualsPerParameterUpdates) {
   // step(lr) is begin_step(lr, 1) + update() of each parameter; it frees the gradients.
   SafetensorsFile f = golden();
   Device dev(cpu_backend());
-  Parameter w{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}};
+  Parameter w{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}, Category::gradients, nullptr};
   w.value = Tensor::empty({37, 53}, DType::f32, Category::weights, dev);
   fill(w.value, f.read_f32("lomo.w0"));
   OptimizerOptions o;
@@ -223,9 +223,9 @@ TEST(OptimGoldenExtra, GaloreAdamWThreeStepsMatchGaloreTorch) {
   SafetensorsFile f = golden();
   Device dev(cpu_backend());
   // Names decide the targets: 2-D attention/MLP weights are projected, the bias is not.
-  Parameter left{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}};
-  Parameter right{"h.0.attn.c_proj.weight", {}, {}, true, true, {}};
-  Parameter bias{"h.0.mlp.c_fc.bias", {}, {}, true, false, {}};
+  Parameter left{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}, Category::gradients, nullptr};
+  Parameter right{"h.0.attn.c_proj.weight", {}, {}, true, true, {}, Category::gradients, nullptr};
+  Parameter bias{"h.0.mlp.c_fc.bias", {}, {}, true, false, {}, Category::gradients, nullptr};
   left.value = Tensor::empty({24, 40}, DType::f32, Category::weights, dev);
   right.value = Tensor::empty({40, 24}, DType::f32, Category::weights, dev);
   bias.value = Tensor::empty({40}, DType::f32, Category::weights, dev);

@@ -73,8 +73,8 @@ TEST_P(OptimGolden, ThreeStepsMatchReference) {
   const GoldenCase c = GetParam();
   SafetensorsFile f(golden_path());
   Device dev(cpu_backend());
-  Parameter w{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}};
-  Parameter b{"h.0.mlp.c_fc.bias", {}, {}, true, false, {}};
+  Parameter w{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}, Category::gradients, nullptr};
+  Parameter b{"h.0.mlp.c_fc.bias", {}, {}, true, false, {}, Category::gradients, nullptr};
   w.value = Tensor::empty({37, 53}, DType::f32, Category::weights, dev);
   b.value = Tensor::empty({53}, DType::f32, Category::weights, dev);
   fill(w.value, f.read_f32("w0"));
@@ -109,7 +109,7 @@ INSTANTIATE_TEST_SUITE_P(Optimizers, OptimGolden, ::testing::ValuesIn(cases()),
 TEST(OptimGoldenSkips, ParameterWithoutGradIsUntouched) {
   Device dev(cpu_backend());
   for (const std::string& name : optimizer_names()) {
-    Parameter p{"h.0.attn.c_proj.weight", {}, {}, true, true, {}};
+    Parameter p{"h.0.attn.c_proj.weight", {}, {}, true, true, {}, Category::gradients, nullptr};
     p.value = Tensor::zeros({64, 80}, DType::f32, Category::weights, dev);
     const int64_t before = dev.pool().live(Category::optimizer_state);
     OptimizerOptions o;

@@ -147,7 +147,7 @@ struct RefAdam {
 TEST(OptimQuant8, AdamW8bitStepsMatchFp32ReferenceWithinOneCode) {
   Device dev(cpu_backend());
   const int64_t n = 2 * 4096 + 300;  // 8-bit, with a short last block
-  Parameter p{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}};
+  Parameter p{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}, Category::gradients, nullptr};
   p.value = Tensor::empty({n}, DType::f32, Category::weights, dev);
   const std::vector<float> w0 = randn(n, 0.5f, 1);
   std::memcpy(p.value.data<float>(), w0.data(), sizeof(float) * size_t(n));
@@ -202,9 +202,9 @@ TEST(OptimQuant8, AdamW8bitStepsMatchFp32ReferenceWithinOneCode) {
 
 TEST(OptimQuant8, SmallTensorsAndEmbeddingsKeepFp32States) {
   Device dev(cpu_backend());
-  Parameter small{"h.0.ln_1.weight", {}, {}, true, false, {}};
-  Parameter big{"h.0.attn.c_attn.weight", {}, {}, true, true, {}};
-  Parameter wte{"wte.weight", {}, {}, true, true, {}};
+  Parameter small{"h.0.ln_1.weight", {}, {}, true, false, {}, Category::gradients, nullptr};
+  Parameter big{"h.0.attn.c_attn.weight", {}, {}, true, true, {}, Category::gradients, nullptr};
+  Parameter wte{"wte.weight", {}, {}, true, true, {}, Category::gradients, nullptr};
   small.value = Tensor::zeros({4095}, DType::f32, Category::weights, dev);
   big.value = Tensor::zeros({64, 64}, DType::f32, Category::weights, dev);
   wte.value = Tensor::zeros({100, 64}, DType::f32, Category::weights, dev);

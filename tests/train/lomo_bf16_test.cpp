@@ -118,8 +118,8 @@ template <typename Check>
 void run_golden(const GoldenCase& c, bool stochastic, Check check) {
   SafetensorsFile f = golden();
   Device dev(cpu_backend());
-  Parameter w{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}};
-  Parameter b{"h.0.mlp.c_fc.bias", {}, {}, true, false, {}};
+  Parameter w{"h.0.mlp.c_fc.weight", {}, {}, true, true, {}, Category::gradients, nullptr};
+  Parameter b{"h.0.mlp.c_fc.bias", {}, {}, true, false, {}, Category::gradients, nullptr};
   w.value = Tensor::empty({37, 53}, DType::bf16, Category::weights, dev);
   b.value = Tensor::empty({53}, DType::bf16, Category::weights, dev);
   fill_bf16(w.value, f.read_f32("w0"));

@@ -1,6 +1,6 @@
 // train/zero_layout.h and train/zero_optimizer.h: DeepSpeed's stage 1/2 flat layout (padding to a
 // multiple of 2N, N equal slices, parameters straddling ranks), the weights as views into it,
-// and a rank's optimizer over the pieces of its slice.
+// and a rank's optimizer over the pieces of its slice; stage 3's per-parameter partitioning.
 #include "train/zero_layout.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include "kernels/backends.h"
 #include "optim/optimizer.h"
 #include "train/grad_sync.h"
+#include "train/zero3_params.h"
 #include "train/zero_optimizer.h"
 
 namespace snug {
@@ -240,6 +241,98 @@ TEST(ZeroOptimizer, RefusesOptimizersThatAreNotElementwise) {
   }
   for (const char* name : {"adamw_torch", "adamw", "sgd", "lion"})
     EXPECT_NO_THROW(check_zero_optimizer(name, 1));
+}
+
+// Stage 3 (train/zero3_params.h): 3 + 5 + 2 elements over 2 ranks, each parameter padded on its
+// own to 4, 6 and 2 (slices 2, 3 and 1). Rank 1 keeps p0[2..3) and a padding element, p1[3..5)
+// and one, p2[1..2): 6 elements, the values freed (shapes kept), the weights never held twice.
+TEST(Zero3Parameters, PadsEachParameterAndKeepsTheRanksSlices) {
+  Device dev(cpu_backend());
+  Params ps(dev, {3, 5, 2});
+  const std::vector<float> p1(ps.owned[1]->value.data<float>(),
+                              ps.owned[1]->value.data<float>() + 5);
+  Idle rank1(1, 2);
+  const Zero3Parameters z(ps.list, rank1, dev);
+  EXPECT_EQ(zero3_padded_numel(5, 2), 6);
+  EXPECT_EQ(z.numel(), 10);
+  EXPECT_EQ(z.padded(), 12);
+  EXPECT_EQ(z.shard(), 6);
+  EXPECT_EQ(z.entries()[2].offset, 5);
+  const float* s = z.shards().data<float>();
+  EXPECT_EQ(s[0], 0.01f * 2.0f - 0.5f);  // p0[2]
+  EXPECT_EQ(s[1], 0.0f);                 // p0's padding
+  EXPECT_EQ(s[2], p1[3]);
+  EXPECT_EQ(s[3], p1[4]);
+  EXPECT_EQ(s[4], 0.0f);  // p1's padding
+  EXPECT_FALSE(ps.owned[1]->value.defined());
+  EXPECT_EQ(ps.owned[1]->shape(), (Shape{5}));
+  EXPECT_EQ(ps.owned[1]->numel(), 5);
+  const MemoryStats m = dev.pool().stats();
+  EXPECT_EQ(cat(m, Category::weights, false), 6 * 4);
+  EXPECT_EQ(cat(m, Category::weights), 10 * 4);
+  const std::vector<ZeroPiece> pieces = zero3_pieces(z, 1);
+  ASSERT_EQ(pieces.size(), 5u);
+  EXPECT_EQ(pieces[0].source, ps.owned[0].get());
+  EXPECT_EQ(pieces[0].begin, 2);
+  EXPECT_EQ(pieces[1].source, nullptr);
+  EXPECT_EQ(pieces[1].padding_of, ps.owned[0].get());
+  EXPECT_EQ(pieces[3].slice_offset, 4);
+  EXPECT_EQ(pieces[4].source, ps.owned[2].get());
+  EXPECT_EQ(pieces[4].slice_offset, 5);
+}
+
+// A parameter asked for twice is gathered once (one all-gather of its padded length, category
+// weights) and dropped at the last release.
+TEST(Zero3Parameters, GathersOncePerOutstandingRequest) {
+  Device dev(cpu_backend());
+  Params ps(dev, {3, 5, 2});
+  Idle rank0(0, 2);
+  Zero3Parameters z(ps.list, rank0, dev);
+  Parameter& p = *ps.owned[1];
+  z.acquire(p);
+  z.acquire(p);
+  EXPECT_EQ(rank0.gathers, 1);
+  EXPECT_EQ(p.value.shape(), (Shape{5}));
+  EXPECT_EQ(cat(dev.pool().stats(), Category::weights, false), (6 + 6) * 4);
+  z.release(p);
+  EXPECT_TRUE(p.value.defined());
+  z.release(p);
+  EXPECT_FALSE(p.value.defined());
+  EXPECT_EQ(cat(dev.pool().stats(), Category::weights, false), 6 * 4);
+  EXPECT_THROW(z.release(p), Error);
+}
+
+// One rank of one: the stage-3 optimizer over the shards steps as AdamW over whole parameters,
+// and a gather gives the updated values.
+TEST(Zero3Parameters, OneRankStepsAsThePlainOptimizer) {
+  Device dev(cpu_backend());
+  Params a(dev, {3, 5, 3}), b(dev, {3, 5, 3});
+  OptimizerOptions o;
+  o.weight_decay = 0.1f;
+  const std::unique_ptr<Optimizer> plain = make_optimizer("adamw_torch", a.list, o);
+  dist::SingleProcess one;
+  Zero3Parameters z(b.list, one, dev);
+  ZeroOptimizer zo("adamw_torch", z, o, one, dev);
+  for (int step = 0; step < 3; ++step) {
+    a.set_grads();
+    zo.begin_window();
+    z.acquire_all();
+    b.set_grads();
+    for (size_t i = 0; i < b.owned.size(); ++i) {
+      zo.accumulate_owned(*b.owned[i], 0, b.owned[i]->grad.data<float>(), b.owned[i]->numel());
+      b.owned[i]->free_grad();
+    }
+    z.release_all();
+    plain->step(1e-2f);
+    zo.step(1e-2f);
+    for (Parameter* p : a.list) p->free_grad();
+  }
+  z.acquire_all();
+  for (size_t i = 0; i < a.owned.size(); ++i)
+    for (int64_t j = 0; j < a.owned[i]->numel(); ++j)
+      EXPECT_EQ(a.owned[i]->value.data<float>()[j], b.owned[i]->value.data<float>()[j])
+          << a.owned[i]->name << "[" << j << "]";
+  z.release_all();
 }
 
 }  // namespace

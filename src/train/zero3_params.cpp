@@ -1,0 +1,111 @@
+#include "train/zero3_params.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "core/error.h"
+
+namespace snug {
+
+int64_t zero3_padded_numel(int64_t numel, int world) {
+  return (numel + world - 1) / world * world;
+}
+
+Zero3Parameters::Zero3Parameters(const ParameterList& params, dist::Communicator& comm, Device& dev)
+    : comm_(comm), dev_(dev), world_(comm.size()) {
+  const int r = comm.rank();
+  for (Parameter* p : params) {
+    if (!p->requires_grad || p->quantized()) continue;
+    SNUG_CHECK(p->value.dtype() == DType::f32, "--zero-stage 3: parameter ", p->name, " is ",
+               dtype_name(p->value.dtype()),
+               "; ZeRO stage 3 partitions fp32 trainable parameters only (train without "
+               "--bf16-full/--torch-dtype, or with --zero-stage 0-2)");
+    Zero3Entry e;
+    e.p = p;
+    e.shape = p->value.shape();
+    e.numel = p->numel();
+    e.padded = zero3_padded_numel(e.numel, world_);
+    e.shard = e.padded / world_;
+    e.offset = shard_;
+    index_[p] = entries_.size();
+    entries_.push_back(e);
+    numel_ += e.numel;
+    padded_ += e.padded;
+    shard_ += e.shard;
+  }
+  SNUG_CHECK(!entries_.empty(), "--zero-stage 3: no parameter trains");
+  count_.assign(entries_.size(), 0);
+  // The rank's slices staged in host memory, the whole values freed, then the shards made: the
+  // tracked weights never hold a parameter twice (on meta there is nothing to stage).
+  const bool real = !dev.is_meta();
+  std::vector<float> staged(real ? static_cast<size_t>(shard_) : 0, 0.0f);
+  for (const Zero3Entry& e : entries_) {
+    const int64_t a = std::min(e.numel, r * e.shard), b = std::min(e.numel, (r + 1) * e.shard);
+    if (real && a < b) dev.download(staged.data() + e.offset, e.p->value.data<float>() + a, b - a);
+    e.p->partitioned = std::make_shared<const Shape>(e.shape);
+    e.p->value.reset();
+  }
+  shards_ = Tensor::empty({shard_}, DType::f32, Category::weights, dev);
+  if (real) dev.upload(shards_.data<float>(), staged.data(), shard_);
+}
+
+Zero3Parameters::~Zero3Parameters() = default;
+
+const Zero3Entry* Zero3Parameters::entry(const Parameter& p) const {
+  const auto it = index_.find(&p);
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+void Zero3Parameters::gather(const Zero3Entry& e, bool communicate) {
+  Tensor whole = Tensor::empty({e.padded}, DType::f32, Category::weights, dev_);
+  if (communicate && !dev_.is_meta()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const float* mine = shards_.data<float>() + e.offset;
+    if (world_ == 1)
+      dev_.copy(whole.data<float>(), mine, e.shard);
+    else
+      comm_.all_gather(mine, whole.data<float>(), static_cast<size_t>(e.shard));
+    gather_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  e.p->value = whole.slice_rows(0, e.numel).view(e.shape);
+}
+
+void Zero3Parameters::acquire(Parameter& p) {
+  const auto it = index_.find(&p);
+  if (it == index_.end()) return;  // whole on every rank
+  if (count_[it->second]++ == 0) gather(entries_[it->second], true);
+}
+
+void Zero3Parameters::release(Parameter& p) {
+  const auto it = index_.find(&p);
+  if (it == index_.end()) return;
+  int& n = count_[it->second];
+  SNUG_ASSERT(n > 0, "ZeRO stage 3: parameter ", p.name, " released more often than gathered");
+  if (--n == 0) p.value.reset();
+}
+
+void Zero3Parameters::acquire_all() {
+  for (const Zero3Entry& e : entries_) acquire(*e.p);
+}
+
+void Zero3Parameters::release_all() {
+  for (const Zero3Entry& e : entries_) release(*e.p);
+}
+
+void Zero3Parameters::materialize_all() {
+  for (size_t i = 0; i < entries_.size(); ++i)
+    if (count_[i]++ == 0) gather(entries_[i], false);
+}
+
+void Zero3Parameters::store_all() {
+  const int r = comm_.rank();
+  for (const Zero3Entry& e : entries_) {
+    const int64_t a = std::min(e.numel, r * e.shard), b = std::min(e.numel, (r + 1) * e.shard);
+    if (!dev_.is_meta() && a < b)
+      dev_.copy(shards_.data<float>() + e.offset, e.p->value.data<float>() + a, b - a);
+    release(*e.p);
+  }
+}
+
+}  // namespace snug

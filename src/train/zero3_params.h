@@ -1,0 +1,94 @@
+// ZeRO stage 3 (issue 30; docs/distributed.md): DeepSpeed's partitioning of the trainable
+// parameters themselves (partition_parameters.py). Each trainable, unquantized fp32 parameter is
+// padded on its own to a multiple of N elements and cut into N equal slices; rank r keeps slice r
+// of every one, back to back in one buffer of category weights (its "shards"):
+//
+//   padded_i = ceil(numel_i / N) * N       s_i = padded_i / N
+//   rank r keeps elements [r*s_i, (r+1)*s_i) of parameter i (the padding, zeros, past numel_i)
+//   shards: S = sum_i s_i fp32 elements, parameter i's slice at offset o_i = sum_{j<i} s_j
+//
+// so a rank's weights outside a gathered block are exactly 4 * sum_i padded_i / N bytes (plus
+// the frozen and quantized parameters, which stay whole on every rank: a LoRA or QLoRA base).
+// Outside a block a partitioned parameter's `value` is undefined (Parameter::partitioned keeps
+// its shape). acquire() (models/param_gather.h) all-gathers it into a fresh tensor of padded_i
+// elements (category weights: the gathered block is weights while it lives), its value viewing
+// the first numel_i; the last release() frees it. Nothing writes a gathered value back: the
+// optimizer updates the shards (its pieces view them, train/zero_optimizer.h), and the next
+// gather brings the update.
+//
+// Whole-model moments (checkpoints, evaluation): acquire_all() gathers every parameter (every
+// rank takes part: the gathers are collectives), release_all() drops them; materialize_all()
+// allocates them ungathered for a load to fill, and store_all() copies each rank's slice of the
+// loaded values into its shards before dropping them.
+//
+// A dry run on meta allocates and frees what a real run does and moves nothing, so the plan
+// counts the shards and every gathered block to the byte.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/device.h"
+#include "core/tensor.h"
+#include "dist/communicator.h"
+#include "models/param_gather.h"
+#include "nn/parameter.h"
+
+namespace snug {
+
+// padded_i above.
+int64_t zero3_padded_numel(int64_t numel, int world);
+
+// One partitioned parameter.
+struct Zero3Entry {
+  Parameter* p = nullptr;
+  Shape shape;
+  int64_t numel = 0, padded = 0, shard = 0;  // shard = padded / N
+  int64_t offset = 0;                        // its slice's place in the rank's shards
+};
+
+class Zero3Parameters final : public ParameterGatherer {
+ public:
+  // Partitions the trainable, unquantized parameters of `params` (their values must be whole and
+  // the same on every rank; each rank keeps its slices and frees the rest). Throws snug::Error
+  // naming a trainable parameter that is not fp32.
+  Zero3Parameters(const ParameterList& params, dist::Communicator& comm, Device& dev);
+  ~Zero3Parameters() override;
+  Zero3Parameters(const Zero3Parameters&) = delete;
+  Zero3Parameters& operator=(const Zero3Parameters&) = delete;
+
+  const std::vector<Zero3Entry>& entries() const { return entries_; }
+  const Zero3Entry* entry(const Parameter& p) const;
+  int64_t numel() const { return numel_; }    // trainable elements
+  int64_t padded() const { return padded_; }  // sum of padded_i
+  int64_t shard() const { return shard_; }    // S = padded / N
+  int world() const { return world_; }
+  // The rank's S fp32 (category weights).
+  const Tensor& shards() const { return shards_; }
+
+  void acquire(Parameter& p) override;
+  void release(Parameter& p) override;
+  void acquire_all();
+  void release_all();
+  void materialize_all();
+  void store_all();
+  // Seconds spent in the gathers since the last call.
+  double take_communication_s() { return std::exchange(gather_s_, 0.0); }
+
+ private:
+  void gather(const Zero3Entry& e, bool communicate);
+
+  dist::Communicator& comm_;
+  Device& dev_;
+  int world_ = 1;
+  std::vector<Zero3Entry> entries_;
+  std::unordered_map<const Parameter*, size_t> index_;
+  std::vector<int> count_;  // acquisitions outstanding, per entry
+  int64_t numel_ = 0, padded_ = 0, shard_ = 0;
+  Tensor shards_;
+  double gather_s_ = 0.0;
+};
+
+}  // namespace snug
