@@ -97,7 +97,9 @@ void expect_offload_moves_only_the_state(const TrainingArguments& plain) {
   EXPECT_EQ(at(b.device.max_by_category, Category::optimizer_state), 0) << plain.optim;
   EXPECT_EQ(at(b.host.max_by_category, Category::optimizer_state), state) << plain.optim;
   EXPECT_EQ(at(b.host.live, Category::optimizer_state), state) << plain.optim;
-  if (plain.zero_stage == 0) EXPECT_EQ(state, a.state_formula) << plain.optim;
+  if (plain.zero_stage == 0) {
+    EXPECT_EQ(state, a.state_formula) << plain.optim;
+  }
   // Weights and gradients stay on the device.
   for (Category c : {Category::weights, Category::gradients}) {
     EXPECT_EQ(at(b.device.max_by_category, c), at(a.device.max_by_category, c)) << plain.optim;
