@@ -79,6 +79,11 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
   }
   std::printf("%s\n\n", describe_batches(planned.batches).c_str());
   std::printf("%s\n", memory_table(mem, std::nullopt).c_str());
+  if (planned.host)
+    std::printf(
+        "host pool (--offload-optimizer cpu: the optimizer's state and update, the "
+        "prefetcher's slots):\n%s\n",
+        memory_table(*planned.host, std::nullopt).c_str());
   if (on_gpu)
     std::printf(
         "on cuda, beside this peak: cuBLASLt's workspace (%s) and the CUDA context "
@@ -103,6 +108,7 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
     j["config"] = args.to_json();
     j["config"]["trainable_params"] = trainable;
     j["memory"] = dry_run_memory_json(mem);
+    if (planned.host) j["memory"]["host"] = dry_run_memory_json(*planned.host);
     j["batch_shapes"] = batches_json(planned.batches);
     j["world_size"] = world.world_size;
     j["zero_stage"] = args.zero_stage;

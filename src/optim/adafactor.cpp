@@ -15,7 +15,7 @@ Adafactor::Adafactor(const ParameterList& params, const OptimizerOptions& opts) 
 std::vector<std::pair<std::string, Tensor*>> Adafactor::state_tensors() {
   std::vector<std::pair<std::string, Tensor*>> out;
   for (State& s : state_) {
-    s.moment.allocate(s.p->value);
+    s.moment.allocate(s.p->value, state_device(*s.p, opts_));
     s.moment.append_state(s.p->name, out);
   }
   return out;
@@ -37,7 +37,7 @@ void Adafactor::step(float lr) {
   for (State& s : state_) {
     Parameter& p = *s.p;
     if (!p.grad.defined()) continue;
-    s.moment.allocate(p.value);
+    s.moment.allocate(p.value, state_device(p, opts_));
     ++s.step;
     update_one(s, lr);
   }

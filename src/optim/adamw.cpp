@@ -29,13 +29,14 @@ void AdamW::allocate(State& s) const {
   if (master) {
     // The master starts as the 16-bit weights widened (exact), as DeepSpeed clones its fp32
     // partition from the 16-bit one. A resumed run overwrites it with the saved master.
-    s.master =
-        Tensor::empty(p.value.shape(), DType::f32, Category::optimizer_state, p.value.device());
+    s.master = Tensor::empty(p.value.shape(), DType::f32, Category::optimizer_state,
+                             state_device(p, opts_));
     p.value.device().ops().unpack_half(s.master.data<float>(), p.value.data_u16(), p.value.numel(),
                                        p.value.dtype() == DType::f16);
   }
-  s.exp_avg = Tensor::zeros(p.value.shape(), dt, Category::optimizer_state, p.value.device());
-  s.exp_avg_sq = Tensor::zeros(p.value.shape(), dt, Category::optimizer_state, p.value.device());
+  s.exp_avg = Tensor::zeros(p.value.shape(), dt, Category::optimizer_state, state_device(p, opts_));
+  s.exp_avg_sq =
+      Tensor::zeros(p.value.shape(), dt, Category::optimizer_state, state_device(p, opts_));
 }
 
 std::vector<std::pair<std::string, Tensor*>> AdamW::state_tensors() {

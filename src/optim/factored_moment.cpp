@@ -18,10 +18,9 @@ int64_t FactoredMoment::state_bytes(const Shape& shape) {
   return 4 * d.batch * (d.rows + d.cols);
 }
 
-void FactoredMoment::allocate(const Tensor& value) {
+void FactoredMoment::allocate(const Tensor& value, Device& dev) {
   if (allocated()) return;
   const Shape& sh = value.shape();
-  Device& dev = value.device();
   if (sh.size() >= 2) {
     const Shape row_shape(sh.begin(), sh.end() - 1);
     Shape col_shape(sh.begin(), sh.end() - 2);

@@ -32,8 +32,8 @@ struct FactoredMoment {
   static int64_t state_bytes(const Shape& shape);
 
   bool allocated() const { return row.defined() || full.defined(); }
-  // Zeroed optimizer_state tensors for a parameter value of value's shape (once).
-  void allocate(const Tensor& value);
+  // Zeroed optimizer_state tensors on `dev` for a parameter value of value's shape (once).
+  void allocate(const Tensor& value, Device& dev);
   // "<name>.exp_avg_sq" (vectors), or "<name>.exp_avg_sq_row" and "<name>.exp_avg_sq_col".
   void append_state(const std::string& name, std::vector<std::pair<std::string, Tensor*>>& out);
 };

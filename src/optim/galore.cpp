@@ -51,7 +51,7 @@ int64_t GaLoreAdamW::state_bytes(const Parameter& p, const OptimizerOptions& opt
 }
 
 void GaLoreAdamW::allocate(State& s) {
-  Device& dev = s.p->value.device();
+  Device& dev = state_device(*s.p, opts_);
   if (s.rank == 0) {
     s.exp_avg = Tensor::zeros(s.p->value.shape(), DType::f32, Category::optimizer_state, dev);
     s.exp_avg_sq = Tensor::zeros(s.p->value.shape(), DType::f32, Category::optimizer_state, dev);
@@ -123,8 +123,10 @@ void GaLoreAdamW::update_one(State& s, float lr) {
   }
   const int64_t m = p.value.dim(0), n = p.value.dim(1);
   // low: the projected gradient, turned into the normalized update N in place.
-  Tensor low_t = Tensor::empty(s.exp_avg.shape(), DType::f32, Category::temporary, dev);
-  Tensor back_t = Tensor::empty({m, n}, DType::f32, Category::temporary, dev);
+  // The update's temporaries beside the state (the host pool under --offload-optimizer cpu).
+  Device& tmp = state_device(p, opts_);
+  Tensor low_t = Tensor::empty(s.exp_avg.shape(), DType::f32, Category::temporary, tmp);
+  Tensor back_t = Tensor::empty({m, n}, DType::f32, Category::temporary, tmp);
   float* P = s.projector.data<float>();
   if (refresh) {
     // Host-only (kernels/op_table.h): G in and P out through host staging, free on cpu.

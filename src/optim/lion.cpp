@@ -14,8 +14,8 @@ std::vector<std::pair<std::string, Tensor*>> Lion::state_tensors() {
   for (State& s : state_) {
     const Parameter& p = *s.p;
     if (!s.exp_avg.defined())
-      s.exp_avg =
-          Tensor::zeros(p.value.shape(), DType::f32, Category::optimizer_state, p.value.device());
+      s.exp_avg = Tensor::zeros(p.value.shape(), DType::f32, Category::optimizer_state,
+                                state_device(p, opts_));
     out.emplace_back(p.name + ".exp_avg", &s.exp_avg);
   }
   return out;
@@ -27,8 +27,8 @@ void Lion::step(float lr) {
     Parameter& p = *s.p;
     if (!p.grad.defined()) continue;
     if (!s.exp_avg.defined())
-      s.exp_avg =
-          Tensor::zeros(p.value.shape(), DType::f32, Category::optimizer_state, p.value.device());
+      s.exp_avg = Tensor::zeros(p.value.shape(), DType::f32, Category::optimizer_state,
+                                state_device(p, opts_));
     const float wd = p.decay ? opts_.weight_decay : 0.0f;
     p.value.device().ops().lion_update(p.value.data<float>(), p.grad.data<float>(),
                                        s.exp_avg.data<float>(), p.value.numel(), lr,

@@ -73,13 +73,13 @@ AdaLomo::State& AdaLomo::state_for(const Parameter& p) {
 }
 
 void AdaLomo::allocate(Parameter& p) {
-  state_for(p).moment.allocate(p.value);
+  state_for(p).moment.allocate(p.value, p.value.device());
 }
 
 std::vector<std::pair<std::string, Tensor*>> AdaLomo::state_tensors() {
   std::vector<std::pair<std::string, Tensor*>> out;
   for (State& s : state_) {
-    s.moment.allocate(s.p->value);
+    s.moment.allocate(s.p->value, s.p->value.device());
     s.moment.append_state(s.p->name, out);
   }
   return out;

@@ -1,6 +1,7 @@
-// Optimizers update Parameters from their gradients. Their state lives in the device pool under
-// `optimizer_state`, allocated on the first step (as torch.optim does), so a report shows exactly
-// what each optimizer costs per trainable parameter P (docs/optimizers.md):
+// Optimizers update Parameters from their gradients. Their state lives in the device pool (or the
+// host pool, with OptimizerOptions::state_device) under `optimizer_state`, allocated on the first
+// step (as torch.optim does), so a report shows exactly what each optimizer costs per trainable
+// parameter P (docs/optimizers.md):
 //   sgd             0 (momentum 0) or 4 bytes (momentum buffer); 2 with bf16 parameters
 //   adamw_torch     8 bytes (exp_avg, exp_avg_sq in fp32); 4 with bf16 parameters (--bf16-full);
 //                   12 with 16-bit parameters under --precision-layout deepspeed (fp32 master too)
@@ -73,7 +74,17 @@ struct OptimizerOptions {
   // the master rounded to nearest even. Optimizers whose registry entry has master_weights only
   // (make_optimizer refuses the others); fp32 parameters (LoRA adapters) are updated as usual.
   bool master_weights = false;
+  // --offload-optimizer cpu (train/offload.h): the device whose pool holds the state tensors
+  // (the host pool); nullptr keeps them on each parameter's device. The update still reads the
+  // parameters and gradients where they are, with their device's kernels, so it must address
+  // them (a cpu device and its host pool share the RAM).
+  Device* state_device = nullptr;
 };
+
+// Where the optimizer state of `p` is allocated: opts.state_device, or p's device.
+inline Device& state_device(const Parameter& p, const OptimizerOptions& opts) {
+  return opts.state_device != nullptr ? *opts.state_device : p.value.device();
+}
 
 class Optimizer {
  public:

@@ -31,7 +31,7 @@ std::vector<quant8::Moment> Optimizer8bit::moments(State& s) const {
 
 void Optimizer8bit::allocate(State& s) const {
   if (!s.m.defined())
-    quant8::allocate_moments(moments(s), s.p->value.numel(), s.q8, s.p->value.device());
+    quant8::allocate_moments(moments(s), s.p->value.numel(), s.q8, state_device(*s.p, opts_));
 }
 
 std::vector<std::pair<std::string, Tensor*>> Optimizer8bit::state_tensors() {

@@ -25,7 +25,7 @@ std::vector<std::pair<std::string, Tensor*>> SGD::state_tensors() {
     const Parameter& p = *s.p;
     if (!s.momentum_buffer.defined())
       s.momentum_buffer = Tensor::zeros(p.value.shape(), state_dtype(p), Category::optimizer_state,
-                                        p.value.device());
+                                        state_device(p, opts_));
     out.emplace_back(p.name + ".momentum_buffer", &s.momentum_buffer);
   }
   return out;
@@ -52,7 +52,7 @@ void SGD::step(float lr) {
     const bool first = use_momentum && !s.started;
     if (use_momentum && !s.momentum_buffer.defined())
       s.momentum_buffer = Tensor::empty(p.value.shape(), state_dtype(p), Category::optimizer_state,
-                                        p.value.device());
+                                        state_device(p, opts_));
     if (use_momentum) s.started = true;
     const OpTable& ops = p.value.device().ops();
     const float wd = p.decay ? opts_.weight_decay : 0.0f;

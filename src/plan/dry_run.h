@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,8 @@ struct DryRunBatches {
 
 struct DryRun {
   MemoryStats memory;
+  // The host pool, where the device has one apart (--offload-optimizer cpu: train/offload.h).
+  std::optional<MemoryStats> host;
   DryRunBatches batches;
 };
 

@@ -29,8 +29,15 @@ void add_device_memory(nlohmann::json& memory, Device& dev) {
 
 std::string device_memory_lines(Device& dev) {
   std::string s;
-  if (&dev.host() != &dev)
-    s += "host pool (staging) peak " + format_bytes(dev.host().pool().stats().peak_total) + "\n";
+  // The host pool in full where it holds more than staging (--offload-optimizer cpu).
+  if (&dev.host() != &dev) {
+    const MemoryStats h = dev.host().pool().stats();
+    if (h.max_by_category[static_cast<int>(Category::optimizer_state)] > 0)
+      s += "\nhost pool (offloaded optimizer state and update, staging):\n" +
+           memory_table(h, std::nullopt);
+    else
+      s += "host pool (staging) peak " + format_bytes(h.peak_total) + "\n";
+  }
   if (!is_gpu(dev)) return s;
   const CudaMemoryInfo m = cuda_memory_info();
   s += "GPU, as the driver counts it: " + format_bytes(m.device_used) + " in use of " +

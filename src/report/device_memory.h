@@ -1,7 +1,8 @@
 // What a run reports about memory beyond its device pool's categories, where the device is an
 // accelerator (kernels/cuda/cuda_backend.h): the host pool beside it (staging, core/device.h) and
 // what the driver counts (the context, library workspaces, the stream-ordered pool's own
-// high-water marks). Empty on cpu and meta, whose one pool is the whole story.
+// high-water marks). On cpu and meta the one pool is the whole story, unless the run gave the
+// device a host pool apart (--offload-optimizer cpu, train/offload.h): then "host" too.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -11,10 +12,11 @@
 
 namespace snug {
 
-// Adds "host" (the host pool, as memory_json) and "driver" (CudaMemoryInfo, in bytes) to a
-// report's "memory" object when `dev` is a GPU; leaves it unchanged otherwise.
+// Adds "host" (the host pool, as memory_json) when `dev` has one apart, and "driver"
+// (CudaMemoryInfo, in bytes) when `dev` is a GPU.
 void add_device_memory(nlohmann::json& memory, Device& dev);
-// The same as lines under the memory table ("" on cpu and meta).
+// The same as lines under the memory table: the host pool's table where it holds offloaded
+// optimizer state, else its peak ("" without a host pool or a GPU).
 std::string device_memory_lines(Device& dev);
 
 }  // namespace snug

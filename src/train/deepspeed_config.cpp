@@ -78,6 +78,14 @@ class Reader {
     a_.*m = static_cast<Int>(x);
   }
 
+  // A string setting whose accepted values the caller checked.
+  void set_string(const json& v, const std::string& path, std::string TA::*m,
+                  const std::string& key) {
+    const std::string x = v.get<std::string>();
+    agree(x != a_.*m, path, shown(v), key, a_.*m);
+    a_.*m = x;
+  }
+
   void set_double(const json& v, const std::string& path, double TA::*m, const std::string& key,
                   double lo, double hi) {
     if (is_auto(v)) return;
@@ -129,11 +137,17 @@ void read_zero(Reader& r, const json& z) {
     if (!d.is_string() || (d != "none" && d != "cpu" && d != "nvme"))
       r.refuse(q + ".device",
                detail::concat("must be \"none\", \"cpu\" or \"nvme\", got ", shown(d)));
+    const bool optimizer = std::string(part) == "offload_optimizer";
+    if (optimizer && d != "nvme") {
+      // --offload-optimizer (train/offload.h): "none" or "cpu".
+      r.set_string(d, q + ".device", &TA::offload_optimizer, "offload_optimizer");
+      continue;
+    }
     if (d != "none")
-      r.refuse(q + ".device",
-               detail::concat("is ", shown(d), ": snug does not offload ",
-                              std::string(part) == "offload_param" ? "parameters" : "the optimizer",
-                              " yet (only \"none\" is accepted)"));
+      r.refuse(q + ".device", detail::concat("is ", shown(d), ": snug does not offload ",
+                                             optimizer ? "the optimizer to nvme" : "parameters",
+                                             optimizer ? " (\"none\" or \"cpu\" are accepted)"
+                                                       : " yet (only \"none\" is accepted)"));
   }
 }
 

@@ -5,7 +5,7 @@
 //
 // Read (anything else is refused, naming the path):
 //   zero_optimization.stage                        0 (ZeRO 1-3 are refused until train runs them)
-//   zero_optimization.offload_optimizer.device     "none" ("cpu" refused until built)
+//   zero_optimization.offload_optimizer.device     --offload-optimizer none|cpu (nvme refused)
 //   zero_optimization.offload_param.device         "none" ("cpu" refused until built)
 //   bf16.enabled                                   --bf16
 //   fp16.enabled                                   --fp16

@@ -346,6 +346,13 @@ std::vector<TrainingFlag> make_table() {
            "gathered while it runs)",
        .target = &TA::zero_stage,
        .range = Int(0, 3)},
+      {.names = "--offload-optimizer",
+       .key = "offload_optimizer",
+       .help = "none, or cpu (DeepSpeed's offload_optimizer.device): the optimizer's state in the "
+               "host pool and its update on the host, at any --zero-stage; shown beside the "
+               "device's memory (memory.host). --device cpu so far; not with lomo/adalomo",
+       .target = &TA::offload_optimizer,
+       .shown = S::changed},
       {.names = "--dataloader-pin-memory",
        .key = "dataloader_pin_memory",
        .help = "Accepted for compatibility; pinned host memory matters for CUDA only",

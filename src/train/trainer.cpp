@@ -11,6 +11,7 @@
 #include "train/checkpoint.h"
 #include "train/fused_step.h"
 #include "train/model_setup.h"
+#include "train/offload.h"
 #include "train/output_dir.h"
 #include "train/replay_memo.h"
 #include "train/run_record.h"
@@ -118,7 +119,10 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   }
   SNUG_CHECK(data_ || model_.device().is_meta(), "Trainer: a dataset is required on ",
              model_.device().name());
-  const OptimizerOptions o = args_.optimizer_options();
+  OptimizerOptions o = args_.optimizer_options();
+  // --offload-optimizer cpu (train/offload.h): the state in the host pool, at every ZeRO stage
+  // (the rank's pieces' state).
+  o.state_device = offload_host(model_.device(), args_);
   configure_model(model_, args_);
   const bool fp16 = args_.compute_dtype() == ComputeDType::f16;
   if (fp16) scaler_ = std::make_unique<GradScaler>();
@@ -156,6 +160,10 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   }
   fused_ = dynamic_cast<InBackwardOptimizer*>(optimizer_.get());
   if (fused_) check_fused_settings(args_.optim, args_.gradient_accumulation_steps);
+  SNUG_CHECK(!fused_ || o.state_device == nullptr, "--offload-optimizer cpu with --optim ",
+             args_.optim,
+             ": its update is fused into backward on the device, so there is no separate "
+             "update to run on the host (drop the flag, or use another --optim)");
   SNUG_CHECK(!fused_ || world() == 1, "--optim ", args_.optim, " over ", world(),
              " ranks: its update runs inside backward, before the gradients could be summed "
              "across the ranks; data parallelism does not support it yet (run it on one "

@@ -59,7 +59,15 @@ void Trainer::synchronise_targets(TrainWindow& w) const {
 }
 
 Trainer::StepOutcome Trainer::run_step(const TrainWindow& w, int64_t step, double lr) {
+  // The host pool, when the device has one apart (--offload-optimizer cpu, accelerators), follows
+  // the same phases, so its peak says where it happened too.
   MemoryPool& pool = model_.device().pool();
+  MemoryPool* host =
+      &model_.device().host() != &model_.device() ? &model_.device().host().pool() : nullptr;
+  const auto phase = [&](const std::string& label) {
+    pool.set_phase(label);
+    if (host) host->set_phase(label);
+  };
   const std::string prefix = detail::concat("step ", step + 1, " ");
   // Random draws of the forwards (LoRA dropout, NEFTune) keyed by the step, so that a resumed
   // run draws what the uninterrupted one did.
@@ -87,7 +95,7 @@ Trainer::StepOutcome Trainer::run_step(const TrainWindow& w, int64_t step, doubl
   }
   SNUG_CHECK(std::isfinite(s.loss), "loss is ", s.loss, " at step ", step + 1,
              ": training stopped; lower --learning-rate or check the data");
-  pool.set_phase(prefix + "optimizer");
+  phase(prefix + "optimizer");
   if (!fused_) {
     synchronise_gradients();
     if (step == start_step_) dump_gradients();
@@ -116,7 +124,7 @@ Trainer::StepOutcome Trainer::run_step(const TrainWindow& w, int64_t step, doubl
     communication_s_ += zero_->take_communication_s();
   }
   if (zero3_) communication_s_ += zero3_->take_communication_s();
-  pool.set_phase(prefix + "done");
+  phase(prefix + "done");
   return s;
 }
 

@@ -127,6 +127,9 @@ void TrainingArguments::validate() const {
              "--fp16 computes in fp16; --torch-dtype bfloat16 stores bf16 (use --bf16)");
   SNUG_CHECK(!(bf16 && storage == DType::f16),
              "--bf16 computes in bf16; --torch-dtype float16 stores fp16 (use --fp16)");
+  SNUG_CHECK(offload_optimizer == "none" || offload_optimizer == "cpu",
+             "--offload-optimizer: unknown device '", excerpt(offload_optimizer),
+             "' (known: none, cpu)");
   SNUG_CHECK(precision_layout == "snug" || precision_layout == "deepspeed",
              "--precision-layout: unknown layout '", excerpt(precision_layout),
              "' (known: snug, deepspeed)");

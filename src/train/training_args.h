@@ -96,6 +96,9 @@ struct TrainingArguments {
   // --zero-stage (DeepSpeed's zero_optimization.stage; docs/distributed.md): 0 = every rank holds
   // everything (DDP); 1 = optimizer state sharded over the ranks; 2 = gradients as well.
   int zero_stage = 0;
+  // --offload-optimizer (DeepSpeed's zero_optimization.offload_optimizer.device; train/offload.h):
+  // "none", or "cpu": the optimizer's state in the host pool, its update on the host.
+  std::string offload_optimizer = "none";
   bool dataloader_pin_memory = true;  // accepted; a CUDA host-allocation mode (see data/prefetch.h)
   std::string attention = "flash";    // flash (memory linear in T) or naive (materialized T x T)
   std::string logits = "chunked";     // chunked (no B x T x V tensor) or full

@@ -77,6 +77,8 @@ const Case kCases[] = {
     // 239590 trainable elements, not a multiple of 2N = 4: ZeRO's flat layout pads 2 elements
     // onto rank 1's slice.
     {"gpt2_odd", "--model gpt2-tiny --n-embd 65 --n-head 1 --data dummy --seq-len 32"},
+    // --offload-optimizer cpu (train/offload.h): each rank's pieces' state in its host pool.
+    {"gpt2_offload", "--model gpt2-tiny --data dummy --seq-len 32 --offload-optimizer cpu"},
     // The masked-LM collator's masks and the dummy labels are drawn at each rank's rows of the
     // global batch: the same as one process's. Dropout off here (the collator alone); on below.
     {"masked_lm", "--model bert-tiny --data dummy --seq-len 32 " NO_DROPOUT},
@@ -152,8 +154,20 @@ int check_plan(const std::string& snug, const std::string& run_mpi, const std::s
   const int64_t measured = read_json(two + ".json").at("ranks").at(0).at("peak_total");
   std::printf("plan --world-size 2: peak %lld bytes; rank 0 of mpirun -np 2: %lld bytes\n",
               static_cast<long long>(planned), static_cast<long long>(measured));
-  std::printf("%s\n", planned == measured ? "PASS" : "FAIL");
-  return planned == measured ? 0 : 1;
+  bool ok = planned == measured;
+  // --offload-optimizer cpu: rank 0's host pool (the report's memory.host) as planned.
+  const nlohmann::json pm = read_json(plan + ".json").at("memory");
+  if (pm.contains("host")) {
+    const nlohmann::json mh = read_json(two + ".json").at("memory").value("host", nlohmann::json());
+    const bool same = !mh.is_null() && pm["host"]["peak_bytes"] == mh["peak_bytes"] &&
+                      pm["host"]["max_by_category"] == mh["max_by_category"];
+    std::printf("host pool: planned peak %s, rank 0's %s\n",
+                pm["host"]["peak_bytes"].dump().c_str(),
+                mh.is_null() ? "missing" : mh["peak_bytes"].dump().c_str());
+    ok = ok && same;
+  }
+  std::printf("%s\n", ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
 }
 
 // Checkpoints of a 2-rank run (rank 0 writes, the other waits at the barrier) resume on 2 ranks
