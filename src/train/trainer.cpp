@@ -131,10 +131,12 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
     check_zero_optimizer(args_.optim, 3);
     const std::string why = model_.parameter_gathering_unsupported();
     SNUG_CHECK(why.empty(), "--zero-stage 3: ", why);
-    SNUG_CHECK(args_.compute_dtype() == ComputeDType::f32,
-               "--zero-stage 3 computes in fp32 so far (mixed precision casts every GEMM weight "
-               "at the start of a forward, which needs them all whole); drop --bf16/--fp16, or "
-               "use --zero-stage 0-2");
+    // 16-bit weights (--precision-layout deepspeed, --bf16-full) are gathered in the compute
+    // dtype: nothing is cast. fp32 weights under --bf16/--fp16 would be cast whole per forward.
+    SNUG_CHECK(args_.compute_dtype() == ComputeDType::f32 || args_.sixteen_bit_training(),
+               "--zero-stage 3 with fp32 weights computes in fp32 so far (mixed precision casts "
+               "every GEMM weight at the start of a forward, which needs them all whole); drop "
+               "--bf16/--fp16, use --precision-layout deepspeed, or use --zero-stage 0-2");
     SNUG_CHECK(!args_.load_best_model_at_end,
                "--zero-stage 3 with --load-best-model-at-end: loading a checkpoint's weights "
                "back into the partitioned model at the end is not built yet; resume from the "

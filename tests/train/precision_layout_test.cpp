@@ -26,6 +26,7 @@
 #include "kernels/backends.h"
 #include "kernels/kernels.h"
 #include "models/gpt2/gpt2.h"
+#include "models/registry.h"
 #include "optim/optimizer.h"
 #include "plan/dry_run.h"
 #include "plan/estimate.h"
@@ -204,6 +205,40 @@ TEST(PrecisionLayout, ZeroPapersSevenAndAHalfBillionNeedSixteenBytesPerParameter
                          at(m.max_by_category, Category::optimizer_state);
   EXPECT_EQ(states, 16 * P);  // 119,980,752,896 bytes: the paper's 120 GB
   EXPECT_EQ(at(m.max_by_category, Category::optimizer_state), 12 * P);
+}
+
+// Acceptance 3 of issue 30, the other half: the same model at --world-size 64 --zero-stage 3
+// keeps 1/64 of the 16 bytes a parameter, up to each parameter's padding to a multiple of 64:
+// its bf16 shards (2 bytes an element), its bf16 gradient slice (2) and its AdamW pieces' fp32
+// master and moments (12), S = sum_i ceil(numel_i / 64) elements. The partition is cut from a
+// whole model, so the weights' maximum (and the peak) is the whole bf16 model; the shards are
+// the weights the run ends with (the plan's final_by_category).
+TEST(PrecisionLayout, ZeroStageThreeOnSixtyFourRanksKeepsASixtyFourthOfSixteenBytes) {
+  TrainingArguments a = ds_args();
+  a.model = "llama-7b";
+  a.model_shape.n_layer = 36;
+  a.model_shape.vocab_size = 26000;
+  a.per_device_train_batch_size = 1;
+  a.seq_len = 128;
+  a.zero_stage = 3;
+  const int64_t P = a.model_config().num_params;
+  ASSERT_EQ(P, 7498797056);
+  int64_t S = 0;
+  {
+    Device meta(meta_backend());
+    const auto m = create_model(a.model_config(), meta, a.param_dtype(), a.weight_quant());
+    for (const Parameter* p : m->parameters()) S += (p->numel() + 63) / 64;
+  }
+  EXPECT_EQ(S, 117168704);  // P / 64 = 117,168,704: every llama-7b tensor divides by 64
+  const MemoryStats m = replay(a, DryRunData{}, nullptr, 64).memory;
+  EXPECT_EQ(at(m.live, Category::weights), 2 * S);
+  EXPECT_EQ(at(m.max_by_category, Category::gradients), 2 * S);
+  EXPECT_EQ(at(m.max_by_category, Category::optimizer_state), 12 * S);
+  EXPECT_EQ(at(m.max_by_category, Category::weights), 2 * P);  // the whole model, before the cut
+  // 1,874,699,264 bytes: the paper's 1.9 GB (16P/64 exactly).
+  EXPECT_EQ(at(m.live, Category::weights) + at(m.max_by_category, Category::gradients) +
+                at(m.max_by_category, Category::optimizer_state),
+            16 * P / 64);
 }
 
 struct RunOutcome {
