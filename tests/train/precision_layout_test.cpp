@@ -276,6 +276,30 @@ TrainingArguments small_run() {
   return a;
 }
 
+// ZeRO stage 1 on one process with this layout: the bf16 flat buffer, the pieces' fp32 master
+// and moments; the update is elementwise, so losses and weights equal stage 0's bit for bit, and
+// meta counts what the CPU run holds.
+TEST(PrecisionLayout, StageOneOnOneProcessEqualsStageZeroBitForBit) {
+  const TrainingArguments plain = small_run();
+  TrainingArguments z1 = small_run();
+  z1.zero_stage = 1;
+  const RunOutcome a = train_on(cpu_backend(), odd_config(), plain);
+  const RunOutcome b = train_on(cpu_backend(), odd_config(), z1);
+  ASSERT_TRUE(b.result.error.empty()) << b.result.error;
+  ASSERT_EQ(a.result.loss.size(), 3u);
+  EXPECT_EQ(a.result.loss, b.result.loss);
+  EXPECT_EQ(a.names, b.names);
+  EXPECT_EQ(a.weights, b.weights);
+  int64_t P = 0;
+  for (const auto& w : a.weights) P += static_cast<int64_t>(w.size());
+  const int64_t padded = (P + 1) / 2 * 2;  // one rank: a multiple of 2
+  EXPECT_EQ(at(b.mem.max_by_category, Category::optimizer_state) -
+                at(a.mem.max_by_category, Category::optimizer_state),
+            12 * (padded - P));  // the padding's master and moments
+  const RunOutcome meta = train_on(meta_backend(), odd_config(), z1);
+  test::expect_meta_equals_cpu(meta.mem, b.mem);
+}
+
 TEST(PrecisionLayout, MetaReportsWhatCpuMeasures) {
   std::vector<TrainingArguments> cases;
   cases.push_back(small_run());
