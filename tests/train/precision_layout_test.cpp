@@ -300,6 +300,25 @@ TEST(PrecisionLayout, StageOneOnOneProcessEqualsStageZeroBitForBit) {
   test::expect_meta_equals_cpu(meta.mem, b.mem);
 }
 
+// What is not built yet is refused before the first step, naming the flags: bf16 gradients
+// through the buckets (stage 2 even on one process).
+TEST(PrecisionLayout, StageTwoRunsAreRefusedUntilBf16GradientsGoThroughTheBuckets) {
+  TrainingArguments z2 = small_run();
+  z2.zero_stage = 2;
+  try {
+    train_on(cpu_backend(), odd_config(), z2);
+    FAIL() << "stage 2 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "--precision-layout deepspeed with one process at --zero-stage 2: the gradient "
+                  "buckets sum fp32 gradients only"),
+              std::string::npos)
+        << e.what();
+  }
+  const RunOutcome meta = train_on(meta_backend(), odd_config(), z2);  // the plan's replay
+  EXPECT_TRUE(meta.result.error.empty()) << meta.result.error;
+}
+
 TEST(PrecisionLayout, MetaReportsWhatCpuMeasures) {
   std::vector<TrainingArguments> cases;
   cases.push_back(small_run());
