@@ -89,7 +89,8 @@ void RunContext::cast_compute_weights(const std::vector<const Parameter*>& weigh
   compute_weights_.clear();
   if (!low_precision()) return;
   for (const Parameter* p : weights) {
-    if (p->quantized() || p->value.dtype() != DType::f32) continue;
+    // Partitioned (ZeRO 3) weights are 16-bit already when the compute is (train/trainer.cpp).
+    if (p->quantized() || p->partitioned || p->value.dtype() != DType::f32) continue;
     Tensor h = Tensor::empty(p->value.shape(), storage_dtype(), Category::weights, *dev_);
     ops().pack_half(h.data_u16(), p->value.data<float>(), h.numel(), fp16());
     compute_weights_.emplace_back(p, std::move(h));
@@ -169,7 +170,7 @@ float* RunContext::grad(Parameter* p) {
 void RunContext::flush_grads() {
   for (auto& [p, acc] : grad_acc_) {
     if (!p->grad.defined())
-      p->grad = Tensor::empty(p->value.shape(), DType::bf16, Category::gradients, *dev_);
+      p->grad = Tensor::empty(p->value.shape(), DType::bf16, p->grad_category, *dev_);
     ops().pack_half(p->grad.data_u16(), acc.data<float>(), acc.numel(), false);
     acc.reset();  // one accumulator at a time back to the pool
   }

@@ -135,10 +135,12 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
     check_zero_optimizer(args_.optim, 3);
     const std::string why = model_.parameter_gathering_unsupported();
     SNUG_CHECK(why.empty(), "--zero-stage 3: ", why);
-    SNUG_CHECK(args_.compute_dtype() == ComputeDType::f32,
-               "--zero-stage 3 computes in fp32 so far (mixed precision casts every GEMM weight "
-               "at the start of a forward, which needs them all whole); drop --bf16/--fp16, or "
-               "use --zero-stage 0-2");
+    // 16-bit weights (--precision-layout deepspeed, --bf16-full) are gathered in the compute
+    // dtype: nothing is cast. fp32 weights under --bf16/--fp16 would be cast whole per forward.
+    SNUG_CHECK(args_.compute_dtype() == ComputeDType::f32 || args_.sixteen_bit_training(),
+               "--zero-stage 3 with fp32 weights computes in fp32 so far (mixed precision casts "
+               "every GEMM weight at the start of a forward, which needs them all whole); drop "
+               "--bf16/--fp16, use --precision-layout deepspeed, or use --zero-stage 0-2");
     SNUG_CHECK(!args_.load_best_model_at_end,
                "--zero-stage 3 with --load-best-model-at-end: loading a checkpoint's weights "
                "back into the partitioned model at the end is not built yet; resume from the "
@@ -158,6 +160,16 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   } else {
     optimizer_ = make_optimizer(args_.optim, model_.parameters(), o);
   }
+  // 16-bit gradients through the buckets (stage 0 over several ranks, stages 2-3 always) and a
+  // 16-bit all-gather are not built yet: refused before the first step, named by the flags. A
+  // plan (meta) counts such a run to the byte.
+  SNUG_CHECK(model_.device().is_meta() || !bucketed() || !args_.sixteen_bit_training(),
+             args_.master_weights() ? "--precision-layout deepspeed" : "--bf16-full", " with ",
+             world() > 1 ? std::to_string(world()) + " ranks" : std::string("one process"),
+             " at --zero-stage ", args_.zero_stage,
+             ": the gradient buckets sum fp32 gradients only (bf16 gradients through them are not "
+             "built yet); snug plan gives this run's memory, and one process trains it at "
+             "--zero-stage 0 or 1");
   fused_ = dynamic_cast<InBackwardOptimizer*>(optimizer_.get());
   if (fused_) check_fused_settings(args_.optim, args_.gradient_accumulation_steps);
   SNUG_CHECK(!fused_ || o.state_device == nullptr, "--offload-optimizer cpu with --optim ",

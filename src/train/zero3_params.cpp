@@ -17,10 +17,12 @@ Zero3Parameters::Zero3Parameters(const ParameterList& params, dist::Communicator
   const int r = comm.rank();
   for (Parameter* p : params) {
     if (!p->requires_grad || p->quantized()) continue;
-    SNUG_CHECK(p->value.dtype() == DType::f32, "--zero-stage 3: parameter ", p->name, " is ",
-               dtype_name(p->value.dtype()),
-               "; ZeRO stage 3 partitions fp32 trainable parameters only (train without "
-               "--bf16-full/--torch-dtype, or with --zero-stage 0-2)");
+    const DType dt = p->value.dtype();
+    SNUG_CHECK(dt == DType::f32 || dt == DType::bf16, "--zero-stage 3: parameter ", p->name, " is ",
+               dtype_name(dt), "; ZeRO stage 3 partitions fp32 or bf16 trainable parameters only");
+    if (entries_.empty()) dtype_ = dt;
+    SNUG_CHECK(dt == dtype_, "--zero-stage 3: parameter ", p->name, " is ", dtype_name(dt), " and ",
+               entries_.front().p->name, " is ", dtype_name(dtype_), "; the shards hold one dtype");
     Zero3Entry e;
     e.p = p;
     e.shape = p->value.shape();
@@ -38,16 +40,25 @@ Zero3Parameters::Zero3Parameters(const ParameterList& params, dist::Communicator
   count_.assign(entries_.size(), 0);
   // The rank's slices staged in host memory, the whole values freed, then the shards made: the
   // tracked weights never hold a parameter twice (on meta there is nothing to stage).
+  // Real bf16 shards need a 16-bit all-gather between ranks, not built yet (a plan on meta moves
+  // nothing, and a world of one copies).
   const bool real = !dev.is_meta();
-  std::vector<float> staged(real ? static_cast<size_t>(shard_) : 0, 0.0f);
+  SNUG_CHECK(!real || dtype_ == DType::f32 || world_ == 1, "--zero-stage 3 over ", world_,
+             " ranks: bf16 parameters (", entries_.front().p->name,
+             ") need a 16-bit all-gather, not built yet; snug plan gives this run's memory "
+             "(device meta), or train with --zero-stage 0 or without 16-bit weights");
+  const auto es = static_cast<int64_t>(dtype_size(dtype_));
+  std::vector<unsigned char> staged(real ? static_cast<size_t>(shard_ * es) : 0, 0);
   for (const Zero3Entry& e : entries_) {
     const int64_t a = std::min(e.numel, r * e.shard), b = std::min(e.numel, (r + 1) * e.shard);
-    if (real && a < b) dev.download(staged.data() + e.offset, e.p->value.data<float>() + a, b - a);
+    if (real && a < b)
+      dev.download(staged.data() + e.offset * es,
+                   static_cast<const unsigned char*>(e.p->value.raw()) + a * es, (b - a) * es);
     e.p->partitioned = std::make_shared<const Shape>(e.shape);
     e.p->value.reset();
   }
-  shards_ = Tensor::empty({shard_}, DType::f32, Category::weights, dev);
-  if (real) dev.upload(shards_.data<float>(), staged.data(), shard_);
+  shards_ = Tensor::empty({shard_}, dtype_, Category::weights, dev);
+  if (real) dev.upload(static_cast<unsigned char*>(shards_.raw()), staged.data(), shard_ * es);
 }
 
 Zero3Parameters::~Zero3Parameters() = default;
@@ -58,14 +69,16 @@ const Zero3Entry* Zero3Parameters::entry(const Parameter& p) const {
 }
 
 void Zero3Parameters::gather(const Zero3Entry& e, bool communicate) {
-  Tensor whole = Tensor::empty({e.padded}, DType::f32, Category::weights, dev_);
+  Tensor whole = Tensor::empty({e.padded}, dtype_, Category::weights, dev_);
   if (communicate && !dev_.is_meta()) {
     const auto t0 = std::chrono::steady_clock::now();
-    const float* mine = shards_.data<float>() + e.offset;
+    const auto es = static_cast<int64_t>(dtype_size(dtype_));
     if (world_ == 1)
-      dev_.copy(whole.data<float>(), mine, e.shard);
+      dev_.copy(static_cast<unsigned char*>(whole.raw()),
+                static_cast<const unsigned char*>(shards_.raw()) + e.offset * es, e.shard * es);
     else
-      comm_.all_gather(mine, whole.data<float>(), static_cast<size_t>(e.shard));
+      comm_.all_gather(shards_.data<float>() + e.offset, whole.data<float>(),
+                       static_cast<size_t>(e.shard));
     gather_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   e.p->value = whole.slice_rows(0, e.numel).view(e.shape);
@@ -102,8 +115,10 @@ void Zero3Parameters::store_all() {
   const int r = comm_.rank();
   for (const Zero3Entry& e : entries_) {
     const int64_t a = std::min(e.numel, r * e.shard), b = std::min(e.numel, (r + 1) * e.shard);
+    const auto es = static_cast<int64_t>(dtype_size(dtype_));
     if (!dev_.is_meta() && a < b)
-      dev_.copy(shards_.data<float>() + e.offset, e.p->value.data<float>() + a, b - a);
+      dev_.copy(static_cast<unsigned char*>(shards_.raw()) + e.offset * es,
+                static_cast<const unsigned char*>(e.p->value.raw()) + a * es, (b - a) * es);
     release(*e.p);
   }
 }

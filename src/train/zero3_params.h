@@ -1,7 +1,8 @@
 // ZeRO stage 3 (issue 30; docs/distributed.md): DeepSpeed's partitioning of the trainable
-// parameters themselves (partition_parameters.py). Each trainable, unquantized fp32 parameter is
-// padded on its own to a multiple of N elements and cut into N equal slices; rank r keeps slice r
-// of every one, back to back in one buffer of category weights (its "shards"):
+// parameters themselves (partition_parameters.py). Each trainable, unquantized parameter (fp32,
+// or bf16 under --precision-layout deepspeed: shards and gathers 16-bit) is padded on its own to a
+// multiple of N elements and cut into N equal slices; rank r keeps slice r of every one, back to
+// back in one buffer of category weights (its "shards"):
 //
 //   padded_i = ceil(numel_i / N) * N       s_i = padded_i / N
 //   rank r keeps elements [r*s_i, (r+1)*s_i) of parameter i (the padding, zeros, past numel_i)
@@ -65,7 +66,9 @@ class Zero3Parameters final : public ParameterGatherer {
   int64_t padded() const { return padded_; }  // sum of padded_i
   int64_t shard() const { return shard_; }    // S = padded / N
   int world() const { return world_; }
-  // The rank's S fp32 (category weights).
+  // Every partitioned parameter's dtype: fp32, or bf16 (--precision-layout deepspeed, --bf16-full).
+  DType dtype() const { return dtype_; }
+  // The rank's S elements of dtype() (category weights).
   const Tensor& shards() const { return shards_; }
 
   void acquire(Parameter& p) override;
@@ -83,6 +86,7 @@ class Zero3Parameters final : public ParameterGatherer {
   dist::Communicator& comm_;
   Device& dev_;
   int world_ = 1;
+  DType dtype_ = DType::f32;
   std::vector<Zero3Entry> entries_;
   std::unordered_map<const Parameter*, size_t> index_;
   std::vector<int> count_;  // acquisitions outstanding, per entry

@@ -17,10 +17,14 @@ FlatLayout flat_layout(const ParameterList& params, int world, int stage) {
   l.world = world;
   for (Parameter* p : params) {
     if (!p->requires_grad || p->quantized()) continue;
-    SNUG_CHECK(p->value.dtype() == DType::f32, "--zero-stage ", stage, ": parameter ", p->name,
-               " is ", dtype_name(p->value.dtype()),
-               "; the ZeRO stages shard fp32 trainable parameters only (train without "
-               "--bf16-full/--torch-dtype/--precision-layout deepspeed, or with --zero-stage 0)");
+    const DType dt = p->value.dtype();
+    SNUG_CHECK(dt == DType::f32 || dt == DType::bf16, "--zero-stage ", stage, ": parameter ",
+               p->name, " is ", dtype_name(dt),
+               "; the ZeRO stages shard fp32 or bf16 trainable parameters only");
+    if (l.entries.empty()) l.dtype = dt;
+    SNUG_CHECK(dt == l.dtype, "--zero-stage ", stage, ": parameter ", p->name, " is ",
+               dtype_name(dt), " and ", l.entries.front().p->name, " is ", dtype_name(l.dtype),
+               "; the flat layout holds one dtype");
     l.entries.push_back({p, l.numel});
     l.numel += p->numel();
   }
@@ -34,13 +38,21 @@ FlatParameters::FlatParameters(const ParameterList& params, int world, int stage
     : layout_(flat_layout(params, world, stage)) {
   // Stage the values in host memory and free them before the buffer exists, so the tracked
   // weights never hold both (on meta there is nothing to stage).
+  // Real bf16 weights need a 16-bit all-gather between ranks after each step, not built yet (a
+  // plan on meta moves nothing).
   const bool real = !dev.is_meta();
-  std::vector<std::vector<float>> staged(layout_.entries.size());
+  SNUG_CHECK(!real || layout_.dtype == DType::f32 || world == 1, "--zero-stage ", stage, " over ",
+             world, " ranks: bf16 parameters (", layout_.entries.front().p->name,
+             ") need a 16-bit all-gather, not built yet; snug plan gives this run's memory "
+             "(device meta), or train with --zero-stage 0 or without 16-bit weights");
+  const auto es = static_cast<int64_t>(dtype_size(layout_.dtype));
+  std::vector<std::vector<unsigned char>> staged(layout_.entries.size());
   for (size_t i = 0; i < layout_.entries.size(); ++i) {
     Parameter* p = layout_.entries[i].p;
     if (real) {
-      staged[i].resize(static_cast<size_t>(p->numel()));
-      dev.download(staged[i].data(), p->value.data<float>(), p->numel());
+      staged[i].resize(static_cast<size_t>(p->numel() * es));
+      dev.download(staged[i].data(), static_cast<const unsigned char*>(p->value.raw()),
+                   p->numel() * es);
     }
   }
   std::vector<Shape> shapes;
@@ -48,12 +60,12 @@ FlatParameters::FlatParameters(const ParameterList& params, int world, int stage
     shapes.push_back(e.p->value.shape());
     e.p->value.reset();
   }
-  buffer_ = Tensor::zeros({layout_.padded}, DType::f32, Category::weights, dev);
+  buffer_ = Tensor::zeros({layout_.padded}, layout_.dtype, Category::weights, dev);
   for (size_t i = 0; i < layout_.entries.size(); ++i) {
     const FlatLayout::Entry& e = layout_.entries[i];
     const int64_t n = shape_numel(shapes[i]);
     e.p->value = buffer_.slice_rows(e.offset, e.offset + n).view(shapes[i]);
-    if (real) dev.upload(e.p->value.data<float>(), staged[i].data(), n);
+    if (real) dev.upload(static_cast<unsigned char*>(e.p->value.raw()), staged[i].data(), n * es);
   }
 }
 

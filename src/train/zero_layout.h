@@ -43,6 +43,7 @@ struct FlatLayout {
   int64_t padded = 0;          // zero_padded_numel(numel, world)
   int64_t shard = 0;           // padded / world
   int world = 1;
+  DType dtype = DType::f32;  // every entry's: fp32, or bf16 (--precision-layout deepspeed)
   // The element range [begin, end) of the flat space rank r owns.
   int64_t begin(int r) const { return shard * r; }
   int64_t end(int r) const { return shard * (r + 1); }
@@ -58,7 +59,7 @@ class FlatParameters {
  public:
   FlatParameters(const ParameterList& params, int world, int stage, Device& dev);
   const FlatLayout& layout() const { return layout_; }
-  // (padded) fp32, category weights.
+  // (padded) elements of layout().dtype, category weights.
   const Tensor& buffer() const { return buffer_; }
 
  private:

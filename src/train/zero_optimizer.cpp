@@ -99,8 +99,10 @@ ZeroOptimizer::~ZeroOptimizer() {
 void ZeroOptimizer::begin_window() {
   if (stage_ < 2) return;
   release_gradients();
-  slice_ = Tensor::zeros({flat_ ? flat_->layout().shard : z3_->shard()}, DType::f32,
-                         Category::gradients, dev_);
+  // The slice takes the weights' dtype: fp32, or bf16 under --precision-layout deepspeed (as
+  // DeepSpeed's 16-bit gradient partition), so a rank's gradients are 2 or 4 bytes per element.
+  slice_ = Tensor::zeros({flat_ ? flat_->layout().shard : z3_->shard()},
+                         flat_ ? flat_->layout().dtype : z3_->dtype(), Category::gradients, dev_);
   for (size_t i = 0; i < pieces_.size(); ++i)
     piece_list_[i]->grad =
         slice_.slice_rows(pieces_[i].slice_offset, pieces_[i].slice_offset + pieces_[i].count);
@@ -114,6 +116,8 @@ void ZeroOptimizer::accumulate_owned(const Parameter& p, int64_t begin, const fl
   const Owned& own = it->second;
   const int64_t a = std::max(own.begin, begin), b = std::min(own.end, begin + count);
   if (a >= b || dev_.is_meta()) return;
+  SNUG_CHECK(slice_.dtype() == DType::f32, "ZeRO stage ", stage_, ": parameter ", p.name,
+             ": adding into a ", dtype_name(slice_.dtype()), " gradient slice is not built yet");
   float* dst = slice_.data<float>() + own.at + (a - own.begin);
   const float* from = src + (a - begin);
   for (int64_t i = 0; i < b - a; ++i) dst[i] += from[i];
@@ -124,7 +128,7 @@ void ZeroOptimizer::bind_whole_gradients() {
     const ZeroPiece& pc = pieces_[i];
     Parameter* q = piece_list_[i];
     if (pc.source == nullptr) {
-      q->grad = Tensor::zeros({pc.count}, DType::f32, Category::gradients, dev_);
+      q->grad = Tensor::zeros({pc.count}, q->value.dtype(), Category::gradients, dev_);
     } else if (pc.source->grad.defined()) {
       q->grad =
           pc.source->grad.view({pc.source->numel()}).slice_rows(pc.begin, pc.begin + pc.count);

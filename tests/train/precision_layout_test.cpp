@@ -26,6 +26,7 @@
 #include "kernels/backends.h"
 #include "kernels/kernels.h"
 #include "models/gpt2/gpt2.h"
+#include "models/registry.h"
 #include "optim/optimizer.h"
 #include "plan/dry_run.h"
 #include "plan/estimate.h"
@@ -206,6 +207,40 @@ TEST(PrecisionLayout, ZeroPapersSevenAndAHalfBillionNeedSixteenBytesPerParameter
   EXPECT_EQ(at(m.max_by_category, Category::optimizer_state), 12 * P);
 }
 
+// Acceptance 3 of issue 30, the other half: the same model at --world-size 64 --zero-stage 3
+// keeps 1/64 of the 16 bytes a parameter, up to each parameter's padding to a multiple of 64:
+// its bf16 shards (2 bytes an element), its bf16 gradient slice (2) and its AdamW pieces' fp32
+// master and moments (12), S = sum_i ceil(numel_i / 64) elements. The partition is cut from a
+// whole model, so the weights' maximum (and the peak) is the whole bf16 model; the shards are
+// the weights the run ends with (the plan's final_by_category).
+TEST(PrecisionLayout, ZeroStageThreeOnSixtyFourRanksKeepsASixtyFourthOfSixteenBytes) {
+  TrainingArguments a = ds_args();
+  a.model = "llama-7b";
+  a.model_shape.n_layer = 36;
+  a.model_shape.vocab_size = 26000;
+  a.per_device_train_batch_size = 1;
+  a.seq_len = 128;
+  a.zero_stage = 3;
+  const int64_t P = a.model_config().num_params;
+  ASSERT_EQ(P, 7498797056);
+  int64_t S = 0;
+  {
+    Device meta(meta_backend());
+    const auto m = create_model(a.model_config(), meta, a.param_dtype(), a.weight_quant());
+    for (const Parameter* p : m->parameters()) S += (p->numel() + 63) / 64;
+  }
+  EXPECT_EQ(S, 117168704);  // P / 64 = 117,168,704: every llama-7b tensor divides by 64
+  const MemoryStats m = replay(a, DryRunData{}, nullptr, 64).memory;
+  EXPECT_EQ(at(m.live, Category::weights), 2 * S);
+  EXPECT_EQ(at(m.max_by_category, Category::gradients), 2 * S);
+  EXPECT_EQ(at(m.max_by_category, Category::optimizer_state), 12 * S);
+  EXPECT_EQ(at(m.max_by_category, Category::weights), 2 * P);  // the whole model, before the cut
+  // 1,874,699,264 bytes: the paper's 1.9 GB (16P/64 exactly).
+  EXPECT_EQ(at(m.live, Category::weights) + at(m.max_by_category, Category::gradients) +
+                at(m.max_by_category, Category::optimizer_state),
+            16 * P / 64);
+}
+
 struct RunOutcome {
   MemoryStats mem;
   TrainResult result;
@@ -239,6 +274,49 @@ TrainingArguments small_run() {
   a.data = "dummy";
   a.weight_decay = 0.1;
   return a;
+}
+
+// ZeRO stage 1 on one process with this layout: the bf16 flat buffer, the pieces' fp32 master
+// and moments; the update is elementwise, so losses and weights equal stage 0's bit for bit, and
+// meta counts what the CPU run holds.
+TEST(PrecisionLayout, StageOneOnOneProcessEqualsStageZeroBitForBit) {
+  const TrainingArguments plain = small_run();
+  TrainingArguments z1 = small_run();
+  z1.zero_stage = 1;
+  const RunOutcome a = train_on(cpu_backend(), odd_config(), plain);
+  const RunOutcome b = train_on(cpu_backend(), odd_config(), z1);
+  ASSERT_TRUE(b.result.error.empty()) << b.result.error;
+  ASSERT_EQ(a.result.loss.size(), 3u);
+  EXPECT_EQ(a.result.loss, b.result.loss);
+  EXPECT_EQ(a.names, b.names);
+  EXPECT_EQ(a.weights, b.weights);
+  int64_t P = 0;
+  for (const auto& w : a.weights) P += static_cast<int64_t>(w.size());
+  const int64_t padded = (P + 1) / 2 * 2;  // one rank: a multiple of 2
+  EXPECT_EQ(at(b.mem.max_by_category, Category::optimizer_state) -
+                at(a.mem.max_by_category, Category::optimizer_state),
+            12 * (padded - P));  // the padding's master and moments
+  const RunOutcome meta = train_on(meta_backend(), odd_config(), z1);
+  test::expect_meta_equals_cpu(meta.mem, b.mem);
+}
+
+// What is not built yet is refused before the first step, naming the flags: bf16 gradients
+// through the buckets (stage 2 even on one process).
+TEST(PrecisionLayout, StageTwoRunsAreRefusedUntilBf16GradientsGoThroughTheBuckets) {
+  TrainingArguments z2 = small_run();
+  z2.zero_stage = 2;
+  try {
+    train_on(cpu_backend(), odd_config(), z2);
+    FAIL() << "stage 2 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "--precision-layout deepspeed with one process at --zero-stage 2: the gradient "
+                  "buckets sum fp32 gradients only"),
+              std::string::npos)
+        << e.what();
+  }
+  const RunOutcome meta = train_on(meta_backend(), odd_config(), z2);  // the plan's replay
+  EXPECT_TRUE(meta.result.error.empty()) << meta.result.error;
 }
 
 TEST(PrecisionLayout, MetaReportsWhatCpuMeasures) {

@@ -115,20 +115,36 @@ TEST(ZeroLayout, SlicesCutParametersAndPadTheLastRank) {
   EXPECT_EQ(r1[2].slice_offset, 4);
 }
 
-// Frozen and quantized parameters stay out; a 16-bit trainable one is refused with the stage.
-TEST(ZeroLayout, TakesTrainableParametersOnlyAndRefuses16Bit) {
+// Frozen and quantized parameters stay out; bf16 trainable parameters (--precision-layout
+// deepspeed) make a bf16 layout, and a layout of two dtypes is refused with the stage. A real
+// bf16 buffer over two ranks is refused (its all-gather is fp32 so far).
+TEST(ZeroLayout, TakesTrainableParametersOfOneDtype) {
   Device dev(cpu_backend());
   Params ps(dev, {3, 5, 2});
   ps.owned[0]->requires_grad = false;
   EXPECT_EQ(flat_layout(ps.list, 2, 2).numel, 7);
+  EXPECT_EQ(flat_layout(ps.list, 2, 2).dtype, DType::f32);
   ps.owned[2]->value = Tensor::zeros({2}, DType::bf16, Category::weights, dev);
   try {
     flat_layout(ps.list, 2, 2);
-    FAIL() << "bf16 accepted";
+    FAIL() << "two dtypes accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--zero-stage 2: parameter p2 is bf16"), std::string::npos)
         << e.what();
   }
+  ps.owned[1]->value = Tensor::zeros({5}, DType::bf16, Category::weights, dev);
+  const FlatLayout l = flat_layout(ps.list, 2, 2);
+  EXPECT_EQ(l.dtype, DType::bf16);
+  EXPECT_EQ(l.padded, 8);
+  try {
+    FlatParameters flat(ps.list, 2, 2, dev);
+    FAIL() << "a real bf16 buffer over 2 ranks accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("16-bit all-gather"), std::string::npos) << e.what();
+  }
+  FlatParameters one(ps.list, 1, 1, dev);  // one rank: no all-gather
+  EXPECT_EQ(one.buffer().dtype(), DType::bf16);
+  EXPECT_EQ(one.buffer().numel(), 8);
 }
 
 // The values survive, each is a view of the one buffer, and the tracked weights never hold
