@@ -66,12 +66,33 @@ void fill_values_indexed(Parameter& p, const IndexedFill& fill) {
   SNUG_CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f16, "fill_values: '", p.name,
              "' is ", dtype_name(d), ", expected f32, bf16 or f16");
   Device& dev = p.value.device();
-  if (!dev.host_addressable() || p.value.raw() == nullptr) {
-    int64_t next = 0;
-    fill_values(p, dev.ops(), [&](float* out, int64_t len) {
-      fill(out, next, len);
-      next += len;
-    });
+  if (p.value.raw() == nullptr) {  // meta: nothing to fill
+    init_progress_add(n);
+    return;
+  }
+  if (!dev.host_addressable()) {
+    // A GPU: slabs of kSlab values filled (and rounded) on the host in parallel, then uploaded,
+    // so a 7B model's start-up is the cores' fill rate, not one thread's and a copy per 16 KiB.
+    constexpr int64_t kSlab = 64 * kBig;  // 4 Mi values: 16 MiB of fp32 on the host
+    const int64_t slab = std::min(kSlab, n);
+    std::vector<float> buf(static_cast<size_t>(slab));
+    std::vector<uint16_t> half(d == DType::f32 ? 0 : buf.size());
+    for (int64_t s = 0; s < n; s += kSlab) {
+      const int64_t len = std::min(kSlab, n - s);
+      const int64_t pieces = (len + kBig - 1) / kBig;
+#pragma omp parallel for schedule(dynamic, 1)
+      for (int64_t c = 0; c < pieces; ++c) {
+        const int64_t off = c * kBig;
+        const int64_t m = std::min(kBig, len - off);
+        fill(buf.data() + off, s + off, m);
+        if (d != DType::f32)
+          convert(buf.data() + off, DType::f32, half.data() + off, d, static_cast<size_t>(m));
+      }
+      if (d == DType::f32)
+        dev.upload(p.value.data<float>() + s, buf.data(), len);
+      else
+        dev.upload(p.value.data_u16() + s, half.data(), len);
+    }
     init_progress_add(n);
     return;
   }

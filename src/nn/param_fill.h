@@ -26,9 +26,11 @@ void fill_values(Parameter& p, const OpTable& ops,
 // On a device whose memory the host addresses (cpu) the chunks (64 Ki values) are filled, and
 // rounded to 16 bits, in parallel (OpenMP), each thread with its own buffer; a quantized
 // parameter's fp32 values are filled in parallel into one host buffer of its size, then quantized
-// (in parallel too): one tensor's fp32 values at most, never the model's. Elsewhere the chunks go
-// in order. The values do not depend on the thread count. While an InitProgress is alive
-// (nn/init_progress.h) the parameter's elements are reported to it.
+// (in parallel too): one tensor's fp32 values at most, never the model's. On a device the host
+// cannot address (a GPU, cpu-remote), slabs of 4 Mi values are filled (and rounded) in parallel on
+// the host and uploaded one after another. On meta nothing is filled. The values do not depend on
+// the thread count. While an InitProgress is alive (nn/init_progress.h) the parameter's elements
+// are reported to it.
 using IndexedFill = std::function<void(float* out, int64_t begin, int64_t n)>;
 void fill_values_indexed(Parameter& p, const IndexedFill& fill);
 
