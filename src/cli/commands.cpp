@@ -43,6 +43,7 @@ void check_seq_len(int64_t seq_len, const ModelConfig& cfg) {
 }
 
 ModelConfig prepare_dry_run(TrainingArguments& args) {
+  args.kernel_device = args.kernels_device();  // the planned device's kernel choices, replayed
   args.device = "meta";
   args.device_memory.reset();
   args.validate();

@@ -185,7 +185,7 @@ int run_generate(const TrainingArguments& args, GenerateFlags f,
     // docs/report.md, "snug generate": the run's memory as training reports it, and per prompt.
     nlohmann::json j = {
         {"config", args.to_json()},
-        {"system", system_info(args.gemm_path)},
+        {"system", system_info(args.gemm_path, args.device)},
         {"memory", memory_json(dev.pool().stats(), args.device_memory)},
         {"generation",
          {{"prompts", per_prompt},

@@ -261,7 +261,7 @@ int run_train(TrainingArguments args, const std::string& device_memory,
       j["config"] = args.to_json();
       j["error"] = msg;
       j["memory"] = memory_json(dev ? dev->pool().stats() : MemoryStats{}, args.device_memory);
-      j["system"] = system_info(args.gemm_path);
+      j["system"] = system_info(args.gemm_path, args.device);
       write_json_file(args.report_json, j);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "snug: the report could not be written either: %s\n", e.what());

@@ -2,6 +2,7 @@
 #include "kernels/gemm_path.h"
 
 #include "core/error.h"
+#include "kernels/backends.h"
 #include "kernels/gemm_library.h"
 
 namespace snug::kernels {
@@ -26,6 +27,12 @@ GemmPath choose_gemm_path(std::string_view r, const Bf16MatmulSupport& s) {
 
 GemmPath resolve_gemm_path(std::string_view requested) {
   return choose_gemm_path(requested, bf16_matmul_support());
+}
+
+GemmPath resolve_gemm_path(std::string_view requested, std::string_view device) {
+  if (!cuda_index(std::string(device))) return resolve_gemm_path(requested);
+  validate_gemm_path(requested);
+  return requested == "widen" ? GemmPath::widen : GemmPath::onednn_bf16;
 }
 
 const char* gemm_path_name(GemmPath p) {

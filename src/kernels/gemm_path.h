@@ -46,6 +46,11 @@ void validate_gemm_path(std::string_view requested);
 GemmPath choose_gemm_path(std::string_view requested, const Bf16MatmulSupport& support);
 // choose_gemm_path with this CPU's support.
 GemmPath resolve_gemm_path(std::string_view requested);
+// The path of a run on `device` (--device): on a GPU (cuda, cuda:N) the device's op table has
+// its own bf16 GEMMs (cuBLASLt, bf16 operands, fp32 accumulation and output), so auto (and
+// onednn-bf16, "the bf16 GEMM ops") take them and only widen widens; elsewhere as above. Without
+// this a --bf16 run on an H200 widened every product to fp32 and ran at fp32 speed.
+GemmPath resolve_gemm_path(std::string_view requested, std::string_view device);
 const char* gemm_path_name(GemmPath p);  // "widen" / "onednn-bf16"
 // What runs each dtype's GEMMs when bf16 takes path `bf16`, for reports and machine lines:
 // {"fp32": "dnnl_sgemm", "bf16": "onednn-bf16 (brg:avx512_core_amx_bf16)" or "widen (...)",

@@ -16,10 +16,9 @@
 
 namespace snug::kernels {
 
-int64_t lm_head_default_chunk(int64_t N, int64_t V) {
+int64_t lm_head_default_chunk(int64_t N, int64_t V, int64_t budget_floats) {
   if (N <= 1) return 1;
-  const int64_t max_rows =
-      std::clamp<int64_t>(kLmHeadScratchBudgetFloats / std::max<int64_t>(V, 1), 1, N);
+  const int64_t max_rows = std::clamp<int64_t>(budget_floats / std::max<int64_t>(V, 1), 1, N);
   const int64_t chunks = (N + max_rows - 1) / max_rows;
   return (N + chunks - 1) / chunks;  // <= max_rows since chunks >= N / max_rows
 }

@@ -36,12 +36,21 @@ namespace ref {
 
 namespace kernels {
 
-// Default rows per chunk: the largest count whose scratch fits kLmHeadScratchBudgetFloats
-// (8 Mi floats = 32 MiB), at least 1 and at most N, then evened out over the chunks it implies
-// (chunk = ceil(N / ceil(N / max_rows))) so the last chunk is not a small remainder.
-// E.g. N=2048, V=50257: max_rows = 166, 13 chunks of 158 rows, scratch 31.8 MB.
+// Default rows per chunk: the largest count whose scratch fits the budget (on the host
+// kLmHeadScratchBudgetFloats, 8 Mi floats = 32 MiB), at least 1 and at most N, then evened out over
+// the chunks it implies (chunk = ceil(N / ceil(N / max_rows))) so the last chunk is not a small
+// remainder. E.g. N=2048, V=50257: max_rows = 166, 13 chunks of 158 rows, scratch 31.8 MB.
 inline constexpr int64_t kLmHeadScratchBudgetFloats = int64_t{8} << 20;
-int64_t lm_head_default_chunk(int64_t N, int64_t V);
+// On a GPU the chunk's three GEMMs are what a step waits for: chunks of 158 rows ran
+// gpt2-124m's head (B=16, T=1024) at half the rate of one full-logits GEMM (an H200, 2026-11-27:
+// 130 ms a step against PyTorch's 70 ms), the dW product with K = 158 rows re-reading and
+// re-writing all of dW each chunk. 128 Mi floats (512 MiB) give chunks of thousands of rows
+// there (7 of 2341 rows for N=16384, V=50257), at a 16th of full logits' memory.
+inline constexpr int64_t kLmHeadGpuScratchBudgetFloats = int64_t{128} << 20;
+// budget_floats: kLmHeadScratchBudgetFloats on the host, kLmHeadGpuScratchBudgetFloats on a GPU
+// (nn::RunContext::lm_head_budget_floats).
+int64_t lm_head_default_chunk(int64_t N, int64_t V,
+                              int64_t budget_floats = kLmHeadScratchBudgetFloats);
 // Floats of scratch lm_head_xent needs for these sizes: min(N, chunk) * V (0 for N <= 0).
 int64_t lm_head_scratch_floats(int64_t N, int64_t V, int64_t chunk);
 

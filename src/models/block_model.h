@@ -54,6 +54,7 @@ class BlockModel : public Model {
   // Which GEMM runs the bf16 products (kernels/gemm_path.h); see nn/run_context.h.
   void set_gemm_path(kernels::GemmPath p) final { ctx().gemm_path = p; }
   kernels::GemmPath gemm_path() const final { return ctx().gemm_path; }
+  void set_lm_head_budget(int64_t floats) final { ctx().lm_head_budget_floats = floats; }
   // The GEMM weights (the heads', then the layers' Linears'), but none under --bf16-full (the
   // parameters are the copies) and no quantized one (dequantized per use instead).
   int64_t num_compute_copy_params() const final;

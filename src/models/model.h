@@ -105,6 +105,8 @@ class Model {
   virtual ComputeDType compute_dtype() const = 0;
   virtual void set_gemm_path(kernels::GemmPath p) = 0;
   virtual kernels::GemmPath gemm_path() const = 0;
+  // Floats of scratch the chunked LM head may use (kernels::lm_head_default_chunk's budget).
+  virtual void set_lm_head_budget(int64_t floats) = 0;
   // Parameters that get a 16-bit compute copy under --fp16/--bf16.
   virtual int64_t num_compute_copy_params() const = 0;
   // Storage dtype of the parameters: f32, or bf16 under --bf16-full.

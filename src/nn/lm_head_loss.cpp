@@ -24,7 +24,7 @@ LMHeadLoss::LMHeadLoss(ParameterStore& ps, const std::string& name, int64_t hidd
 double LMHeadLoss::chunked(const Tensor& x, const Saved& s, float* dx, float* dw) const {
   RunContext& c = *ctx_;
   const int64_t N = x.numel() / hidden_, V = vocab_;
-  const int64_t chunk = kernels::lm_head_default_chunk(N, V);
+  const int64_t chunk = kernels::lm_head_default_chunk(N, V, c.lm_head_budget_floats);
   const Tensor scratch = temporary(c.device(), {kernels::lm_head_scratch_floats(N, V, chunk)});
   Tensor w_scratch, x16;
   const bool head16 = c.bf16_gemm(w_);

@@ -30,6 +30,7 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "kernels/gemm_path.h"
+#include "kernels/lm_head.h"
 #include "kernels/op_table.h"
 #include "nn/lora.h"
 #include "nn/parameter.h"
@@ -69,6 +70,8 @@ class RunContext {
   // Some Linear has nn.Linear's (out, in) layout, which the bf16 GEMM path does not take (it
   // widens): its inputs and output gradients stay fp32 as without that path.
   bool has_nn_linear = false;
+  // Scratch of the chunked LM head (kernels/lm_head.h: larger chunks on a GPU).
+  int64_t lm_head_budget_floats = kernels::kLmHeadScratchBudgetFloats;
 
   // Training-forward state: set by the model at the start of each forward.
   bool training = false;       // a forward that keeps activations for backward

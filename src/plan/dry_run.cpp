@@ -25,6 +25,7 @@ int64_t full_rows_steps(const TrainingArguments& args) {
 DryRun replay(const TrainingArguments& args, const DryRunData& data,
               std::vector<MemoryEvent>* timeline, int world_size) {
   TrainingArguments a = args;
+  a.kernel_device = args.kernels_device();  // a plan for cuda replays cuda's kernel choices
   a.device = "meta";
   // Replayed: the run's own steps (--max-steps, or its epochs of the data).
   if (data.train == nullptr) a.max_steps = full_rows_steps(args);

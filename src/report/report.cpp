@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "io/output_file.h"
+#include "kernels/backends.h"
 #include "kernels/gemm_library.h"
 #include "kernels/kernels.h"
 
@@ -32,7 +33,7 @@ std::string mb(int64_t bytes) {
 }
 }  // namespace
 
-nlohmann::json system_info(std::string_view gemm_path) {
+nlohmann::json system_info(std::string_view gemm_path, std::string_view device) {
   nlohmann::json j;
   j["threads"] = num_threads();
   // What OpenMP's waiting threads do (the snug executable sets PASSIVE unless the environment
@@ -73,14 +74,18 @@ nlohmann::json system_info(std::string_view gemm_path) {
   // ISA oneDNN uses here ("avx512_core_amx", "avx512_core_bf16", "avx2", ...).
   kernels::GemmPath bf16 = kernels::GemmPath::widen;
   try {
-    bf16 = kernels::resolve_gemm_path(gemm_path);
+    bf16 = kernels::resolve_gemm_path(gemm_path, device);
   } catch (const Error&) {
     // an unavailable forced path: the run failed in setup and says why; report the fallback
   }
+  const bool gpu = cuda_index(std::string(device)).has_value();
+  const std::string fp32 = gpu ? std::string("cuBLASLt fp32 (no TF32)") : kernels::sgemm_name();
+  std::string bf16_taken = kernels::gemm_path_taken(bf16);
+  if (gpu)
+    bf16_taken = bf16 == kernels::GemmPath::widen ? "widen (bf16 widened to fp32, " + fp32 + ")"
+                                                  : "cuBLASLt bf16 (fp32 accumulation)";
   j["gemm_path"] = {
-      {"fp32", kernels::sgemm_name()},
-      {"bf16", kernels::gemm_path_taken(bf16)},
-      {"fp16", std::string("widen (fp16 widened to fp32, ") + kernels::sgemm_name() + ")"}};
+      {"fp32", fp32}, {"bf16", bf16_taken}, {"fp16", "widen (fp16 widened to fp32, " + fp32 + ")"}};
   j["onednn_isa"] = kernels::onednn_cpu_isa();
   return j;
 }
@@ -165,7 +170,7 @@ nlohmann::json make_report(const TrainingArguments& args, const Model& model, co
   j["loss_scale"] = r.loss_scale > 0 ? nlohmann::json(r.loss_scale) : nlohmann::json(nullptr);
   j["final_loss"] = r.loss.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.loss.back());
   j["memory"] = memory_json(mem, capacity);
-  j["system"] = system_info(args.gemm_path);
+  j["system"] = system_info(args.gemm_path, args.device);
   j["error"] = r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error);
   return j;
 }

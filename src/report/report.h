@@ -18,7 +18,8 @@ namespace snug {
 // {"threads", "cpu", "isa": {"avx2": bool, ...}, "gemm_library", "gemm_path": {"fp32", "bf16",
 // "fp16"}, "onednn_isa"} of this machine, with the bf16 GEMM path that --gemm-path `gemm_path`
 // takes here.
-nlohmann::json system_info(std::string_view gemm_path = "auto");
+// device: the run's --device (a GPU's bf16 products run on its own GEMMs: kernels/gemm_path.h).
+nlohmann::json system_info(std::string_view gemm_path = "auto", std::string_view device = "cpu");
 // Peak resident set size of this process in bytes (getrusage).
 int64_t peak_rss_bytes();
 // {"peak_bytes", "peak_phase", "peak_by_category", "max_by_category", "final_by_category",

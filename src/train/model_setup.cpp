@@ -3,7 +3,9 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "kernels/backends.h"
 #include "kernels/gemm_path.h"
+#include "kernels/lm_head.h"
 #include "models/hf_folder.h"
 #include "models/registry.h"
 #include "nn/run_options.h"
@@ -40,7 +42,10 @@ namespace {
 // --torch-dtype computes in its dtype.
 void set_compute(Model& model, const TrainingArguments& args) {
   model.set_compute_dtype(args.compute_dtype());
-  model.set_gemm_path(kernels::resolve_gemm_path(args.gemm_path));
+  const std::string& dev = args.kernels_device();
+  model.set_gemm_path(kernels::resolve_gemm_path(args.gemm_path, dev));
+  model.set_lm_head_budget(cuda_index(dev) ? kernels::kLmHeadGpuScratchBudgetFloats
+                                           : kernels::kLmHeadScratchBudgetFloats);
 }
 
 }  // namespace

@@ -106,7 +106,7 @@ void TrainingArguments::validate() const {
   parse_attention_impl(attention);
   parse_logits_mode(logits);
   parse_compute_dtype(fp16, bf16);
-  kernels::resolve_gemm_path(gemm_path);  // known, and available on this CPU
+  kernels::resolve_gemm_path(gemm_path, device);  // known, and available on this CPU or GPU
   // Known by name; whether it can be used here (a GPU, a CUDA build) is asked where the run
   // makes it: `plan --device cuda` needs no GPU.
   SNUG_CHECK(is_device_name(device), "--device: unknown device '", excerpt(device),

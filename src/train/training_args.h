@@ -128,6 +128,13 @@ struct TrainingArguments {
   bool gradient_checkpointing = false;
   std::string checkpoint_policy = "every-layer";  // every-layer, every-k:K, sqrt, selective
   std::string device = "cpu";
+  // Not a flag: the device whose kernel choices (the bf16 GEMM path, the LM head's chunks) a meta
+  // dry run replays, set by plan/dry_run.cpp to the planned run's --device as it moves the run to
+  // meta; "" means `device`. Read through kernels_device().
+  std::string kernel_device;
+  const std::string& kernels_device() const {
+    return kernel_device.empty() ? device : kernel_device;
+  }
   std::optional<int64_t> device_memory;  // bytes; the modelled accelerator's capacity
   int threads = 0;                       // 0: OMP_NUM_THREADS or all cores
   int64_t logging_steps = 10;

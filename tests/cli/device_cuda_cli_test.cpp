@@ -36,6 +36,40 @@ TEST(DeviceCudaCli, PlanNeedsNoGpuAndNamesTheWorkspace) {
   EXPECT_FALSE(c.contains("cuda"));
 }
 
+// A GPU run's --bf16 products take its own bf16 GEMMs whatever this CPU has
+// (kernels::resolve_gemm_path with the device): the plan replays that path (bf16 operand copies
+// instead of widened fp32 ones), not this CPU's, and --gemm-path widen still widens.
+TEST(DeviceCudaCli, PlanOfABf16GpuRunTakesTheGpusGemms) {
+  test::TempDir dir;
+  const std::string flags =
+      " --model gpt2-tiny --seq-len 64 --per-device-train-batch-size 2 --bf16 --json ";
+  const auto plan = [&](const std::string& extra, const std::string& name) {
+    const auto r = run_snug("plan --device cuda" + extra + flags + dir.path(name));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return read_json(dir.path(name))["memory"]["peak_bytes"].get<int64_t>();
+  };
+  const int64_t auto_path = plan("", "auto.json");
+  EXPECT_EQ(auto_path, plan(" --gemm-path onednn-bf16", "bf16.json"));
+  EXPECT_NE(auto_path, plan(" --gemm-path widen", "widen.json"));
+}
+
+// The LM head's chunks are the GPU's (kernels::kLmHeadGpuScratchBudgetFloats): gpt2-124m with
+// 4096 rows runs 2 chunks of 2048 rows there against 25 of 164 on the CPU, so the two plans
+// differ (a replay that took the host's choices planned the GPU run 377 MB short).
+TEST(DeviceCudaCli, PlanReplaysTheGpusLmHeadChunks) {
+  test::TempDir dir;
+  const std::string flags =
+      " --model gpt2-124m --seq-len 1024 --per-device-train-batch-size 4 "
+      "--max-steps 1 --json ";
+  const auto cpu = run_snug("plan --device cpu" + flags + dir.path("cpu.json"));
+  const auto gpu = run_snug("plan --device cuda" + flags + dir.path("gpu.json"));
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  const int64_t c = read_json(dir.path("cpu.json"))["memory"]["peak_bytes"].get<int64_t>();
+  const int64_t g = read_json(dir.path("gpu.json"))["memory"]["peak_bytes"].get<int64_t>();
+  EXPECT_GT(g, c);
+}
+
 TEST(DeviceCudaCli, TrainWithoutAGpuStopsNamingWhy) {
   if (cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
   test::TempDir dir;

@@ -284,6 +284,20 @@ TEST(GemmPath, AutoFollowsTheHardwareAndForcingIsChecked) {
   EXPECT_STREQ(kernels::gemm_path_name(GemmPath::widen), "widen");
 }
 
+// A GPU run's bf16 products take the device's own bf16 GEMMs (cuBLASLt) whatever this CPU has;
+// only widen widens there. On the CPU (and meta) the device changes nothing.
+TEST(GemmPath, AGpuRunTakesItsOwnBf16Gemms) {
+  using kernels::GemmPath;
+  using kernels::resolve_gemm_path;
+  EXPECT_EQ(resolve_gemm_path("auto", "cuda"), GemmPath::onednn_bf16);
+  EXPECT_EQ(resolve_gemm_path("auto", "cuda:1"), GemmPath::onednn_bf16);
+  EXPECT_EQ(resolve_gemm_path("onednn-bf16", "cuda"), GemmPath::onednn_bf16);
+  EXPECT_EQ(resolve_gemm_path("widen", "cuda"), GemmPath::widen);
+  EXPECT_EQ(resolve_gemm_path("auto", "cpu"), resolve_gemm_path("auto"));
+  EXPECT_EQ(resolve_gemm_path("widen", "meta"), GemmPath::widen);
+  EXPECT_THROW(resolve_gemm_path("fast", "cuda"), Error);
+}
+
 TEST(GemmPath, ThisCpuIsProbedConsistently) {
   const kernels::Bf16MatmulSupport& s = kernels::bf16_matmul_support();
   EXPECT_EQ(s.native, s.available && s.impl.rfind("brg", 0) == 0) << s.impl;

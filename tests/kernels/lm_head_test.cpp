@@ -117,6 +117,11 @@ TEST(LmHead, DefaultChunkAndScratchSize) {
       const int64_t chunks = (N + c - 1) / c;
       ASSERT_GT(N - (chunks - 1) * c, c - chunks) << N << " " << V;  // last chunk ~ as big
     }
+  // The GPU's budget (512 MiB): gpt2-124m at B=16, T=1024 in 7 chunks of 2341 rows.
+  EXPECT_EQ(kernels::lm_head_default_chunk(16384, 50257, kernels::kLmHeadGpuScratchBudgetFloats),
+            2341);
+  EXPECT_LE(kernels::lm_head_scratch_floats(16384, 50257, 2341),
+            kernels::kLmHeadGpuScratchBudgetFloats);
 }
 
 TEST(LmHead, MatchesUnchunked) {
