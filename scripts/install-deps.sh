@@ -9,6 +9,22 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# With the CUDA toolkit: NVIDIA's header-only cudnn-frontend (PyPI only), for the cuDNN attention
+# of --bf16 GPU runs (CMake's SNUG_CUDNN=AUTO builds it when found; without it snug's own kernels
+# run, so a failed install only says so).
+if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  if ! python3 - 2>/dev/null <<'PY'
+import os, site, sys, sysconfig
+dirs = [sysconfig.get_paths()["purelib"], site.getusersitepackages()]
+sys.exit(0 if any(os.path.exists(os.path.join(d, "include", "cudnn_frontend.h")) for d in dirs) else 1)
+PY
+  then
+    python3 -m pip install --user --quiet nvidia-cudnn-frontend 2>/dev/null ||
+      python3 -m pip install --user --quiet --break-system-packages nvidia-cudnn-frontend ||
+      echo "install-deps: nvidia-cudnn-frontend not installed: GPU --bf16 attention will run on" \
+        "snug's own kernels" >&2
+  fi
+fi
 ((${#missing[@]} == 0)) && exit 0
 echo "install-deps: installing ${missing[*]}" >&2
 SUDO=""

@@ -36,6 +36,11 @@ struct AttentionDims {
   // The flash kernels regenerate the mask from the key instead and store nothing T x T.
   uint8_t* drop_mask = nullptr;
   float* att_dropped = nullptr;
+  // The run computes in bf16 (--bf16, --bf16-full): q, k, v and dout hold bf16 values. A backend
+  // may then multiply on bf16 matrix units with fp32 accumulation, rounding the probabilities to
+  // bf16 before their products with v and dout, as PyTorch's SDPA does under autocast (the CUDA
+  // backend's cuDNN attention, kernels/cuda/cudnn_attention.h). The CPU kernels ignore it.
+  bool bf16_operands = false;
 };
 
 // The counter of score (b, h, t, s) in the dropout draws: its index in a (B,NH,T,T) tensor, so

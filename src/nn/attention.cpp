@@ -65,6 +65,7 @@ AttentionDims Attention::dims(int64_t B, int64_t T, const Tensor& pos) const {
   d.causal = cfg_.causal;
   d.pos = pos.defined() ? pos.data<int32_t>() : nullptr;
   d.window = cfg_.sliding_window;
+  d.bf16_operands = ctx_->compute == ComputeDType::bf16;
   return d;
 }
 

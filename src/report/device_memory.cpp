@@ -24,7 +24,8 @@ void add_device_memory(nlohmann::json& memory, Device& dev) {
                       {"context_bytes", m.context},
                       {"library_workspace_bytes", m.library_workspace},
                       {"pool_used_high_bytes", m.pool_used_high},
-                      {"pool_reserved_high_bytes", m.pool_reserved_high}};
+                      {"pool_reserved_high_bytes", m.pool_reserved_high},
+                      {"attention_scratch_bytes", m.attention_scratch}};
 }
 
 std::string device_memory_lines(Device& dev) {
@@ -44,7 +45,11 @@ std::string device_memory_lines(Device& dev) {
        format_bytes(m.device_total) + " (context " + format_bytes(m.context) +
        ", cuBLASLt workspace " + format_bytes(m.library_workspace) + ", pool high-water " +
        format_bytes(m.pool_used_high) + " used, " + format_bytes(m.pool_reserved_high) +
-       " reserved)\n";
+       " reserved" +
+       (m.attention_scratch > 0
+            ? ", cuDNN attention scratch " + format_bytes(m.attention_scratch) + " at most"
+            : std::string()) +
+       ")\n";
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "kernels/cuda/context.cuh"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cudnn_attention.h"
 
 namespace snug {
 
@@ -243,6 +244,7 @@ CudaMemoryInfo cuda_memory_info() {
               "cudaMemPoolGetAttribute");
   m.pool_used_high = static_cast<int64_t>(used);
   m.pool_reserved_high = static_cast<int64_t>(reserved);
+  m.attention_scratch = cuda::cudnn_attention_scratch_high();
   return m;
 }
 

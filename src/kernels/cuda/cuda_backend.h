@@ -57,7 +57,10 @@ CudaDeviceInfo cuda_device_info(int index);
 //   pool_used_high     the stream-ordered pool's high-water mark of bytes handed to tensors (the
 //                      driver's count of the tracked peak, with its rounding; 0 with the debug
 //                      backing);
-//   pool_reserved_high the pool's high-water mark of memory taken from the device.
+//   pool_reserved_high the pool's high-water mark of memory taken from the device;
+//   attention_scratch  the most bytes one cuDNN attention call held as stream-ordered scratch
+//                      (its bf16 copies and cuDNN's workspace; kernels/cuda/cudnn_attention.h),
+//                      taken from the same pool but outside snug's tracked categories.
 struct CudaMemoryInfo {
   int64_t device_used = 0;
   int64_t device_total = 0;
@@ -65,6 +68,7 @@ struct CudaMemoryInfo {
   int64_t library_workspace = 0;
   int64_t pool_used_high = 0;
   int64_t pool_reserved_high = 0;
+  int64_t attention_scratch = 0;
 };
 CudaMemoryInfo cuda_memory_info();
 

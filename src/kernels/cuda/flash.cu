@@ -8,13 +8,16 @@
 //                reads it (so no float atomics: deterministic).
 // Straightforward rather than fast (no tensor cores, K/V read from L2): correctness first. These
 // are the "simple" variant of kernels/cuda/flash_variant.h; the default, "tiled", is
-// flash_tiled.cu, which hands the cases outside it back to these.
+// flash_tiled.cu, which hands the cases outside it back to these. A --bf16 run's calls
+// (AttentionDims::bf16_operands) go to cuDNN first where the build has it
+// (kernels/cuda/cudnn_attention.h).
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/flash_variant.h"
 
 namespace snug::cuda {
@@ -210,6 +213,7 @@ void flash_attention_forward_gqa(float* out, float* lse, const float* q, const f
   check_device_attention_dims(d, "flash_attention");
   const int64_t rows = d.B * d.NH * d.T;
   if (rows == 0) return;
+  if (d.bf16_operands && cudnn_attention_forward(out, lse, q, k, v, d)) return;
   if (tiled_variant() && tiled_flash_forward(out, lse, q, k, v, d)) return;
   flash_forward_kernel<<<blocks_for_rows(rows), kThreads, smem_bytes(2, d.hs), stream()>>>(
       out, lse, q, k, v, d, score_scale(d));
@@ -224,6 +228,7 @@ void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* 
   check_device_attention_dims(d, "flash_attention");
   const int64_t rows = d.B * d.NH * d.T;
   if (rows == 0) return;
+  if (d.bf16_operands && cudnn_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, d)) return;
   if (tiled_variant() && tiled_flash_backward(dq, dk, dv, dout, q, k, v, out, lse, d)) return;
   flash_dq_kernel<<<blocks_for_rows(rows), kThreads, smem_bytes(3, d.hs), stream()>>>(
       dq, dout, q, k, v, out, lse, d, score_scale(d));
