@@ -4,6 +4,8 @@
 // NaN.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <limits>
 #include <vector>
 
@@ -122,6 +124,60 @@ TEST(CudaLinear, Bf16OperandsConv1DLayout) {
     EXPECT_LT(rel_norm_error(g_dinp.host(), dinp), test::kF32Tol);
     EXPECT_LT(rel_norm_error(g_dw.host(), dw), test::kF32Tol);
     EXPECT_LT(rel_norm_error(g_db.host(), db), test::kF32Tol);
+  }
+}
+
+// Not a test (no timed assertions): the rate of every GEMM a gpt2-124m step runs at B=16,
+// T=1024 (N = 16384 rows), as snug's ops call them, fp32 and bf16, printed. Run on a GPU with
+//   snug_cuda_tests --gtest_also_run_disabled_tests --gtest_filter='CudaGemm.DISABLED_*'
+// (where an fp32 step's GEMMs lose to PyTorch's: the forward Linears ran at 28 TFLOP/s in a
+// step's profile, the backward ones at 48).
+TEST(CudaGemm, DISABLED_TimeGpt2Shapes) {
+  SNUG_REQUIRE_GPU(gpu);
+  const OpTable& ops = gpu.ops();
+  struct Shape {
+    const char* what;
+    bool ta, tb;
+    int64_t M, N, K;
+  };
+  const int64_t R = 16384, V = 50257, C = 768;
+  // Conv1D Linear (IC -> OC): forward out(R,OC) = x(R,IC) w(IC,OC); dx(R,IC) = dout w^T;
+  // dw(IC,OC) += x^T dout. LM head chunk of 2341 rows: logits = x W^T, dx = dlogits W,
+  // dW += dlogits^T x.
+  std::vector<Shape> shapes;
+  for (const auto& [ic, oc] :
+       std::vector<std::pair<int64_t, int64_t>>{{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}}) {
+    shapes.push_back({"fwd", false, false, R, oc, ic});
+    shapes.push_back({"dx", false, true, R, ic, oc});
+    shapes.push_back({"dw", true, false, ic, oc, R});
+  }
+  shapes.push_back({"head fwd", false, true, 2341, V, C});
+  shapes.push_back({"head dx", false, false, 2341, C, V});
+  shapes.push_back({"head dw", true, false, V, C, 2341});
+  for (const Shape& sh : shapes) {
+    const int64_t lda = sh.ta ? sh.M : sh.K, ldb = sh.tb ? sh.K : sh.N;
+    const Vec a = random_floats(sh.M * sh.K, 31), b = random_floats(sh.K * sh.N, 32);
+    GpuBuffer<float> ga(gpu, a), gb(gpu, b), gc(gpu, random_floats(sh.M * sh.N, 33));
+    GpuBuffer<uint16_t> ha(gpu, to_bf16(a)), hb(gpu, to_bf16(b));
+    GpuBuffer<float> one(gpu, Vec{0.0f});  // its download waits for the stream
+    for (const bool bf16 : {false, true}) {
+      double best = 1e30;
+      for (int rep = 0; rep < 6; ++rep) {  // rep 0: warm-up (the plan, the heuristic)
+        const auto t0 = std::chrono::steady_clock::now();
+        if (bf16)
+          ops.gemm_bf16(sh.ta, sh.tb, sh.M, sh.N, sh.K, 1.0f, ha, lda, hb, ldb, 0.0f, gc, sh.N);
+        else
+          ops.gemm_f32(sh.ta, sh.tb, sh.M, sh.N, sh.K, 1.0f, ga, lda, gb, ldb, 0.0f, gc, sh.N);
+        (void)one.host();
+        const double t =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (rep > 0 && t < best) best = t;
+      }
+      std::printf("gemm %-8s %s ta=%d tb=%d M=%lld N=%lld K=%lld: %.3f ms (%.1f TFLOP/s)\n",
+                  sh.what, bf16 ? "bf16" : "fp32", sh.ta, sh.tb, static_cast<long long>(sh.M),
+                  static_cast<long long>(sh.N), static_cast<long long>(sh.K), best * 1e3,
+                  2.0 * sh.M * sh.N * sh.K / best * 1e-12);
+    }
   }
 }
 
