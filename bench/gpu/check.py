@@ -11,6 +11,10 @@ verdicts; a part that fails does not stop the others.
           driver's figure beside it.
   speed   gpt2-124m, B=16, T=1024: snug against PyTorch (bench/gpu/torch_gpt2_cuda.py), tokens/s
           as the median of the timed steps, peaks.
+  nccl    issue 30's NCCL communicator in a world of one: gpt2-tiny 5 steps with and without
+          --ddp-backend nccl give the same losses.
+  scale   issue 31's GPU runs (docs/scale.md): plan --device cuda against 3 (or 1) steps' tracked
+          peak, driver figure, start-up (the progress line's time) and step times, host RSS.
 """
 import argparse
 import json
@@ -76,7 +80,7 @@ def run(cmd, timeout, env=None):
         rc, out, err = 124, (e.stdout or b"").decode(errors="replace") if isinstance(
             e.stdout, bytes) else (e.stdout or ""), "timeout"
     return {"cmd": cmd, "rc": rc, "s": round(time.time() - t0, 2), "out": out[-4000:],
-            "err": err[-4000:]}
+            "err": err[-8000:]}
 
 
 def train(snug, device, flags, report, steps=3, timeout=120, extra=""):
@@ -201,16 +205,25 @@ def part_generate(a, res):
 
 
 def part_profile(a, res):
-    """Where a gpt2-124m fp32 step's time goes: SNUG_CUDA_PROFILE=1 (a sync per op)."""
+    """Where a gpt2-124m step's time goes: SNUG_CUDA_PROFILE=1 (a sync per op), per mode."""
     snug = os.path.join(a.bin, "snug")
     env = dict(os.environ, SNUG_CUDA_PROFILE="1")
-    r = run(f"{snug} train --device cuda --model gpt2-124m --seq-len 1024 "
-            f"--per-device-train-batch-size 16 --max-steps 3 --data dummy --save-steps 0 "
-            f"--output-dir {a.out}/profile", 180, env)
-    err = r["err"]
-    i = err.find("snug CUDA op profile")
-    res["profile"] = {"rc": r["rc"], "s": r["s"], "table": err[i:i + 3000] if i >= 0 else err[-1500:]}
-    print(res["profile"]["table"][:1200], flush=True)
+    res["profile"] = {}
+    for mode in a.profile_modes:
+        extra = {"fp32": "", "bf16": "--bf16"}[mode]
+        r = run(f"{snug} train --device cuda --model gpt2-124m --seq-len 1024 "
+                f"--per-device-train-batch-size 16 --max-steps 3 --data dummy --save-steps 0 "
+                f"--output-dir {a.out}/profile {extra}", 180, env)
+        err = r["err"]
+        i = err.find("snug CUDA op profile")
+        res["profile"][mode] = {"rc": r["rc"], "s": r["s"],
+                                "table": err[i:i + 5000] if i >= 0 else err[-1500:]}
+        print(mode, res["profile"][mode]["table"][:1200], flush=True)
+        if a.torch_profile:
+            f = f"{a.out}/torch_profile_{mode}.txt"
+            t = run(f"python3 {HERE}/torch_gpt2_cuda.py --mode {mode} --steps 3 --profile 2>{f}",
+                    240)
+            res["profile"]["torch_" + mode] = {"rc": t["rc"], "table": open(f).read()[-9000:]}
 
 
 def part_memory(a, res):
@@ -237,18 +250,96 @@ def part_memory(a, res):
     res["memory"] = rows
 
 
+def part_nccl(a, res):
+    snug = os.path.join(a.bin, "snug")
+    d = os.path.join(a.out, "nccl")
+    os.makedirs(d, exist_ok=True)
+    flags = "--model gpt2-tiny --seq-len 64 --per-device-train-batch-size 4"
+    r0, plain = train(snug, "cuda", flags, d + "/plain.json", steps=5)
+    r1, nccl = train(snug, "cuda", flags, d + "/nccl.json", steps=5, extra="--ddp-backend nccl")
+    row = {"plain_rc": r0["rc"], "nccl_rc": r1["rc"],
+           "nccl_library": os.environ.get("SNUG_NCCL_LIBRARY")}
+    if plain and nccl:
+        row.update(plain_loss=plain["loss"], nccl_loss=nccl["loss"],
+                   same=plain["loss"] == nccl["loss"], comm=nccl.get("communication_s"))
+    else:
+        row["err"] = (r1["err"] or r1["out"])[-800:]
+    res["nccl"] = row
+    print(f"nccl: same={row.get('same')} rc={r1['rc']}", flush=True)
+
+
+# issue 31 acceptance 5 and the GPU column of docs/scale.md: name, flags, steps, timeout.
+SCALE_C = "--gradient-checkpointing --seq-len 512 --per-device-train-batch-size 1"
+SCALE_LR = "--learning-rate 0.5 --lr-scheduler-type constant --warmup-steps 0"
+SCALE = [
+    ("lomo-7b", f"--model llama-7b --optim lomo --bf16-full {SCALE_C} {SCALE_LR}", 3, 200),
+    ("lomo-13b", f"--model llama-13b --optim lomo --bf16-full {SCALE_C} {SCALE_LR}", 1, 150),
+    ("lora-bf16-13b", f"--model llama-13b --torch-dtype bfloat16 --bf16 --lora-r 16 "
+     f"--target-modules all-linear {SCALE_C}", 1, 150),
+    ("qlora-70b", f"--model llama-70b --qlora --lora-r 16 --bf16 {SCALE_C}", 3, 420),
+]
+# A child's peak resident set (kB) printed after it: the host side of a GPU run.
+RSS = ("python3 -c 'import resource,subprocess,sys; r=subprocess.run(sys.argv[1:]).returncode; "
+       "print(\"maxrss_kb\", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, "
+       "file=sys.stderr); sys.exit(r)' ")
+
+
+def part_scale(a, res):
+    snug = os.path.join(a.bin, "snug")
+    rows = []
+    for name, flags, steps, timeout in SCALE:
+        if a.only and name not in a.only.split(","):
+            continue
+        d = os.path.join(a.out, "scale", name)
+        os.makedirs(d, exist_ok=True)
+        p = run(f"{snug} plan --device cuda {flags} --max-steps {steps} --json {d}/plan.json",
+                120)
+        r = run(f"{RSS}{snug} train --device cuda {flags} --max-steps {steps} --logging-steps 1 "
+                f"--save-steps 0 --output-dir {d}/o --overwrite-output-dir "
+                f"--report-json {d}/run.json", timeout)
+        row = {"name": name, "flags": flags, "plan_rc": p["rc"], "rc": r["rc"], "s": r["s"]}
+        if os.path.exists(d + "/plan.json"):
+            row["plan_peak"] = json.load(open(d + "/plan.json"))["memory"]["peak_bytes"]
+        else:
+            row["plan_err"] = (p["err"] or p["out"])[-600:]
+        lines = r["err"].replace("\r", "\n").splitlines()
+        row["startup"] = [l for l in lines if "parameters:" in l][-2:]
+        row["maxrss_kb"] = next((int(l.split()[1]) for l in lines if l.startswith("maxrss_kb")),
+                                None)
+        if os.path.exists(d + "/run.json"):
+            rep = json.load(open(d + "/run.json"))
+            ends = [0.0] + rep.get("step_end_s", [])
+            row.update(run_peak=rep["memory"]["peak_bytes"], driver=rep["memory"].get("driver"),
+                       loss=rep.get("loss"),
+                       step_s=[round(ends[i + 1] - ends[i], 3) for i in range(len(ends) - 1)],
+                       equal=row.get("plan_peak") == rep["memory"]["peak_bytes"])
+        else:
+            row["err"] = (r["err"] or r["out"])[-1200:]
+        rows.append(row)
+        res["scale"] = rows
+        with open(a.json or os.path.join(a.out, "check.json"), "w") as f:
+            json.dump(res, f, indent=1)
+        print(f"scale {name}: rc {r['rc']} {r['s']} s plan {row.get('plan_peak')} run "
+              f"{row.get('run_peak')} equal {row.get('equal')} steps {row.get('step_s')} "
+              f"start {row['startup'][-1:]} rss {row['maxrss_kb']}", flush=True)
+    res["scale"] = rows
+
+
 def part_speed(a, res):
     snug = os.path.join(a.bin, "snug")
     rows = []
     flags = "--model gpt2-124m --seq-len 1024 --per-device-train-batch-size 16"
-    for mode, extra, env_flash in [("fp32", "", ""), ("fp32-simple-flash", "", "simple"),
-                                   ("bf16", "--bf16", "")]:
+    # mode: flags and environment (the variants under comparison in one run).
+    modes = [("fp32", "", {}), ("fp32-simple-flash", "", {"SNUG_CUDA_FLASH": "simple"}),
+             ("bf16", "--bf16", {}),
+             ("bf16-no-cudnn", "--bf16", {"SNUG_CUDA_CUDNN": "0"}),
+             ("bf16-widen", "--bf16 --gemm-path widen", {})]
+    for mode, extra, env in modes:
         if mode not in a.speed_modes:
             continue
-        if env_flash:
-            os.environ["SNUG_CUDA_FLASH"] = env_flash
-        else:
-            os.environ.pop("SNUG_CUDA_FLASH", None)
+        for var in ("SNUG_CUDA_FLASH", "SNUG_CUDA_CUDNN"):
+            os.environ.pop(var, None)
+        os.environ.update(env)
         d = os.path.join(a.out, "speed")
         os.makedirs(d, exist_ok=True)
         steps = a.speed_steps + 3
@@ -265,7 +356,8 @@ def part_speed(a, res):
         else:
             row["err"] = (rg["err"] or rg["out"])[-800:]
         rows.append(row)
-        os.environ.pop("SNUG_CUDA_FLASH", None)
+        for var in env:
+            os.environ.pop(var, None)
         print(f"speed snug {mode}: {row.get('tokens_per_second')} tok/s, peak "
               f"{row.get('peak_bytes')}", flush=True)
     for mode in a.torch_modes:
@@ -288,7 +380,10 @@ def main():
                     "and memory parts to run (default: all)")
     ap.add_argument("--speed-modes", default="fp32,bf16")
     ap.add_argument("--torch-modes", default="fp32,bf16,compile")
+    ap.add_argument("--profile-modes", default="fp32")
+    ap.add_argument("--torch-profile", type=int, default=0)
     a = ap.parse_args()
+    a.profile_modes = a.profile_modes.split(",") if a.profile_modes else []
     a.speed_modes = a.speed_modes.split(",") if a.speed_modes else []
     a.torch_modes = a.torch_modes.split(",") if a.torch_modes else []
     os.makedirs(a.out, exist_ok=True)

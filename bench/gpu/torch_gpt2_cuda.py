@@ -8,7 +8,7 @@ Prints one JSON object: tokens/s (median over the timed steps, each timed with C
 max_memory_reserved), the GPU's name.
 
 Usage: python3 bench/gpu/torch_gpt2_cuda.py --mode fp32|bf16|compile [--batch 16 --seq 1024
-       --steps 12 --warmup 3] [--json OUT]
+       --steps 12 --warmup 3] [--json OUT] [--profile]
 """
 import argparse
 import json
@@ -26,6 +26,8 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json")
+    ap.add_argument("--profile", action="store_true",
+                    help="after timing, profile 2 steps and print the top CUDA kernels to stderr")
     a = ap.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32, as snug computes it
@@ -64,6 +66,15 @@ def main():
         e.synchronize()
         times.append(s.elapsed_time(e) / 1000.0)
     med = statistics.median(times)
+    if a.profile:
+        import sys
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(2):
+                step()
+            torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30,
+                                        max_name_column_width=90), file=sys.stderr)
     out = {
         "peer": "torch " + torch.__version__ + " + transformers GPT2LMHeadModel (sdpa), fused AdamW",
         "mode": a.mode, "gpu": torch.cuda.get_device_name(0), "batch": a.batch, "seq": a.seq,
