@@ -87,8 +87,13 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
   if (on_gpu)
     std::printf(
         "on cuda, beside this peak: cuBLASLt's workspace (%s) and the CUDA context "
-        "(the driver's, measured by `snug train --device cuda`: memory.driver)\n\n",
-        format_bytes(kCudaLibraryWorkspaceBytes).c_str());
+        "(the driver's, measured by `snug train --device cuda`: memory.driver)%s\n\n",
+        format_bytes(kCudaLibraryWorkspaceBytes).c_str(),
+        args.compute_dtype() == ComputeDType::bf16
+            ? ", and while an attention call runs, cuDNN's scratch (its bf16 copies and "
+              "workspace, stream-ordered, outside the tracked categories: "
+              "memory.driver.attention_scratch_bytes)"
+            : "");
 
   const std::vector<Verdict> verdicts = plan_verdicts(device_memory, all_gpus, mem.peak_total);
   for (const Verdict& v : verdicts) print_verdict(v);
