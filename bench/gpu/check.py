@@ -204,21 +204,43 @@ def part_generate(a, res):
     res["generate"] = rows
 
 
+def op_times(table):
+    """{op: (calls, ms)} from a SNUG_CUDA_PROFILE table."""
+    out = {}
+    for line in table.splitlines()[1:]:
+        f = line.split()
+        if len(f) >= 6 and f[2] == "calls" and f[4] == "ms":
+            out[f[0]] = (int(f[1]), float(f[3]))
+    return out
+
+
 def part_profile(a, res):
-    """Where a gpt2-124m step's time goes: SNUG_CUDA_PROFILE=1 (a sync per op), per mode."""
+    """Where a gpt2-124m step's time goes: SNUG_CUDA_PROFILE=1 (a sync per op), per mode. Step 1
+    carries one-time costs (cuBLASLt's kernel loading and heuristics, cuDNN's graph builds), so a
+    1-step run is subtracted from a (1 + profile_steps)-step one: the steady state per step."""
     snug = os.path.join(a.bin, "snug")
     env = dict(os.environ, SNUG_CUDA_PROFILE="1")
     res["profile"] = {}
     for mode in a.profile_modes:
         extra = {"fp32": "", "bf16": "--bf16"}[mode]
-        r = run(f"{snug} train --device cuda --model gpt2-124m --seq-len 1024 "
-                f"--per-device-train-batch-size 16 --max-steps 3 --data dummy --save-steps 0 "
-                f"--output-dir {a.out}/profile {extra}", 180, env)
-        err = r["err"]
-        i = err.find("snug CUDA op profile")
-        res["profile"][mode] = {"rc": r["rc"], "s": r["s"],
-                                "table": err[i:i + 5000] if i >= 0 else err[-1500:]}
-        print(mode, res["profile"][mode]["table"][:1200], flush=True)
+        tables = []
+        for steps in (1, 1 + a.profile_steps):
+            r = run(f"{snug} train --device cuda --model gpt2-124m --seq-len 1024 "
+                    f"--per-device-train-batch-size 16 --max-steps {steps} --data dummy "
+                    f"--save-steps 0 --output-dir {a.out}/profile {extra}", 180, env)
+            err = r["err"]
+            i = err.find("snug CUDA op profile")
+            tables.append(err[i:i + 5000] if i >= 0 else "")
+        one, many = op_times(tables[0]), op_times(tables[1])
+        per_step = sorted(((op, (ms - one.get(op, (0, 0.0))[1]) / a.profile_steps)
+                           for op, (calls, ms) in many.items()), key=lambda x: -x[1])
+        total = sum(ms for _, ms in per_step)
+        res["profile"][mode] = {"steps": a.profile_steps, "ms_per_step": round(total, 2),
+                                "per_step_ms": [[op, round(ms, 3)] for op, ms in per_step],
+                                "table_1_step": tables[0], "table": tables[1]}
+        print(f"{mode}: {total:.1f} ms of ops per step (steady state, synced per op)")
+        for op, ms in per_step[:14]:
+            print(f"  {op:32s} {ms:9.3f} ms  {100 * ms / max(total, 1e-9):5.1f}%")
         if a.torch_profile:
             f = f"{a.out}/torch_profile_{mode}.txt"
             t = run(f"python3 {HERE}/torch_gpt2_cuda.py --mode {mode} --steps 3 --profile 2>{f}",
@@ -382,6 +404,8 @@ def main():
     ap.add_argument("--torch-modes", default="fp32,bf16,compile")
     ap.add_argument("--profile-modes", default="fp32")
     ap.add_argument("--torch-profile", type=int, default=0)
+    ap.add_argument("--profile-steps", type=int, default=5,
+                    help="steady-state steps profiled after the first (subtracted) one")
     a = ap.parse_args()
     a.profile_modes = a.profile_modes.split(",") if a.profile_modes else []
     a.speed_modes = a.speed_modes.split(",") if a.speed_modes else []
