@@ -106,6 +106,21 @@ void linear_forward_bf16(float* out, const uint16_t* inp, const uint16_t* w, con
   linear_forward(out, x.data(), wf.data(), b, N, IC, OC);
 }
 
+void linear_nt_forward_bf16(float* out, const uint16_t* inp, const uint16_t* w, const float* b,
+                            int64_t N, int64_t IC, int64_t OC) {
+  const std::vector<float> x = widen_bf16(inp, N * IC), wf = widen_bf16(w, OC * IC);
+  linear_nt_forward(out, x.data(), wf.data(), b, N, IC, OC);
+}
+
+void linear_nt_backward_bf16(float* dinp, float* dw, float* db, const uint16_t* dout,
+                             const uint16_t* inp, const uint16_t* w, int64_t N, int64_t IC,
+                             int64_t OC, bool accumulate_dinp) {
+  const std::vector<float> d = widen_bf16(dout, N * OC), wf = widen_bf16(w, OC * IC);
+  const std::vector<float> x = inp ? widen_bf16(inp, N * IC) : std::vector<float>();
+  linear_nt_backward(dinp, dw, db, d.data(), inp ? x.data() : nullptr, wf.data(), N, IC, OC,
+                     accumulate_dinp);
+}
+
 void linear_backward_bf16(float* dinp, float* dw, float* db, const uint16_t* dout,
                           const uint16_t* inp, const uint16_t* w, int64_t N, int64_t IC,
                           int64_t OC) {

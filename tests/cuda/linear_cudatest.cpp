@@ -127,6 +127,38 @@ TEST(CudaLinear, Bf16OperandsConv1DLayout) {
   }
 }
 
+TEST(CudaLinear, Bf16OperandsNnLinearLayout) {
+  SNUG_REQUIRE_GPU(gpu);
+  const OpTable& ops = gpu.ops();
+  uint64_t seed = 950;
+  for (auto [N, IC, OC] : {std::tuple<int64_t, int64_t, int64_t>{9, 6, 5}, {128, 64, 192}}) {
+    for (const bool accumulate : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "N=" << N << " IC=" << IC << " OC=" << OC
+                                      << (accumulate ? " accumulate" : ""));
+      const auto inp = to_bf16(random_floats(N * IC, ++seed));
+      const auto w = to_bf16(random_floats(OC * IC, ++seed));
+      const auto dout = to_bf16(random_floats(N * OC, ++seed));
+      const Vec b = random_floats(OC, ++seed);
+      Vec out = nans(N * OC);
+      ref::linear_nt_forward_bf16(out.data(), inp.data(), w.data(), b.data(), N, IC, OC);
+      GpuBuffer<uint16_t> g_inp(gpu, inp), g_w(gpu, w), g_dout(gpu, dout);
+      GpuBuffer<float> g_b(gpu, b), g_out(gpu, N * OC);
+      ops.linear_nt_forward_bf16(g_out, g_inp, g_w, g_b, N, IC, OC);
+      EXPECT_LT(rel_norm_error(g_out.host(), out), test::kF32Tol);
+
+      Vec dinp = accumulate ? random_floats(N * IC, ++seed) : nans(N * IC);
+      Vec dw = random_floats(OC * IC, ++seed), db = random_floats(OC, ++seed);
+      GpuBuffer<float> g_dinp(gpu, dinp), g_dw(gpu, dw), g_db(gpu, db);
+      ref::linear_nt_backward_bf16(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(),
+                                   w.data(), N, IC, OC, accumulate);
+      ops.linear_nt_backward_bf16(g_dinp, g_dw, g_db, g_dout, g_inp, g_w, N, IC, OC, accumulate);
+      EXPECT_LT(rel_norm_error(g_dinp.host(), dinp), test::kF32Tol);
+      EXPECT_LT(rel_norm_error(g_dw.host(), dw), test::kF32Tol);
+      EXPECT_LT(rel_norm_error(g_db.host(), db), test::kF32Tol);
+    }
+  }
+}
+
 // Not a test (no timed assertions): the rate of every GEMM a gpt2-124m step runs at B=16,
 // T=1024 (N = 16384 rows), as snug's ops call them, fp32 and bf16, printed. Run on a GPU with
 //   snug_cuda_tests --gtest_also_run_disabled_tests --gtest_filter='CudaGemm.DISABLED_*'

@@ -204,6 +204,42 @@ TEST(GemmBf16, LinearMatchesTheReference) {
   EXPECT_TRUE(all_close(db_f, db_r, 1e-5, 1e-5));
 }
 
+// nn.Linear layout (w(OC,IC)): fast against reference, the input gradient overwritten and
+// accumulated, a frozen weight (no inp, no dw); and the reference against the fp32 nn.Linear on
+// the widened values (bit for bit: it widens and calls it).
+TEST(GemmBf16, LinearNtMatchesTheReference) {
+  SKIP_WITHOUT_BF16_MATMUL();
+  const int64_t N = 37, IC = 70, OC = 53;
+  const Bits inp = to_bits(random_floats(N * IC, 13)), w = to_bits(random_floats(OC * IC, 14)),
+             dout = to_bits(random_floats(N * OC, 15));
+  const Vec b = random_floats(OC, 16);
+  Vec out_f(N * OC), out_r(N * OC), out_w(N * OC);
+  kernels::linear_nt_forward_bf16(out_f.data(), inp.data(), w.data(), b.data(), N, IC, OC);
+  ref::linear_nt_forward_bf16(out_r.data(), inp.data(), w.data(), b.data(), N, IC, OC);
+  EXPECT_TRUE(all_close(out_f, out_r, 1e-5, 1e-5));
+  ref::linear_nt_forward(out_w.data(), widen(inp).data(), widen(w).data(), b.data(), N, IC, OC);
+  EXPECT_EQ(out_r, out_w);
+  for (const bool accumulate : {false, true}) {
+    SCOPED_TRACE(accumulate ? "accumulate dinp" : "overwrite dinp");
+    Vec dinp_f = random_floats(N * IC, 17), dinp_r = dinp_f, dw_f = random_floats(OC * IC, 18),
+        dw_r = dw_f, db_f = random_floats(OC, 19), db_r = db_f;
+    kernels::linear_nt_backward_bf16(dinp_f.data(), dw_f.data(), db_f.data(), dout.data(),
+                                     inp.data(), w.data(), N, IC, OC, accumulate);
+    ref::linear_nt_backward_bf16(dinp_r.data(), dw_r.data(), db_r.data(), dout.data(), inp.data(),
+                                 w.data(), N, IC, OC, accumulate);
+    EXPECT_TRUE(all_close(dinp_f, dinp_r, 1e-5, 1e-5));
+    EXPECT_TRUE(all_close(dw_f, dw_r, 1e-5, 1e-5));
+    EXPECT_TRUE(all_close(db_f, db_r, 1e-5, 1e-5));
+  }
+  // A frozen weight: no inp, no dw, no db; the input gradient only.
+  Vec dinp_f(N * IC), dinp_r(N * IC);
+  kernels::linear_nt_backward_bf16(dinp_f.data(), nullptr, nullptr, dout.data(), nullptr, w.data(),
+                                   N, IC, OC, false);
+  ref::linear_nt_backward_bf16(dinp_r.data(), nullptr, nullptr, dout.data(), nullptr, w.data(), N,
+                               IC, OC, false);
+  EXPECT_TRUE(all_close(dinp_f, dinp_r, 1e-5, 1e-5));
+}
+
 // The bf16 LM head: fast against reference (loss, dlnf, dwte), and the reference against the
 // fp32 head on the widened values (the same logits; the backward differs only by rounding the
 // dlogits to bf16, an error of at most 2^-9 relative per dlogit).

@@ -246,6 +246,15 @@ void linear_backward_bf16(float* dinp, float* dw, float* db, const uint16_t* dou
                           int64_t OC) {
   linear_bwd(gemm_bf16, false, dinp, dw, db, dout, inp, w, N, IC, OC, 0.0f);
 }
+void linear_nt_forward_bf16(float* out, const uint16_t* inp, const uint16_t* w, const float* b,
+                            int64_t N, int64_t IC, int64_t OC) {
+  linear_fwd(gemm_bf16, true, out, inp, w, b, N, IC, OC);
+}
+void linear_nt_backward_bf16(float* dinp, float* dw, float* db, const uint16_t* dout,
+                             const uint16_t* inp, const uint16_t* w, int64_t N, int64_t IC,
+                             int64_t OC, bool accumulate_dinp) {
+  linear_bwd(gemm_bf16, true, dinp, dw, db, dout, inp, w, N, IC, OC, accumulate_dinp ? 1.0f : 0.0f);
+}
 void linear_nt_forward(float* out, const float* inp, const float* w, const float* b, int64_t N,
                        int64_t IC, int64_t OC) {
   linear_fwd(gemm_f32, true, out, inp, w, b, N, IC, OC);
@@ -266,6 +275,8 @@ void register_gemm(OpTable& t) {
   t.linear_backward_bf16 = &linear_backward_bf16;
   t.linear_nt_forward = &linear_nt_forward;
   t.linear_nt_backward = &linear_nt_backward;
+  t.linear_nt_forward_bf16 = &linear_nt_forward_bf16;
+  t.linear_nt_backward_bf16 = &linear_nt_backward_bf16;
 }
 
 }  // namespace snug::cuda
