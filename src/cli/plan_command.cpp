@@ -81,8 +81,8 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
   std::printf("%s\n", memory_table(mem, std::nullopt).c_str());
   if (planned.host)
     std::printf(
-        "host pool (--offload-optimizer cpu: the optimizer's state and update, the "
-        "prefetcher's slots):\n%s\n",
+        "host pool (--offload-optimizer cpu: the optimizer's state and update; --offload-param "
+        "cpu: the rank's parameter shards; the prefetcher's slots):\n%s\n",
         memory_table(*planned.host, std::nullopt).c_str());
   if (on_gpu)
     std::printf(

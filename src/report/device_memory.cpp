@@ -30,11 +30,13 @@ void add_device_memory(nlohmann::json& memory, Device& dev) {
 
 std::string device_memory_lines(Device& dev) {
   std::string s;
-  // The host pool in full where it holds more than staging (--offload-optimizer cpu).
+  // The host pool in full where it holds more than staging (--offload-optimizer cpu: state;
+  // --offload-param cpu: the stage-3 shards, weights).
   if (&dev.host() != &dev) {
     const MemoryStats h = dev.host().pool().stats();
-    if (h.max_by_category[static_cast<int>(Category::optimizer_state)] > 0)
-      s += "\nhost pool (offloaded optimizer state and update, staging):\n" +
+    if (h.max_by_category[static_cast<int>(Category::optimizer_state)] > 0 ||
+        h.max_by_category[static_cast<int>(Category::weights)] > 0)
+      s += "\nhost pool (offloaded optimizer state and update, parameter shards, staging):\n" +
            memory_table(h, std::nullopt);
     else
       s += "host pool (staging) peak " + format_bytes(h.peak_total) + "\n";

@@ -138,16 +138,15 @@ void read_zero(Reader& r, const json& z) {
       r.refuse(q + ".device",
                detail::concat("must be \"none\", \"cpu\" or \"nvme\", got ", shown(d)));
     const bool optimizer = std::string(part) == "offload_optimizer";
-    if (optimizer && d != "nvme") {
-      // --offload-optimizer (train/offload.h): "none" or "cpu".
-      r.set_string(d, q + ".device", &TA::offload_optimizer, "offload_optimizer");
-      continue;
-    }
-    if (d != "none")
+    if (d == "nvme")
       r.refuse(q + ".device", detail::concat("is ", shown(d), ": snug does not offload ",
-                                             optimizer ? "the optimizer to nvme" : "parameters",
-                                             optimizer ? " (\"none\" or \"cpu\" are accepted)"
-                                                       : " yet (only \"none\" is accepted)"));
+                                             optimizer ? "the optimizer" : "parameters",
+                                             " to nvme (\"none\" or \"cpu\" are accepted)"));
+    // --offload-optimizer, --offload-param (train/offload.h): "none" or "cpu".
+    if (optimizer)
+      r.set_string(d, q + ".device", &TA::offload_optimizer, "offload_optimizer");
+    else
+      r.set_string(d, q + ".device", &TA::offload_param, "offload_param");
   }
 }
 

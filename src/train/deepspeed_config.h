@@ -6,7 +6,7 @@
 // Read (anything else is refused, naming the path):
 //   zero_optimization.stage                        0 (ZeRO 1-3 are refused until train runs them)
 //   zero_optimization.offload_optimizer.device     --offload-optimizer none|cpu (nvme refused)
-//   zero_optimization.offload_param.device         "none" ("cpu" refused until built)
+//   zero_optimization.offload_param.device         --offload-param none|cpu (nvme refused)
 //   bf16.enabled                                   --bf16
 //   fp16.enabled                                   --fp16
 //   fp16.loss_scale, initial_scale_power, loss_scale_window, hysteresis, min_loss_scale

@@ -353,6 +353,13 @@ std::vector<TrainingFlag> make_table() {
                "device's memory (memory.host). --device cpu so far; not with lomo/adalomo",
        .target = &TA::offload_optimizer,
        .shown = S::changed},
+      {.names = "--offload-param",
+       .key = "offload_param",
+       .help = "none, or cpu (DeepSpeed's offload_param.device): at --zero-stage 3, the rank's "
+               "parameter shards in the host pool (weights there); each block is gathered from "
+               "them onto the device as it runs. --device cpu so far",
+       .target = &TA::offload_param,
+       .shown = S::changed},
       {.names = "--dataloader-pin-memory",
        .key = "dataloader_pin_memory",
        .help = "Accepted for compatibility; pinned host memory matters for CUDA only",

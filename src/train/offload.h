@@ -13,6 +13,15 @@
 // host addresses (cpu, meta). An accelerator (cuda, cpu-remote) would need the gradients
 // downloaded and the updated weights uploaded each step: refused for now. LOMO and AdaLOMO are
 // refused by the Trainer (their update is fused into backward: nothing to offload).
+//
+// --offload-param cpu (DeepSpeed's zero_optimization.offload_param.device "cpu"; --zero-stage 3
+// only, TrainingArguments::validate): the rank's parameter shards (train/zero3_params.h) are
+// allocated in the same host pool, category weights; each block's gather reads them from the host
+// and the gathered block lives on the device as without the flag. The optimizer's pieces view the
+// shards where they are; its state stays on the device unless --offload-optimizer cpu moves it.
+// On cpu and meta only the accounting moves (the device's weights shrink by the shards, the
+// host's grow by them); on an accelerator the gathers would upload from the host and the update
+// would write host memory: refused for now, as --offload-optimizer is.
 #pragma once
 
 namespace snug {
@@ -26,5 +35,11 @@ bool offloads_optimizer(const TrainingArguments& args);
 // to `dev` first when its host is itself. Throws snug::Error for a device the host does not
 // address.
 Device* offload_host(Device& dev, const TrainingArguments& args);
+
+// The values of --offload-param: "none" (the default) and "cpu".
+bool offloads_parameters(const TrainingArguments& args);
+// Without it: nullptr. With it: the host device where the stage-3 shards go, attached as above.
+// Throws snug::Error for a device the host does not address.
+Device* offload_param_host(Device& dev, const TrainingArguments& args);
 
 }  // namespace snug

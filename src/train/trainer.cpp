@@ -145,9 +145,16 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
                "--zero-stage 3 with --load-best-model-at-end: loading a checkpoint's weights "
                "back into the partitioned model at the end is not built yet; resume from the "
                "best checkpoint instead");
-    zero3_ = std::make_unique<Zero3Parameters>(model_.parameters(), *comm_, model_.device());
+    // --offload-param cpu (train/offload.h): the shards in the host pool, each block gathered
+    // from there onto the device. The pieces view the shards: their state is put on the device
+    // by name, unless --offload-optimizer cpu puts it in the host pool too.
+    Device* const shard_home = offload_param_host(model_.device(), args_);
+    zero3_ =
+        std::make_unique<Zero3Parameters>(model_.parameters(), *comm_, model_.device(), shard_home);
     model_.set_parameter_gatherer(zero3_.get());
-    auto z = std::make_unique<ZeroOptimizer>(args_.optim, *zero3_, o, *comm_, model_.device());
+    OptimizerOptions o3 = o;
+    if (shard_home != nullptr && o3.state_device == nullptr) o3.state_device = &model_.device();
+    auto z = std::make_unique<ZeroOptimizer>(args_.optim, *zero3_, o3, *comm_, model_.device());
     zero_ = z.get();
     optimizer_ = std::move(z);
   } else if (args_.zero_stage >= 1) {

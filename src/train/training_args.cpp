@@ -130,6 +130,12 @@ void TrainingArguments::validate() const {
   SNUG_CHECK(offload_optimizer == "none" || offload_optimizer == "cpu",
              "--offload-optimizer: unknown device '", excerpt(offload_optimizer),
              "' (known: none, cpu)");
+  SNUG_CHECK(offload_param == "none" || offload_param == "cpu", "--offload-param: unknown device '",
+             excerpt(offload_param), "' (known: none, cpu)");
+  SNUG_CHECK(offload_param == "none" || zero_stage == 3, "--offload-param ", offload_param,
+             " with --zero-stage ", zero_stage,
+             ": parameters are offloaded at ZeRO stage 3 only (DeepSpeed's offload_param), where "
+             "each rank keeps its shards of them; add --zero-stage 3 or drop --offload-param");
   SNUG_CHECK(precision_layout == "snug" || precision_layout == "deepspeed",
              "--precision-layout: unknown layout '", excerpt(precision_layout),
              "' (known: snug, deepspeed)");

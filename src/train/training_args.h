@@ -99,6 +99,9 @@ struct TrainingArguments {
   // --offload-optimizer (DeepSpeed's zero_optimization.offload_optimizer.device; train/offload.h):
   // "none", or "cpu": the optimizer's state in the host pool, its update on the host.
   std::string offload_optimizer = "none";
+  // --offload-param (DeepSpeed's zero_optimization.offload_param.device; train/offload.h):
+  // "none", or "cpu": at --zero-stage 3 only, the rank's parameter shards in the host pool.
+  std::string offload_param = "none";
   bool dataloader_pin_memory = true;  // accepted; a CUDA host-allocation mode (see data/prefetch.h)
   std::string attention = "flash";    // flash (memory linear in T) or naive (materialized T x T)
   std::string logits = "chunked";     // chunked (no B x T x V tensor) or full

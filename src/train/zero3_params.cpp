@@ -12,8 +12,9 @@ int64_t zero3_padded_numel(int64_t numel, int world) {
   return (numel + world - 1) / world * world;
 }
 
-Zero3Parameters::Zero3Parameters(const ParameterList& params, dist::Communicator& comm, Device& dev)
-    : comm_(comm), dev_(dev), world_(comm.size()) {
+Zero3Parameters::Zero3Parameters(const ParameterList& params, dist::Communicator& comm, Device& dev,
+                                 Device* home)
+    : comm_(comm), dev_(dev), home_(home != nullptr ? *home : dev), world_(comm.size()) {
   const int r = comm.rank();
   for (Parameter* p : params) {
     if (!p->requires_grad || p->quantized()) continue;
@@ -57,8 +58,8 @@ Zero3Parameters::Zero3Parameters(const ParameterList& params, dist::Communicator
     e.p->partitioned = std::make_shared<const Shape>(e.shape);
     e.p->value.reset();
   }
-  shards_ = Tensor::empty({shard_}, dtype_, Category::weights, dev);
-  if (real) dev.upload(static_cast<unsigned char*>(shards_.raw()), staged.data(), shard_ * es);
+  shards_ = Tensor::empty({shard_}, dtype_, Category::weights, home_);
+  if (real) home_.upload(static_cast<unsigned char*>(shards_.raw()), staged.data(), shard_ * es);
 }
 
 Zero3Parameters::~Zero3Parameters() = default;
@@ -73,9 +74,12 @@ void Zero3Parameters::gather(const Zero3Entry& e, bool communicate) {
   if (communicate && !dev_.is_meta()) {
     const auto t0 = std::chrono::steady_clock::now();
     const auto es = static_cast<int64_t>(dtype_size(dtype_));
-    if (world_ == 1)
-      dev_.copy(static_cast<unsigned char*>(whole.raw()),
-                static_cast<const unsigned char*>(shards_.raw()) + e.offset * es, e.shard * es);
+    auto* to = static_cast<unsigned char*>(whole.raw());
+    const auto* from = static_cast<const unsigned char*>(shards_.raw()) + e.offset * es;
+    if (world_ == 1 && offloaded())
+      dev_.upload(to, from, e.shard * es);  // from the host pool
+    else if (world_ == 1)
+      dev_.copy(to, from, e.shard * es);
     else
       comm_.all_gather(shards_.data<float>() + e.offset, whole.data<float>(),
                        static_cast<size_t>(e.shard));
@@ -116,9 +120,14 @@ void Zero3Parameters::store_all() {
   for (const Zero3Entry& e : entries_) {
     const int64_t a = std::min(e.numel, r * e.shard), b = std::min(e.numel, (r + 1) * e.shard);
     const auto es = static_cast<int64_t>(dtype_size(dtype_));
-    if (!dev_.is_meta() && a < b)
-      dev_.copy(static_cast<unsigned char*>(shards_.raw()) + e.offset * es,
-                static_cast<const unsigned char*>(e.p->value.raw()) + a * es, (b - a) * es);
+    if (!dev_.is_meta() && a < b) {
+      auto* to = static_cast<unsigned char*>(shards_.raw()) + e.offset * es;
+      const auto* from = static_cast<const unsigned char*>(e.p->value.raw()) + a * es;
+      if (offloaded())
+        dev_.download(to, from, (b - a) * es);  // into the host pool
+      else
+        dev_.copy(to, from, (b - a) * es);
+    }
     release(*e.p);
   }
 }

@@ -22,6 +22,11 @@
 // allocates them ungathered for a load to fill, and store_all() copies each rank's slice of the
 // loaded values into its shards before dropping them.
 //
+// --offload-param cpu (train/offload.h): the shards live in the host pool (`home`, the device's
+// host); a gather uploads the rank's slice from there (world of one) or all-gathers from host
+// memory into the gathered block on the device, store_all() downloads into them. On cpu both
+// pools share the RAM: the values are those of the run without offload bit for bit.
+//
 // A dry run on meta allocates and frees what a real run does and moves nothing, so the plan
 // counts the shards and every gathered block to the byte.
 #pragma once
@@ -53,9 +58,11 @@ struct Zero3Entry {
 class Zero3Parameters final : public ParameterGatherer {
  public:
   // Partitions the trainable, unquantized parameters of `params` (their values must be whole and
-  // the same on every rank; each rank keeps its slices and frees the rest). Throws snug::Error
-  // naming a trainable parameter that is not fp32.
-  Zero3Parameters(const ParameterList& params, dist::Communicator& comm, Device& dev);
+  // the same on every rank; each rank keeps its slices and frees the rest). The shards go to
+  // `home` (--offload-param cpu: dev's host pool, one dev addresses), else to `dev`; the gathered
+  // blocks to `dev`. Throws snug::Error naming a trainable parameter that is not fp32.
+  Zero3Parameters(const ParameterList& params, dist::Communicator& comm, Device& dev,
+                  Device* home = nullptr);
   ~Zero3Parameters() override;
   Zero3Parameters(const Zero3Parameters&) = delete;
   Zero3Parameters& operator=(const Zero3Parameters&) = delete;
@@ -68,8 +75,9 @@ class Zero3Parameters final : public ParameterGatherer {
   int world() const { return world_; }
   // Every partitioned parameter's dtype: fp32, or bf16 (--precision-layout deepspeed, --bf16-full).
   DType dtype() const { return dtype_; }
-  // The rank's S elements of dtype() (category weights).
+  // The rank's S elements of dtype() (category weights), on the device or in its host pool.
   const Tensor& shards() const { return shards_; }
+  bool offloaded() const { return &home_ != &dev_; }
 
   void acquire(Parameter& p) override;
   void release(Parameter& p) override;
@@ -85,6 +93,7 @@ class Zero3Parameters final : public ParameterGatherer {
 
   dist::Communicator& comm_;
   Device& dev_;
+  Device& home_;  // where the shards are: dev_, or its host pool (--offload-param cpu)
   int world_ = 1;
   DType dtype_ = DType::f32;
   std::vector<Zero3Entry> entries_;

@@ -40,6 +40,8 @@ namespace {
 struct Case {
   const char* name;
   const char* flags;  // beside --max-steps 10 --seq-len/--max-length 32 and the batch
+  // Given to the ranks (and the plan) only, with --zero-stage K: flags one process refuses.
+  const char* ranks_only = "";
 };
 
 // The fixtures: a Llama and a GPT-2 on --data dummy; jsonl prompt-completion records with
@@ -79,6 +81,11 @@ const Case kCases[] = {
     {"gpt2_odd", "--model gpt2-tiny --n-embd 65 --n-head 1 --data dummy --seq-len 32"},
     // --offload-optimizer cpu (train/offload.h): each rank's pieces' state in its host pool.
     {"gpt2_offload", "--model gpt2-tiny --data dummy --seq-len 32 --offload-optimizer cpu"},
+    // --offload-param cpu (stage 3 only): each rank's shards in its host pool, the one process
+    // without them (it runs plain).
+    {"gpt2_offload_param", "--model gpt2-tiny --data dummy --seq-len 32", "--offload-param cpu"},
+    {"gpt2_offload_both", "--model gpt2-tiny --data dummy --seq-len 32 --offload-optimizer cpu",
+     "--offload-param cpu"},
     // The masked-LM collator's masks and the dummy labels are drawn at each rank's rows of the
     // global batch: the same as one process's. Dropout off here (the collator alone); on below.
     {"masked_lm", "--model bert-tiny --data dummy --seq-len 32 " NO_DROPOUT},
@@ -388,7 +395,8 @@ int main(int argc, char** argv) {
   const std::string one = (dir / "one").string(), two = (dir / "two").string();
   if (shards && stage == 3) return check_shards3(snug, run_mpi, flags, one, two);
   if (shards) return check_shards(snug, run_mpi, flags, stage, one, two);
-  const std::string zero = stage > 0 ? " --zero-stage " + std::to_string(stage) : "";
+  const std::string zero =
+      (stage > 0 ? " --zero-stage " + std::to_string(stage) : "") + " " + c->ranks_only;
   if (plan) return check_plan(snug, run_mpi, flags + zero, one, two);
   if (resume) return check_resume(snug, run_mpi, flags + zero, dir.string());
   // recut_2to1: ZeRO-2 on 2 ranks resumed by one process; recut_1to2: one process resumed by

@@ -92,6 +92,27 @@ TEST(DeepSpeedConfig, OptimizerOffloadToCpuSetsTheFlag) {
                 "--offload-optimizer none"));
 }
 
+// DeepSpeed's CPU parameter offload at stage 3 is --offload-param cpu (train/offload.h).
+TEST(DeepSpeedConfig, ParamOffloadToCpuSetsTheFlag) {
+  const DsFile ds(R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"},
+                                            "offload_optimizer": {"device": "cpu"}}})");
+  const TrainingArguments a = parse_train("--model gpt2-tiny --deepspeed " + ds.path);
+  EXPECT_EQ(a.offload_param, "cpu");
+  EXPECT_EQ(config_of(a), config_of(parse_train("--model gpt2-tiny --zero-stage 3 --offload-param "
+                                                "cpu --offload-optimizer cpu")));
+  EXPECT_TRUE(
+      HasSubstr(error_message([&] {
+                  parse_train("--model gpt2-tiny --offload-param none --deepspeed " + ds.path);
+                }),
+                "zero_optimization.offload_param.device is \"cpu\", but the command line gives "
+                "--offload-param none"));
+  // Below stage 3 the flag it sets is refused, naming both flags.
+  const DsFile two(R"({"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}})");
+  EXPECT_TRUE(HasSubstr(
+      error_message([&] { parse_train("--model gpt2-tiny --deepspeed " + two.path).validate(); }),
+      "--offload-param cpu with --zero-stage 2"));
+}
+
 TEST(DeepSpeedConfig, AutoTakesTheFlagsValue) {
   const DsFile ds(R"({"bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto",
     "loss_scale": 0, "initial_scale_power": 16, "loss_scale_window": 2000, "hysteresis": 1,
@@ -158,7 +179,7 @@ TEST(DeepSpeedConfig, ValuesSnugCannotHonourAreRefused) {
                 "the optimizer to nvme"));
   EXPECT_TRUE(HasSubstr(refusal(R"({"zero_optimization": {"offload_param": {"device": "nvme"}}})"),
                         "zero_optimization.offload_param.device is \"nvme\": snug does not "
-                        "offload parameters yet"));
+                        "offload parameters to nvme (\"none\" or \"cpu\" are accepted)"));
   EXPECT_TRUE(HasSubstr(refusal(R"({"fp16": {"enabled": true, "loss_scale_window": 1000}})"),
                         "fp16.loss_scale_window is 1000; snug's loss scaler doubles the scale "
                         "after 2000 steps without overflow (torch's GradScaler), so only 2000"));
