@@ -20,6 +20,7 @@
 #include "models/gpt2/gpt2.h"
 #include "support/configs.h"
 #include "support/expect_error.h"
+#include "support/gpt2_train.h"
 #include "support/memory_checks.h"
 #include "train/trainer.h"
 
@@ -43,18 +44,15 @@ struct Outcome {
 };
 
 Outcome train_on(const Backend& kind, const TrainingArguments& a) {
-  Device dev(kind);
-  GPT2 model(odd_config(), dev, a.param_dtype());
-  model.init_weights(42);
-  auto data = open_dataset(a.data, odd_config().vocab_size, a.seed);
   Outcome r;
-  for (Parameter* p : model.parameters())
-    if (p->requires_grad) r.shard_bytes += 4 * p->numel();
-  Trainer trainer(a, model, data.get());
-  r.result = trainer.train();
-  r.device = dev.pool().stats();
-  r.host_apart = &dev.host() != &dev;
-  r.host = dev.host().pool().stats();
+  test::Gpt2Train run(kind, odd_config(), a, 42, [&](GPT2& model) {
+    for (Parameter* p : model.parameters())
+      if (p->requires_grad) r.shard_bytes += 4 * p->numel();
+  });
+  r.result = run.result;
+  r.device = run.dev.pool().stats();
+  r.host_apart = &run.dev.host() != &run.dev;
+  r.host = run.dev.host().pool().stats();
   return r;
 }
 

@@ -20,6 +20,7 @@
 #include "optim/optimizer.h"
 #include "support/configs.h"
 #include "support/expect_error.h"
+#include "support/gpt2_train.h"
 #include "support/memory_checks.h"
 #include "train/trainer.h"
 
@@ -44,19 +45,15 @@ struct Outcome {
 };
 
 Outcome train_on(const Backend& kind, const TrainingArguments& a) {
-  Device dev(kind);
-  GPT2 model(odd_config(), dev, a.param_dtype());
-  model.init_weights(42);
-  auto data = open_dataset(a.data, odd_config().vocab_size, a.seed);
-  Trainer trainer(a, model, data.get());
+  test::Gpt2Train run(kind, odd_config(), a);
   Outcome r;
-  r.result = trainer.train();
-  r.device = dev.pool().stats();
-  r.host_apart = &dev.host() != &dev;
-  r.host = dev.host().pool().stats();
-  r.state_formula = state_bytes_formula(a.optim, model.parameters(), a.optimizer_options());
-  if (!dev.is_meta())
-    for (Parameter* p : model.parameters()) {
+  r.result = run.result;
+  r.device = run.dev.pool().stats();
+  r.host_apart = &run.dev.host() != &run.dev;
+  r.host = run.dev.host().pool().stats();
+  r.state_formula = state_bytes_formula(a.optim, run.model.parameters(), a.optimizer_options());
+  if (!run.dev.is_meta())
+    for (Parameter* p : run.model.parameters()) {
       const auto* b = static_cast<const uint8_t*>(p->value.raw());
       r.weights.emplace_back(b, b + p->value.nbytes());
     }

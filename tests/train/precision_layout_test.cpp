@@ -31,6 +31,7 @@
 #include "plan/dry_run.h"
 #include "plan/estimate.h"
 #include "support/configs.h"
+#include "support/gpt2_train.h"
 #include "support/memory_checks.h"
 #include "support/random.h"
 #include "support/run_cli.h"
@@ -250,16 +251,12 @@ struct RunOutcome {
 
 RunOutcome train_on(const Backend& kind, const GPT2Config& cfg, const TrainingArguments& a,
                     uint64_t init_seed = 42) {
-  Device dev(kind);
-  GPT2 model(cfg, dev, a.param_dtype());
-  model.init_weights(init_seed);
-  auto data = open_dataset(a.data, cfg.vocab_size, a.seed);
-  Trainer trainer(a, model, data.get());
+  test::Gpt2Train run(kind, cfg, a, init_seed);
   RunOutcome r;
-  r.result = trainer.train();
-  r.mem = dev.pool().stats();
-  if (!dev.is_meta() && a.param_dtype() == DType::bf16)
-    for (Parameter* p : model.parameters()) {
+  r.result = run.result;
+  r.mem = run.dev.pool().stats();
+  if (!run.dev.is_meta() && a.param_dtype() == DType::bf16)
+    for (Parameter* p : run.model.parameters()) {
       r.names.push_back(p->name);
       r.weights.emplace_back(p->value.data_u16(), p->value.data_u16() + p->value.numel());
     }
