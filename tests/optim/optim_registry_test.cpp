@@ -20,14 +20,13 @@
 #include "optim/lomo.h"
 #include "optim/registry.h"
 #include "support/configs.h"
+#include "support/memory_checks.h"
 #include "train/trainer.h"
 
 namespace snug {
 namespace {
 
-int64_t at(const ByCategory& b, Category c) {
-  return b[static_cast<int>(c)];
-}
+using test::at;
 
 TEST(OptimRegistry, NamesAreUniqueAndEachFindsItsEntry) {
   std::set<std::string> seen;

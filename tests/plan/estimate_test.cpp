@@ -8,13 +8,12 @@
 
 #include "plan/what_if.h"
 #include "support/configs.h"
+#include "support/memory_checks.h"
 
 namespace snug {
 namespace {
 
-int64_t at(const ByCategory& b, Category c) {
-  return b[static_cast<int>(c)];
-}
+using test::at;
 
 int64_t plan_states(const MemoryStats& m) {
   return at(m.max_by_category, Category::weights) + at(m.max_by_category, Category::gradients) +

@@ -8,13 +8,12 @@
 #include "models/gpt2/gpt2_config.h"
 #include "plan/what_if.h"
 #include "support/configs.h"
+#include "support/memory_checks.h"
 
 namespace snug {
 namespace {
 
-int64_t at(const ByCategory& b, Category c) {
-  return b[static_cast<int>(c)];
-}
+using test::at;
 
 TrainingArguments tiny_args(int64_t B, int64_t T) {
   TrainingArguments a;

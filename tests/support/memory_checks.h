@@ -7,6 +7,11 @@
 
 namespace snug::test {
 
+// One category's bytes of a by-category array (MemoryStats::live, max_by_category, ...).
+inline int64_t at(const ByCategory& b, Category c) {
+  return b[static_cast<int>(c)];
+}
+
 // The peak, every category's maximum, what the program was doing at the peak and the number of
 // allocations: equal to the byte (and the count).
 inline void expect_meta_equals_cpu(const MemoryStats& meta, const MemoryStats& cpu) {

@@ -41,9 +41,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::odd_config;
 
-int64_t at(const ByCategory& b, Category c) {
-  return b[static_cast<int>(c)];
-}
+using test::at;
 
 // Values of an f32 or bf16 tensor as floats (bf16 widening is exact and injective: equal
 // vectors mean equal bits).

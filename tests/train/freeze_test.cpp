@@ -15,6 +15,7 @@
 #include "models/gpt2/gpt2.h"
 #include "optim/optimizer.h"
 #include "plan/what_if.h"
+#include "support/memory_checks.h"
 #include "train/trainer.h"
 
 namespace snug {
@@ -22,9 +23,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-int64_t at(const ByCategory& b, Category c) {
-  return b[static_cast<int>(c)];
-}
+using test::at;
 
 TEST(Freeze, GlobMatchesTheWholeNameSubstringAnyPart) {
   EXPECT_TRUE(freeze_pattern_matches("transformer.h.*", "transformer.h.0.attn.c_attn.weight"));

@@ -20,15 +20,14 @@
 #include "kernels/backends.h"
 #include "models/gpt2/gpt2.h"
 #include "support/configs.h"
+#include "support/memory_checks.h"
 #include "train/fused_step.h"
 #include "train/trainer.h"
 
 namespace snug {
 namespace {
 
-int64_t at(const ByCategory& b, Category c) {
-  return b[static_cast<int>(c)];
-}
+using test::at;
 
 MemoryStats meta_run(const std::string& optim, double max_grad_norm) {
   Device dev(meta_backend());

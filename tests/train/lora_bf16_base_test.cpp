@@ -34,9 +34,7 @@
 namespace snug {
 namespace {
 
-int64_t at(const ByCategory& b, Category c) {
-  return b[static_cast<int>(c)];
-}
+using test::at;
 
 // The fp32 LoRA adapters of a model: A and B parameter elements.
 int64_t adapter_params(const Model& m) {

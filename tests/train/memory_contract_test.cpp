@@ -65,9 +65,7 @@ int64_t expected_activation_bytes(const GPT2Config& c, int64_t B, int64_t T, boo
               (full_logits ? BT * c.vocab_size + BT : 0));
 }
 
-int64_t at(const ByCategory& b, Category c) {
-  return b[static_cast<int>(c)];
-}
+using test::at;
 
 TEST(MemoryContract, AdamWFp32IsFourFourEightBytesPerParameter) {
   const RunOutcome r = train_on(cpu_backend(), tiny(), args(2, 32, 3));

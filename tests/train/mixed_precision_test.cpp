@@ -25,9 +25,7 @@
 namespace snug {
 namespace {
 
-int64_t at(const ByCategory& b, Category c) {
-  return b[static_cast<int>(c)];
-}
+using test::at;
 
 using test::odd_config;
 using test::rel_l2;

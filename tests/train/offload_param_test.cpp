@@ -31,9 +31,7 @@ using test::odd_config;
 using testing_data::error_message;
 using testing_data::HasSubstr;
 
-int64_t at(const ByCategory& b, Category c) {
-  return b[static_cast<int>(c)];
-}
+using test::at;
 
 struct Outcome {
   MemoryStats device;

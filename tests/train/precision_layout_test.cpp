@@ -44,9 +44,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::odd_config;
 
-int64_t at(const ByCategory& b, Category c) {
-  return b[static_cast<int>(c)];
-}
+using test::at;
 
 std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
   std::vector<uint16_t> out(x.size());
