@@ -9,10 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "attention_cases.h"
+#include "core/dtype.h"
 #include "kernels/cuda/cudnn_attention.h"
 #include "kernels/flash_attention.h"
 #include "support/gpu.h"
@@ -32,13 +32,7 @@ constexpr double kLseTol = 1e-3;
 
 // x rounded to bf16 (nearest even): what a --bf16 run's q, k, v and dout hold.
 std::vector<float> bf16_values(std::vector<float> x) {
-  for (float& f : x) {
-    uint32_t u = 0;
-    std::memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-    std::memcpy(&f, &u, 4);
-  }
+  for (float& f : x) f = bf16_to_f32(f32_to_bf16(f));
   return x;
 }
 
