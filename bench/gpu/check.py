@@ -256,19 +256,36 @@ def part_memory(a, res):
             continue
         d = os.path.join(a.out, "memory", name)
         os.makedirs(d, exist_ok=True)
-        p = run(f"{snug} plan --device cuda {flags} --data dummy --json {d}/plan.json", 60)
+        p = run(f"{snug} plan --device cuda {flags} --max-steps 2 --data dummy "
+                f"--json {d}/plan.json", 60)
         rg, gpu = train(snug, "cuda", flags, d + "/cuda.json", steps=2)
         row = {"name": name, "flags": flags, "plan_rc": p["rc"], "cuda_rc": rg["rc"]}
         if os.path.exists(d + "/plan.json"):
-            row["plan_peak"] = json.load(open(d + "/plan.json"))["memory"]["peak_bytes"]
+            pm = json.load(open(d + "/plan.json"))["memory"]
+            row["plan_peak"] = pm["peak_bytes"]
+            row["plan_pages"] = (pm.get("pages") or {}).get("reserved_bytes")
         if gpu:
-            row["run_peak"] = gpu["memory"]["peak_bytes"]
-            row["driver"] = gpu["memory"].get("driver")
+            m = gpu["memory"]
+            row["run_peak"] = m["peak_bytes"]
+            row["driver"] = drv = m.get("driver")
             row["equal"] = row.get("plan_peak") == row["run_peak"]
+            # The paged arena (core/page_arena.h): the pages the run held, against the plan's.
+            row["pages"] = m.get("pages")
+            row["run_pages"] = (m.get("pages") or {}).get("reserved_bytes")
+            row["pages_equal"] = row.get("plan_pages") == row["run_pages"]
+            if drv:
+                # Acceptance 3: the driver's use less the context and the named workspaces
+                # (cuBLASLt's, and the stream-ordered scratch: cuDNN attention, reductions).
+                held = (drv["device_used_bytes"] - drv["context_bytes"]
+                        - drv["library_workspace_bytes"] - drv.get("pool_reserved_high_bytes", 0))
+                row["held_bytes"] = held
+                row["held_over_peak"] = round(held / max(row["run_peak"], 1) - 1, 5)
         else:
             row["cuda_err"] = (rg["err"] or rg["out"])[-800:]
         rows.append(row)
-        print(f"memory {name}: plan {row.get('plan_peak')} run {row.get('run_peak')}", flush=True)
+        print(f"memory {name}: plan {row.get('plan_peak')} run {row.get('run_peak')} pages plan "
+              f"{row.get('plan_pages')} run {row.get('run_pages')} held/peak-1 "
+              f"{row.get('held_over_peak')}", flush=True)
     res["memory"] = rows
 
 

@@ -15,8 +15,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "core/host_heap.h"
+#include "core/page_arena.h"
 
 namespace snug {
 
@@ -46,6 +48,12 @@ class Backend {
   // The kernel table of this backend (a Device may be given another one: cpu with the plain
   // reference kernels, for tests).
   virtual const OpTable& ops() const = 0;
+
+  // A backend whose memory is reserved addresses backed page by page (cuda) gives each device
+  // made on it a backing of its own (its addresses and pages, given back when the device goes):
+  // the device's pool places every tensor in a paged arena over it (core/page_arena.h) and never
+  // calls allocate or release. nullptr (the default): allocate and release.
+  virtual std::unique_ptr<PageBacking> page_backing() const { return nullptr; }
 };
 
 // The host heap (core/host_heap.h) that the cpu backend and any host staging pool allocate from.

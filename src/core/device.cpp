@@ -21,6 +21,8 @@ Device::Device(const Backend& backend, const OpTable* ops)
     : backend_(&backend), pool_(&backend), ops_(ops ? ops : &backend.ops()) {
   SNUG_CHECK(backend.backed() || ops_ == &backend.ops(), "a ", backend.name(),
              " device runs its own op table, not another");
+  if (std::unique_ptr<PageBacking> pages = backend.page_backing())
+    pool_.use_pages(std::move(pages));
 }
 
 int64_t parse_device_memory(const std::string& text) {

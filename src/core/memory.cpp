@@ -52,11 +52,12 @@ std::string MemoryPool::budget_report(int64_t bytes, Category c, const std::stri
   return msg;
 }
 
-void* MemoryPool::allocate(int64_t bytes, Category c) {
+PoolBlock MemoryPool::allocate(int64_t bytes, Category c) {
   SNUG_ASSERT(bytes >= 0);
   // Checked before the backing allocates (no memory taken for a request that cannot fit) and
   // again when the bytes are recorded (another thread may have allocated in between). The bytes
   // are recorded only once the backing has them, so a refused request is in no peak.
+  if (arena_) return allocate_paged(bytes, c);
   check_fits(bytes, c);
   void* p = (!backed_ || bytes == 0) ? nullptr : backing_->allocate(bytes);
   std::lock_guard<std::mutex> lock(mu_);
@@ -76,8 +77,37 @@ void* MemoryPool::allocate(int64_t bytes, Category c) {
     if (p) backing_->release(p, bytes);
     throw;
   }
-  record(bytes, c);
-  return p;
+  const int64_t id = next_block_++;
+  record(bytes, c, id);
+  return {p, id};
+}
+
+PoolBlock MemoryPool::allocate_paged(int64_t bytes, Category c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  check_fits_locked(bytes, c);
+  const int64_t id = next_block_++;
+  void* p = nullptr;
+  if (bytes > 0) {
+    const std::optional<PageArena::Place> where = arena_->place(bytes, c);
+    if (!where)
+      throw OutOfMemoryError(budget_report(
+          bytes, c,
+          detail::concat(" already in use, and the ", backing_ ? backing_->name() : "device",
+                         " refused more pages (", format_bytes(arena_->stats().reserved_bytes()),
+                         " held for tensors; --device-memory set below what it has turns this "
+                         "into a planned stop).")));
+    places_.emplace(id, *where);
+    p = arena_->address(*where);
+  }
+  record(bytes, c, id);
+  return {p, id};
+}
+
+void MemoryPool::use_pages(std::unique_ptr<PageBacking> backing, int64_t page_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SNUG_CHECK(s_.alloc_count == 0, "a pool takes its page arena before its first allocation");
+  pages_ = std::move(backing);
+  arena_ = std::make_unique<PageArena>(pages_.get(), page_bytes);
 }
 
 void MemoryPool::check_fits(int64_t bytes, Category c) const {
@@ -99,13 +129,24 @@ void MemoryPool::check_fits_locked(int64_t bytes, Category c) const {
                                      format_bytes(*capacity_ - s_.live_total), " free.")));
 }
 
-void MemoryPool::release(void* p, int64_t bytes, Category c) {
-  if (p) backing_->release(p, bytes);
+void MemoryPool::release(const PoolBlock& b, int64_t bytes, Category c) {
+  if (arena_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes > 0) {
+      const auto it = places_.find(b.id);
+      SNUG_ASSERT(it != places_.end(), "freeing block ", b.id, " that the page arena never placed");
+      arena_->remove(it->second, bytes);
+      places_.erase(it);
+    }
+    record(-bytes, c, b.id);
+    return;
+  }
+  if (b.ptr) backing_->release(b.ptr, bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  record(-bytes, c);
+  record(-bytes, c, b.id);
 }
 
-void MemoryPool::record(int64_t delta, Category c) {
+void MemoryPool::record(int64_t delta, Category c, int64_t block) {
   const int i = static_cast<int>(c);
   s_.live[i] += delta;
   s_.live_total += delta;
@@ -121,7 +162,7 @@ void MemoryPool::record(int64_t delta, Category c) {
   } else {
     ++s_.free_count;
   }
-  if (timeline_on_) events_.push_back({now_s() - t0_, delta, c, s_.live_total, phase_});
+  if (timeline_on_) events_.push_back({now_s() - t0_, delta, c, s_.live_total, phase_, block});
 }
 
 void MemoryPool::set_capacity(std::optional<int64_t> bytes) {
@@ -136,7 +177,9 @@ void MemoryPool::set_phase(std::string phase) {
 
 MemoryStats MemoryPool::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return s_;
+  MemoryStats s = s_;
+  if (arena_) s.pages = arena_->stats();
+  return s;
 }
 
 int64_t MemoryPool::live(Category c) const {

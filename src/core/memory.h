@@ -14,10 +14,14 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
+
+#include "core/page_arena.h"
 
 namespace snug {
 
@@ -59,6 +63,15 @@ struct MemoryEvent {
   Category category;
   int64_t live_total;  // after this event
   std::string phase;   // the phase label set at the time (e.g. "forward h.3", "optimizer")
+  int64_t block = 0;   // the allocation's number (1, 2, ... in order); a free carries the
+                       // number of the allocation it ends
+};
+
+// What the pool hands a tensor's storage: the bytes (nullptr on meta and for 0 bytes) and the
+// allocation's number, which the storage gives back when it frees them.
+struct PoolBlock {
+  void* ptr = nullptr;
+  int64_t id = 0;
 };
 
 struct MemoryStats {
@@ -70,6 +83,8 @@ struct MemoryStats {
   std::string peak_phase;  // phase label when the global peak was reached
   int64_t alloc_count = 0;
   int64_t free_count = 0;
+  // A pool that places its blocks in a paged arena (a GPU's, or a plan for one): its pages.
+  std::optional<PageArenaStats> pages;
 };
 
 class MemoryPool {
@@ -81,10 +96,16 @@ class MemoryPool {
   MemoryPool(const MemoryPool&) = delete;
   MemoryPool& operator=(const MemoryPool&) = delete;
 
-  // Returns the backing's memory for `bytes` (nullptr on meta or for 0 bytes).
+  // Returns the backing's memory for `bytes` (nullptr on meta or for 0 bytes) and its number.
   // Throws OutOfMemoryError if a capacity is set and live + bytes would exceed it.
-  void* allocate(int64_t bytes, Category c);
-  void release(void* p, int64_t bytes, Category c);
+  PoolBlock allocate(int64_t bytes, Category c);
+  void release(const PoolBlock& b, int64_t bytes, Category c);
+
+  // Places every block in a paged arena (core/page_arena.h) backed by `backing`, which the pool
+  // keeps (nullptr: the books alone, as a plan for a GPU keeps them, with pages of
+  // `page_bytes`). Before the first allocation.
+  void use_pages(std::unique_ptr<PageBacking> backing, int64_t page_bytes = kDevicePageBytes);
+  bool paged() const { return arena_ != nullptr; }
 
   void set_capacity(std::optional<int64_t> bytes);
   std::optional<int64_t> capacity() const { return capacity_; }
@@ -104,13 +125,14 @@ class MemoryPool {
   std::vector<MemoryEvent> timeline() const;
 
  private:
-  void record(int64_t delta, Category c);
+  void record(int64_t delta, Category c, int64_t block);
   // The out-of-memory message: what was asked, the phase, what is live by category; `why` follows
   // the bytes in use (the capacity, or the device's refusal). Called with mu_ held.
   std::string budget_report(int64_t bytes, Category c, const std::string& why) const;
   // Throws the budget report when `bytes` more would pass the capacity (or 2^63).
   void check_fits(int64_t bytes, Category c) const;
   void check_fits_locked(int64_t bytes, Category c) const;  // caller holds mu_
+  PoolBlock allocate_paged(int64_t bytes, Category c);
 
   const Backend* backing_;
   bool backed_;
@@ -120,6 +142,10 @@ class MemoryPool {
   std::string phase_;
   bool timeline_on_ = false;
   std::vector<MemoryEvent> events_;
+  int64_t next_block_ = 1;
+  std::unique_ptr<PageBacking> pages_;  // before arena_: the arena goes first
+  std::unique_ptr<PageArena> arena_;
+  std::unordered_map<int64_t, PageArena::Place> places_;  // block number -> place (paged)
   double t0_;
 };
 

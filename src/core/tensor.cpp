@@ -28,10 +28,10 @@ int64_t shape_numel(const Shape& s) {
 }
 
 Storage::Storage(Device& dev, int64_t bytes, Category c)
-    : dev_(&dev), ptr_(dev.pool().allocate(bytes, c)), bytes_(bytes), cat_(c) {}
+    : dev_(&dev), block_(dev.pool().allocate(bytes, c)), bytes_(bytes), cat_(c) {}
 
 Storage::~Storage() {
-  dev_->pool().release(ptr_, bytes_, cat_);
+  dev_->pool().release(block_, bytes_, cat_);
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Category c, Device& dev) {

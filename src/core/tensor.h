@@ -29,14 +29,14 @@ class Storage {
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
-  void* data() const { return ptr_; }
+  void* data() const { return block_.ptr; }
   int64_t bytes() const { return bytes_; }
   Category category() const { return cat_; }
   Device& device() const { return *dev_; }
 
  private:
   Device* dev_;
-  void* ptr_;
+  PoolBlock block_;
   int64_t bytes_;
   Category cat_;
 };

@@ -1,6 +1,7 @@
 #include "kernels/backends.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 #include <type_traits>
@@ -194,6 +195,18 @@ std::unique_ptr<Device> make_device(const std::string& name) {
 
 bool is_device_name(const std::string& name) {
   return name == "cpu" || name == "meta" || name == "cpu-remote" || cuda_index(name).has_value();
+}
+
+std::string cuda_alloc_mode() {
+  const char* v = std::getenv("SNUG_CUDA_ALLOC");
+  const std::string mode = v && *v ? v : "pages";
+  SNUG_CHECK(mode == "pages" || mode == "async" || mode == "debug", "SNUG_CUDA_ALLOC='", mode,
+             "': expected pages (the default), async or debug");
+  return mode;
+}
+
+void keep_pages_of(Device& meta, const std::string& planned_device) {
+  if (cuda_index(planned_device) && cuda_alloc_mode() == "pages") meta.pool().use_pages(nullptr);
 }
 
 const Backend& backend_named(const std::string& name) {

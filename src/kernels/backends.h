@@ -35,5 +35,12 @@ std::optional<int> cuda_index(const std::string& name);
 std::unique_ptr<Device> make_device(const std::string& name);
 // True when `name` is a device name backend_named knows (whether or not it can be used here).
 bool is_device_name(const std::string& name);
+// How a cuda device allocates, from SNUG_CUDA_ALLOC: "pages" (unset: the paged arena,
+// core/page_arena.h), "async" (the stream-ordered pool) or "debug" (one cudaMalloc per tensor,
+// for compute-sanitizer). Anything else is refused by name.
+std::string cuda_alloc_mode();
+// A plan's meta device keeps the page books the planned device's pool keeps (a cuda device with
+// the paged arena), so the plan states the pages the run will hold (memory.pages).
+void keep_pages_of(Device& meta, const std::string& planned_device);
 
 }  // namespace snug

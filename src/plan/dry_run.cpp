@@ -31,6 +31,7 @@ DryRun replay(const TrainingArguments& args, const DryRunData& data,
   if (data.train == nullptr) a.max_steps = full_rows_steps(args);
   a.report_json.clear();
   Device dev(meta_backend());
+  keep_pages_of(dev, a.kernel_device);
   dev.pool().enable_timeline(timeline != nullptr);
   const auto model = create_model(a.model_config(), dev, a.param_dtype(), a.weight_quant());
   // Full rows: the evaluation, when the run has one, is one batch of full rows.

@@ -46,6 +46,7 @@ InferencePlan inference_dry_run(const TrainingArguments& args, const InferenceSh
                                 std::vector<MemoryEvent>* timeline) {
   const ModelConfig cfg = args.model_config();
   Device dev(meta_backend());
+  keep_pages_of(dev, args.kernels_device());
   dev.pool().enable_timeline(timeline != nullptr);
   // As `snug generate` builds it (cli/generate_command.cpp).
   const auto model = create_model(cfg, dev, args.generation_param_dtype(), args.weight_quant());

@@ -57,6 +57,7 @@ std::vector<TimelineEvent> annotate_timeline(const std::vector<MemoryEvent>& eve
     t.label = e.phase;
     t.phase = timeline_phase(e.phase);
     t.live_total = e.live_total;
+    t.block = e.block;
     const int64_t n = step_of_label(e.phase);
     if (n > 0) {
       // The forward/backward events since the previous step belong to this one.
@@ -103,7 +104,8 @@ nlohmann::json timeline_json(const std::vector<MemoryEvent>& events, const Memor
                    {"step", e.step},
                    {"phase", e.phase},
                    {"label", e.label},
-                   {"live_bytes", e.live_total}});
+                   {"live_bytes", e.live_total},
+                   {"block", e.block}});
   j["events"] = std::move(arr);
   return j;
 }
@@ -134,6 +136,7 @@ Timeline parse_timeline_json(const nlohmann::json& j, const std::string& source)
       ev.phase = e.at("phase").get<std::string>();
       ev.label = e.value("label", "");
       ev.live_total = e.at("live_bytes").get<int64_t>();
+      ev.block = e.value("block", int64_t{0});
       t.events.push_back(std::move(ev));
     }
   } catch (const nlohmann::json::exception& e) {

@@ -13,7 +13,8 @@
 // JSON (docs/memory.md): {"format": "snug-memory-timeline", "version": 1, "device", "run",
 //  "peak_bytes", "peak_phase", "steps", "categories": [...], "events": [{"seq", "time_s",
 //  "action": "alloc"|"free", "category", "bytes" (> 0), "step", "phase", "label",
-//  "live_bytes" (total after the event)}]}.
+//  "live_bytes" (total after the event), "block" (the allocation's number, 1-based in allocation
+//  order; a free carries its allocation's: what a placement simulation needs)}]}.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,7 @@ struct TimelineEvent {
   std::string phase;  // setup, forward, backward, optimizer, other
   std::string label;  // the pool's phase label
   int64_t live_total = 0;
+  int64_t block = 0;  // the allocation's number; a free names the allocation it ends
 };
 
 // "forward h.3" -> forward; "backward ..." and "recompute ..." -> backward; "step N ..." ->

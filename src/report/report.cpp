@@ -106,6 +106,17 @@ nlohmann::json memory_json(const MemoryStats& s, std::optional<int64_t> capacity
   j["capacity_bytes"] = capacity ? nlohmann::json(*capacity) : nlohmann::json(nullptr);
   j["alloc_count"] = s.alloc_count;
   j["peak_rss_bytes"] = peak_rss_bytes();
+  if (s.pages) {
+    const PageArenaStats& p = *s.pages;
+    j["pages"] = {{"page_bytes", p.page_bytes},
+                  {"reserved_bytes", p.reserved_bytes()},
+                  {"mapped_bytes", p.mapped_pages * p.page_bytes},
+                  {"virtual_bytes", p.virtual_bytes},
+                  {"max_live_bytes", p.max_live_bytes},
+                  {"page_maps", p.maps},
+                  {"page_unmaps", p.unmaps},
+                  {"waits", p.waits}};
+  }
   return j;
 }
 

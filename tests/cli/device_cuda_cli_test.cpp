@@ -15,6 +15,7 @@ namespace snug {
 namespace {
 
 using test::run_snug;
+using test::run_snug_env;
 using ::testing::HasSubstr;
 
 nlohmann::json read_json(const std::string& path) {
@@ -34,6 +35,27 @@ TEST(DeviceCudaCli, PlanNeedsNoGpuAndNamesTheWorkspace) {
   EXPECT_EQ(g["memory"]["peak_bytes"], c["memory"]["peak_bytes"]);
   EXPECT_EQ(g["cuda"]["library_workspace_bytes"], int64_t{32} << 20);
   EXPECT_FALSE(c.contains("cuda"));
+  // The GPU's paged arena (core/page_arena.h): the plan states the pages the run will hold.
+  ASSERT_TRUE(g["memory"].contains("pages"));
+  const auto& pages = g["memory"]["pages"];
+  EXPECT_EQ(pages["page_bytes"], int64_t{2} << 20);
+  EXPECT_GE(pages["reserved_bytes"].get<int64_t>(), g["memory"]["peak_bytes"].get<int64_t>());
+  EXPECT_EQ(pages["reserved_bytes"].get<int64_t>() % (int64_t{2} << 20), 0);
+  EXPECT_FALSE(c["memory"].contains("pages"));
+}
+
+// SNUG_CUDA_ALLOC picks how a cuda device allocates; only the paged arena has pages to plan, and
+// a value it does not know is refused by name.
+TEST(DeviceCudaCli, PlanFollowsTheAllocatorTheRunWillUse) {
+  test::TempDir dir;
+  const std::string flags = " --model gpt2-tiny --seq-len 64 --per-device-train-batch-size 2";
+  const auto async = run_snug_env(
+      "SNUG_CUDA_ALLOC=async ", "plan --device cuda" + flags + " --json " + dir.path("async.json"));
+  ASSERT_EQ(async.exit_code, 0) << async.err;
+  EXPECT_FALSE(read_json(dir.path("async.json"))["memory"].contains("pages"));
+  const auto bad = run_snug_env("SNUG_CUDA_ALLOC=slab ", "plan --device cuda" + flags);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("SNUG_CUDA_ALLOC='slab'"));
 }
 
 // A GPU run's --bf16 products take its own bf16 GEMMs whatever this CPU has

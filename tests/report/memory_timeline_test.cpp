@@ -61,10 +61,21 @@ TEST(MemoryTimeline, DryRunTimelineBalancesAndPeaksAtTheReportsPeak) {
   std::map<std::string, int64_t> net;
   int64_t max_live = 0, live = 0;
   std::map<std::string, int> phases;
+  std::map<int64_t, int64_t> open_blocks;  // block -> bytes: each free ends one allocation
+  int64_t next_block = 1;
   for (const auto& e : j["events"]) {
     const int64_t b = e["bytes"].get<int64_t>();
     ASSERT_GE(b, 0);
     const int64_t d = e["action"] == "alloc" ? b : -b;
+    const int64_t block = e["block"].get<int64_t>();
+    if (d >= 0 && e["action"] == "alloc") {
+      EXPECT_EQ(block, next_block++);  // numbered in allocation order
+      open_blocks[block] = b;
+    } else {
+      ASSERT_EQ(open_blocks.count(block), 1u) << "a free of block " << block << " never made";
+      EXPECT_EQ(open_blocks[block], b);
+      open_blocks.erase(block);
+    }
     net[e["category"].get<std::string>()] += d;
     live += d;
     EXPECT_EQ(e["live_bytes"].get<int64_t>(), live);
@@ -85,6 +96,7 @@ TEST(MemoryTimeline, DryRunTimelineBalancesAndPeaksAtTheReportsPeak) {
   // Round trip and plot.
   const Timeline t = parse_timeline_json(j, "test");
   EXPECT_EQ(t.events.size(), events.size());
+  EXPECT_EQ(t.events.back().block, events.back().block);
   const std::string svg = memory_timeline_svg(t, {});
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("step 2"), std::string::npos);

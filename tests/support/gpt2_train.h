@@ -3,7 +3,8 @@
 // open_dataset(a.data) by a Trainer: what the Trainer tests compare between devices and flags.
 // The device (its pools, the host pool beside it), the model, the data, the Trainer (what it owns,
 // e.g. ZeRO's shards, stays live) and the result stay for the test to read. `before` runs once
-// the model is built, before the Trainer is (e.g. to count what it will partition).
+// the model is built, before the Trainer is (e.g. to count what it will partition); `setup`
+// runs on the fresh device, before anything is allocated on it (e.g. to give its pool pages).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,8 @@ namespace snug::test {
 
 struct Gpt2Train {
   Gpt2Train(const Backend& kind, const GPT2Config& cfg, const TrainingArguments& a,
-            uint64_t init_seed = 42, const std::function<void(GPT2&)>& before = {});
+            uint64_t init_seed = 42, const std::function<void(GPT2&)>& before = {},
+            const std::function<void(Device&)>& setup = {});
 
   Device dev;
   GPT2 model;

@@ -8,9 +8,11 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/backends.h"
 #include "kernels/cuda/context.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cudnn_attention.h"
+#include "kernels/cuda/pages.h"
 
 namespace snug {
 
@@ -28,6 +30,8 @@ struct Context {
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
   bool debug_alloc = false;
+  bool paged = false;  // the paged arena (SNUG_CUDA_ALLOC=pages, the default)
+  int64_t total_bytes = 0;
   int64_t context_bytes = 0;
   cudaMemPool_t pool = nullptr;
 };
@@ -99,6 +103,9 @@ class CudaBackend final : public Backend {
             "copy (cudaMemcpyAsync device to device)");
   }
   const OpTable& ops() const override { return cuda_op_table(); }
+  std::unique_ptr<PageBacking> page_backing() const override {
+    return ctx().paged ? make_page_backing(ctx().index, ctx().total_bytes) : nullptr;
+  }
 };
 
 void init_context(int index) {
@@ -119,8 +126,10 @@ void init_context(int index) {
         "cudaMemPoolSetAttribute");
   check_cublas(cublasLtCreate(&c.lt), "cublasLtCreate");
   check(cudaMalloc(&c.workspace, kLtWorkspaceBytes), "cudaMalloc (cuBLASLt workspace)");
-  const char* alloc = std::getenv("SNUG_CUDA_ALLOC");
-  c.debug_alloc = alloc && std::strcmp(alloc, "debug") == 0;
+  const std::string mode = cuda_alloc_mode();
+  c.debug_alloc = mode == "debug";
+  c.paged = mode == "pages";
+  c.total_bytes = static_cast<int64_t>(total_b);
   c.index = index;
 }
 
