@@ -10,7 +10,10 @@ verdicts; a part that fails does not stop the others.
   memory  `snug plan --device cuda` against the cuda run's tracked peak (to the byte), and the
           driver's figure beside it.
   speed   gpt2-124m, B=16, T=1024: snug against PyTorch (bench/gpu/torch_gpt2_cuda.py), tokens/s
-          as the median of the timed steps, peaks.
+          as the median of the timed steps, peaks; the *-async modes take the stream-ordered pool
+          instead of the paged arena (SNUG_CUDA_ALLOC=async), which prices the arena's take-backs.
+  lora    the Qwen2-0.5B shape, LoRA r=16 all-linear on a bf16 base, B=4, T=512: snug against
+          PEFT + transformers (bench/gpu/torch_lora_cuda.py), the third row of acceptance 4.
   nccl    issue 30's NCCL communicator in a world of one: gpt2-tiny 5 steps with and without
           --ddp-backend nccl give the same losses.
   scale   issue 31's GPU runs (docs/scale.md): plan --device cuda against 3 (or 1) steps' tracked
@@ -370,13 +373,15 @@ def part_speed(a, res):
     flags = "--model gpt2-124m --seq-len 1024 --per-device-train-batch-size 16"
     # mode: flags and environment (the variants under comparison in one run).
     modes = [("fp32", "", {}), ("fp32-simple-flash", "", {"SNUG_CUDA_FLASH": "simple"}),
+             ("fp32-async", "", {"SNUG_CUDA_ALLOC": "async"}),
              ("bf16", "--bf16", {}),
+             ("bf16-async", "--bf16", {"SNUG_CUDA_ALLOC": "async"}),
              ("bf16-no-cudnn", "--bf16", {"SNUG_CUDA_CUDNN": "0"}),
              ("bf16-widen", "--bf16 --gemm-path widen", {})]
     for mode, extra, env in modes:
         if mode not in a.speed_modes:
             continue
-        for var in ("SNUG_CUDA_FLASH", "SNUG_CUDA_CUDNN"):
+        for var in ("SNUG_CUDA_FLASH", "SNUG_CUDA_CUDNN", "SNUG_CUDA_ALLOC"):
             os.environ.pop(var, None)
         os.environ.update(env)
         d = os.path.join(a.out, "speed")
@@ -391,7 +396,7 @@ def part_speed(a, res):
             med = statistics.median(dts)
             row.update(median_step_s=med, tokens_per_second=16 * 1024 / med,
                        peak_bytes=rep["memory"]["peak_bytes"], driver=rep["memory"].get("driver"),
-                       losses=rep["loss"][:3])
+                       pages=rep["memory"].get("pages"), losses=rep["loss"][:3])
         else:
             row["err"] = (rg["err"] or rg["out"])[-800:]
         rows.append(row)
@@ -402,6 +407,43 @@ def part_speed(a, res):
     for mode in a.torch_modes:
         rows.append(torch_row(a, mode, 300))
     res["speed"] = rows
+
+
+LORA_FLAGS = ("--model qwen2-0.5b --torch-dtype bfloat16 --bf16 --lora-r 16 --lora-alpha 32 "
+              "--target-modules all-linear --seq-len 512 --per-device-train-batch-size 4")
+
+
+def part_lora(a, res):
+    """Acceptance 4's LoRA row: snug and PEFT on the same shape, tokens/s median and peaks."""
+    snug = os.path.join(a.bin, "snug")
+    d = os.path.join(a.out, "lora")
+    os.makedirs(d, exist_ok=True)
+    rows = []
+    rg, rep = train(snug, "cuda", LORA_FLAGS, f"{d}/snug.json", steps=a.speed_steps + 3,
+                    timeout=300)
+    row = {"engine": "snug", "flags": LORA_FLAGS, "rc": rg["rc"]}
+    if rep and rep.get("step_end_s"):
+        ends = [0.0] + rep["step_end_s"]
+        dts = [ends[i + 1] - ends[i] for i in range(len(ends) - 1)][3:]
+        med = statistics.median(dts)
+        row.update(median_step_s=med, tokens_per_second=4 * 512 / med,
+                   peak_bytes=rep["memory"]["peak_bytes"], driver=rep["memory"].get("driver"),
+                   pages=rep["memory"].get("pages"), losses=rep["loss"][:3])
+    else:
+        row["err"] = (rg["err"] or rg["out"])[-800:]
+    rows.append(row)
+    print(f"lora snug: {row.get('tokens_per_second')} tok/s, peak {row.get('peak_bytes')}",
+          flush=True)
+    r = run(f"python3 {HERE}/torch_lora_cuda.py --steps {a.speed_steps}", 300)
+    try:
+        t = json.loads(r["out"].strip().splitlines()[-1])
+        t["engine"] = "peft"
+    except Exception:
+        t = {"engine": "peft", "rc": r["rc"], "err": r["err"][-800:]}
+    rows.append(t)
+    print(f"lora peft: {t.get('tokens_per_second')} tok/s, peak {t.get('max_memory_allocated')}",
+          flush=True)
+    res["lora"] = rows
 
 
 def main():
