@@ -18,7 +18,7 @@
 #include <memory>
 
 #include "core/host_heap.h"
-#include "core/page_arena.h"
+#include "core/page_backing.h"
 
 namespace snug {
 

@@ -9,6 +9,7 @@
 
 #include "core/backend.h"
 #include "core/error.h"
+#include "core/page_arena.h"
 
 namespace snug {
 
@@ -88,7 +89,7 @@ PoolBlock MemoryPool::allocate_paged(int64_t bytes, Category c) {
   const int64_t id = next_block_++;
   void* p = nullptr;
   if (bytes > 0) {
-    const std::optional<PageArena::Place> where = arena_->place(bytes, c);
+    const std::optional<PagePlace> where = arena_->place(bytes, c);
     if (!where)
       throw OutOfMemoryError(budget_report(
           bytes, c,

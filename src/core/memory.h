@@ -21,11 +21,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/page_arena.h"
+#include "core/page_backing.h"
 
 namespace snug {
 
-class Backend;  // core/backend.h
+class Backend;    // core/backend.h
+class PageArena;  // core/page_arena.h
 
 // X-macro: the one list of categories; names are used verbatim in reports and JSON.
 #define SNUG_CATEGORIES(X) \
@@ -145,7 +146,7 @@ class MemoryPool {
   int64_t next_block_ = 1;
   std::unique_ptr<PageBacking> pages_;  // before arena_: the arena goes first
   std::unique_ptr<PageArena> arena_;
-  std::unordered_map<int64_t, PageArena::Place> places_;  // block number -> place (paged)
+  std::unordered_map<int64_t, PagePlace> places_;  // block number -> place (paged)
   double t0_;
 };
 

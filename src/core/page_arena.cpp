@@ -103,17 +103,17 @@ bool PageArena::back_pages(int ri, int64_t first, int64_t last, int64_t size) {
   if (need == 0) return true;
   if (need > spare_) {
     // More pages than the slack allows over the most bytes ever live (this block included):
-    // take back the backed pages no block touches before asking for new ones.
+    // take back as many backed pages no block touches as it lacks before asking for new ones.
     const int64_t most_live = std::max(s_.max_live_bytes, s_.live_bytes + size);
     const double allowed = static_cast<double>(most_live) * (1.0 + kPageArenaSlack) +
                            static_cast<double>(2 * kPageArenaRanges * s_.page_bytes);
     if (static_cast<double>((s_.physical_pages + need - spare_) * s_.page_bytes) > allowed)
-      take_back(ri, first, last);
+      take_back(need - spare_, ri, first, last);
   }
   if (need > spare_) {
-    // The device may refuse pages the slack allowed: then take back the idle ones and try again.
+    // The device may refuse pages the slack allowed: then take back idle ones and try again.
     if (backing_ && !backing_->grow(need - spare_)) {
-      take_back(ri, first, last);
+      take_back(need - spare_, ri, first, last);
       if (need > spare_ && !backing_->grow(need - spare_)) return false;
     }
     if (need > spare_) {
@@ -138,26 +138,27 @@ bool PageArena::back_pages(int ri, int64_t first, int64_t last, int64_t size) {
   return true;
 }
 
-void PageArena::take_back(int ri_skip, int64_t first_skip, int64_t last_skip) {
+void PageArena::take_back(int64_t wanted, int ri_skip, int64_t first_skip, int64_t last_skip) {
+  // The idle pages at the highest addresses first: the rest range's, then the long-lived one's.
+  // Best fit reuses low addresses first, so these are the pages the next placements are least
+  // likely to want again. In a Python replay of steady steps this took back 4-20x fewer pages
+  // per step than taking every idle page, for up to 0.9 points more of the peak (docs/cuda.md).
   std::vector<PageBacking::Run> runs;
   int64_t pages = 0;
-  for (int ri = 0; ri < kPageArenaRanges; ++ri) {
+  for (int ri = kPageArenaRanges - 1; ri >= 0 && pages < wanted; --ri) {
     Range& r = ranges_[ri];
-    const int64_t n = static_cast<int64_t>(r.mapped.size());
-    for (int64_t p = 0; p < n;) {
-      const auto idle = [&](int64_t q) {
-        return r.mapped[static_cast<size_t>(q)] && r.users[static_cast<size_t>(q)] == 0 &&
-               !(ri == ri_skip && q >= first_skip && q <= last_skip);
-      };
-      if (!idle(p)) {
-        ++p;
+    for (int64_t p = static_cast<int64_t>(r.mapped.size()) - 1; p >= 0 && pages < wanted; --p) {
+      const auto i = static_cast<size_t>(p);
+      if (!r.mapped[i] || r.users[i] != 0 || (ri == ri_skip && p >= first_skip && p <= last_skip))
         continue;
+      r.mapped[i] = 0;
+      ++pages;
+      if (!runs.empty() && runs.back().range == ri && runs.back().first == p + 1) {
+        --runs.back().first;
+        ++runs.back().count;
+      } else {
+        runs.push_back({ri, p, 1});
       }
-      int64_t q = p;
-      while (q < n && idle(q)) r.mapped[static_cast<size_t>(q++)] = 0;
-      runs.push_back({ri, p, q - p});
-      pages += q - p;
-      p = q;
     }
   }
   if (runs.empty()) return;

@@ -12,14 +12,16 @@
 //  - backs the ranges page by page (kDevicePageBytes, the GPU's mapping granularity) and counts
 //    the physical pages it holds. A placement on pages not yet backed takes spare pages; when
 //    none is spare and more pages would pass (1 + kPageArenaSlack) x the most bytes ever live,
-//    it first takes back every backed page no block touches (after the device's queued work is
-//    done with them), and only then asks the device for new pages.
+//    it first takes back as many backed pages no block touches as it lacks, the highest
+//    addresses first (after the device's queued work is done with them), and only then asks the
+//    device for new pages.
 // Physical pages are never given back during a run, so what the driver holds for tensors is
 // `reserved_bytes` at the end. Everything here is bookkeeping: the same sequence of requests
 // gives the same offsets and counts with or without a device (a meta plan runs it with no
 // backing), which is what lets `snug plan --device cuda` state the run's reserved bytes.
-// Simulated on the timelines of the ten GPU memory configurations (bench/gpu/check.py MEMORY):
-// within 2% of the tracked peak in all; best fit in one range with no take-back: up to 7.7%.
+// On the eight GPU memory configurations of bench/gpu/check.py of at least 1 GiB, the pages are
+// within 2% of the tracked peak (docs/cuda.md#memory); best fit in one range with no take-back
+// held up to 7.7% more, the stream-ordered pool 13%.
 #pragma once
 
 #include <cstdint>
@@ -28,62 +30,13 @@
 #include <set>
 #include <vector>
 
+#include "core/page_backing.h"
+
 namespace snug {
-
-enum class Category : uint8_t;  // core/memory.h
-
-inline constexpr int64_t kDevicePageBytes = int64_t{2} << 20;  // 2 MiB
-inline constexpr int64_t kPageArenaAlign = 256;
-inline constexpr double kPageArenaSlack = 0.02;
-inline constexpr int kPageArenaRanges = 2;  // 0: long-lived categories, 1: the rest
-
-// The range a category's blocks go to.
-int page_arena_range(Category c);
-
-// What backs the ranges: reserved addresses and physical pages (CUDA's virtual memory API; a
-// host stand-in in tests). Pages are numbered within a range from its base.
-class PageBacking {
- public:
-  virtual ~PageBacking() = default;
-  // The size of a page (kDevicePageBytes on a GPU).
-  virtual int64_t page_bytes() const = 0;
-  // The first address of range r.
-  virtual char* base(int r) const = 0;
-  // Pages reserved per range (a placement past it is refused).
-  virtual int64_t range_pages() const = 0;
-  // Makes n more physical pages, held spare. False: the device has no more memory.
-  virtual bool grow(int64_t n) = 0;
-  // Backs pages [first, first + n) of range r with n spare pages.
-  virtual void map(int r, int64_t first, int64_t n) = 0;
-  // Waits until the device's queued work is done, then returns the pages of each run to the
-  // spares (runs: range, first page, count).
-  struct Run {
-    int range;
-    int64_t first;
-    int64_t count;
-  };
-  virtual void unmap(const std::vector<Run>& runs) = 0;
-};
-
-struct PageArenaStats {
-  int64_t page_bytes = 0;
-  int64_t physical_pages = 0;  // pages made (never given back): reserved_bytes / page_bytes
-  int64_t mapped_pages = 0;    // backed now
-  int64_t virtual_bytes = 0;   // the highest offset ever used, summed over the ranges
-  int64_t live_bytes = 0;      // aligned bytes of the blocks placed now
-  int64_t max_live_bytes = 0;
-  int64_t maps = 0;    // pages backed (first backing and again after a take-back)
-  int64_t unmaps = 0;  // pages taken back
-  int64_t waits = 0;   // take-backs (each waits for the device's queued work)
-  int64_t reserved_bytes() const { return physical_pages * page_bytes; }
-};
 
 class PageArena {
  public:
-  struct Place {
-    int range = 0;
-    int64_t offset = 0;
-  };
+  using Place = PagePlace;
   // backing: nullptr keeps the books alone (a plan), with unbounded ranges and pages of
   // `page_bytes`; else pages of the backing's size.
   explicit PageArena(PageBacking* backing, int64_t page_bytes = kDevicePageBytes);
@@ -111,7 +64,9 @@ class PageArena {
   // Backs every unbacked page of [first, last] in range ri for a block of `size` bytes; false:
   // the device refused pages (the block is not placed).
   bool back_pages(int ri, int64_t first, int64_t last, int64_t size);
-  void take_back(int ri_skip, int64_t first_skip, int64_t last_skip);
+  // Takes back up to `wanted` backed pages no block touches (none of [first_skip, last_skip] of
+  // range ri_skip, the placement's own), in one wait.
+  void take_back(int64_t wanted, int ri_skip, int64_t first_skip, int64_t last_skip);
 
   PageBacking* backing_;
   Range ranges_[kPageArenaRanges];

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/device.h"
-#include "core/page_arena.h"
+#include "core/page_backing.h"
 #include "core/tensor.h"
 #include "kernels/backends.h"
 #include "support/gpu.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/backend.h"
-#include "core/page_arena.h"
+#include "core/page_backing.h"
 
 namespace snug::test {
 

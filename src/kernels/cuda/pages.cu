@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/page_arena.h"
+#include "core/page_backing.h"
 #include "kernels/cuda/context.cuh"
 #include "kernels/cuda/pages.h"
 
