@@ -367,6 +367,20 @@ def part_scale(a, res):
     res["scale"] = rows
 
 
+def snug_speed_row(rg, rep, tokens_per_step, **label):
+    """A snug speed row from its report: the median of the steps after the first 3 (warm-up)."""
+    row = {"engine": "snug", **label, "rc": rg["rc"]}
+    if rep and rep.get("step_end_s"):
+        ends = [0.0] + rep["step_end_s"]
+        med = statistics.median([ends[i + 1] - ends[i] for i in range(len(ends) - 1)][3:])
+        row.update(median_step_s=med, tokens_per_second=tokens_per_step / med,
+                   peak_bytes=rep["memory"]["peak_bytes"], driver=rep["memory"].get("driver"),
+                   pages=rep["memory"].get("pages"), losses=rep["loss"][:3])
+    else:
+        row["err"] = (rg["err"] or rg["out"])[-800:]
+    return row
+
+
 def part_speed(a, res):
     snug = os.path.join(a.bin, "snug")
     rows = []
@@ -389,16 +403,7 @@ def part_speed(a, res):
         steps = a.speed_steps + 3
         rg, rep = train(snug, "cuda", flags, f"{d}/snug_{mode}.json", steps=steps, timeout=240,
                         extra=extra)
-        row = {"engine": "snug", "mode": mode, "rc": rg["rc"]}
-        if rep and rep.get("step_end_s"):
-            ends = [0.0] + rep["step_end_s"]
-            dts = [ends[i + 1] - ends[i] for i in range(len(ends) - 1)][3:]
-            med = statistics.median(dts)
-            row.update(median_step_s=med, tokens_per_second=16 * 1024 / med,
-                       peak_bytes=rep["memory"]["peak_bytes"], driver=rep["memory"].get("driver"),
-                       pages=rep["memory"].get("pages"), losses=rep["loss"][:3])
-        else:
-            row["err"] = (rg["err"] or rg["out"])[-800:]
+        row = snug_speed_row(rg, rep, 16 * 1024, mode=mode)
         rows.append(row)
         for var in env:
             os.environ.pop(var, None)
@@ -421,16 +426,7 @@ def part_lora(a, res):
     rows = []
     rg, rep = train(snug, "cuda", LORA_FLAGS, f"{d}/snug.json", steps=a.speed_steps + 3,
                     timeout=300)
-    row = {"engine": "snug", "flags": LORA_FLAGS, "rc": rg["rc"]}
-    if rep and rep.get("step_end_s"):
-        ends = [0.0] + rep["step_end_s"]
-        dts = [ends[i + 1] - ends[i] for i in range(len(ends) - 1)][3:]
-        med = statistics.median(dts)
-        row.update(median_step_s=med, tokens_per_second=4 * 512 / med,
-                   peak_bytes=rep["memory"]["peak_bytes"], driver=rep["memory"].get("driver"),
-                   pages=rep["memory"].get("pages"), losses=rep["loss"][:3])
-    else:
-        row["err"] = (rg["err"] or rg["out"])[-800:]
+    row = snug_speed_row(rg, rep, 4 * 512, flags=LORA_FLAGS)
     rows.append(row)
     print(f"lora snug: {row.get('tokens_per_second')} tok/s, peak {row.get('peak_bytes')}",
           flush=True)

@@ -12,10 +12,11 @@ Usage: python3 bench/gpu/torch_gpt2_cuda.py --mode fp32|bf16|compile [--batch 16
 """
 import argparse
 import json
-import statistics
 
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
+
+from torch_timing import time_steps  # bench/gpu/torch_timing.py
 
 
 def main():
@@ -53,19 +54,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         return loss
 
-    torch.cuda.reset_peak_memory_stats()
-    for _ in range(a.warmup):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(a.steps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        loss = step()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / 1000.0)
-    med = statistics.median(times)
+    med, loss = time_steps(step, a.warmup, a.steps)
     if a.profile:
         import sys
         from torch.profiler import ProfilerActivity, profile

@@ -17,11 +17,12 @@ Usage: python3 bench/gpu/torch_lora_cuda.py [--batch 4 --seq 512 --steps 12 --wa
 """
 import argparse
 import json
-import statistics
 
 import torch
 from peft import LoraConfig, get_peft_model
 from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from torch_timing import time_steps  # bench/gpu/torch_timing.py
 
 
 def qwen2_05b():
@@ -65,19 +66,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         return loss
 
-    torch.cuda.reset_peak_memory_stats()
-    for _ in range(a.warmup):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(a.steps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        loss = step()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / 1000.0)
-    med = statistics.median(times)
+    med, loss = time_steps(step, a.warmup, a.steps)
     import peft
     import transformers
     out = {
