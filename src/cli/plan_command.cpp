@@ -84,6 +84,16 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
         "host pool (--offload-optimizer cpu: the optimizer's state and update; --offload-param "
         "cpu: the rank's parameter shards; the prefetcher's slots):\n%s\n",
         memory_table(*planned.host, std::nullopt).c_str());
+  if (mem.pages)
+    std::printf(
+        "on cuda the tensors take %s of 2 MiB pages (%lld bytes, %.2f%% over the peak: the "
+        "paged arena's placement, memory.pages)\n",
+        format_bytes(mem.pages->reserved_bytes()).c_str(),
+        static_cast<long long>(mem.pages->reserved_bytes()),
+        mem.peak_total > 0 ? 100.0 * (static_cast<double>(mem.pages->reserved_bytes()) /
+                                          static_cast<double>(mem.peak_total) -
+                                      1.0)
+                           : 0.0);
   if (on_gpu)
     std::printf(
         "on cuda, beside this peak: cuBLASLt's workspace (%s) and the CUDA context "

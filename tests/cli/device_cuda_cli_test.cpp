@@ -30,6 +30,8 @@ TEST(DeviceCudaCli, PlanNeedsNoGpuAndNamesTheWorkspace) {
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
   ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
   EXPECT_THAT(gpu.out, HasSubstr("cuBLASLt's workspace (32.00 MiB)"));
+  EXPECT_THAT(gpu.out, HasSubstr("of 2 MiB pages"));
+  EXPECT_THAT(cpu.out, ::testing::Not(HasSubstr("of 2 MiB pages")));
   const auto c = read_json(dir.path("cpu.json"));
   const auto g = read_json(dir.path("gpu.json"));
   EXPECT_EQ(g["memory"]["peak_bytes"], c["memory"]["peak_bytes"]);
