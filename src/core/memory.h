@@ -9,7 +9,9 @@
 // Backend of its device (core/backend.h): on cpu the host heap, rounded up to a 64-byte multiple
 // for alignment; that padding is not counted (at most 63 bytes per tensor; for GPT-2 124M that is
 // under 0.001% of the weights). A meta pool accounts identically but allocates nothing, which is
-// what makes a dry run equal to a real run to the byte.
+// what makes a dry run equal to a real run to the byte. On a device whose backend gives pages
+// (cuda) the pool places every block in a paged arena of its own (core/page_arena.h) and reports
+// its pages (MemoryStats::pages); a plan for such a device keeps the same books with no pages.
 #pragma once
 
 #include <array>
