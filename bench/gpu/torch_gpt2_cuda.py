@@ -11,12 +11,11 @@ Usage: python3 bench/gpu/torch_gpt2_cuda.py --mode fp32|bf16|compile [--batch 16
        --steps 12 --warmup 3] [--json OUT] [--profile]
 """
 import argparse
-import json
 
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from torch_timing import time_steps  # bench/gpu/torch_timing.py
+from torch_timing import report, time_steps  # bench/gpu/torch_timing.py
 
 
 def main():
@@ -64,18 +63,9 @@ def main():
             torch.cuda.synchronize()
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30,
                                         max_name_column_width=90), file=sys.stderr)
-    out = {
-        "peer": "torch " + torch.__version__ + " + transformers GPT2LMHeadModel (sdpa), fused AdamW",
-        "mode": a.mode, "gpu": torch.cuda.get_device_name(0), "batch": a.batch, "seq": a.seq,
-        "median_step_s": med, "tokens_per_second": a.batch * a.seq / med,
-        "last_loss": float(loss.item()),
-        "max_memory_allocated": torch.cuda.max_memory_allocated(),
-        "max_memory_reserved": torch.cuda.max_memory_reserved(),
-    }
-    print(json.dumps(out))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=1)
+    report(a, med, loss,
+           peer="torch " + torch.__version__ + " + transformers GPT2LMHeadModel (sdpa), fused AdamW",
+           mode=a.mode)
 
 
 if __name__ == "__main__":

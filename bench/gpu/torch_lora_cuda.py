@@ -16,13 +16,12 @@ Usage: python3 bench/gpu/torch_lora_cuda.py [--batch 4 --seq 512 --steps 12 --wa
        [--json OUT]
 """
 import argparse
-import json
 
 import torch
 from peft import LoraConfig, get_peft_model
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from torch_timing import time_steps  # bench/gpu/torch_timing.py
+from torch_timing import report, time_steps  # bench/gpu/torch_timing.py
 
 
 def qwen2_05b():
@@ -69,21 +68,11 @@ def main():
     med, loss = time_steps(step, a.warmup, a.steps)
     import peft
     import transformers
-    out = {
-        "peer": f"torch {torch.__version__} + transformers {transformers.__version__} "
-                f"Qwen2ForCausalLM (sdpa, bf16 base) + peft {peft.__version__} LoRA r=16 "
-                "all-linear, bf16 autocast, fused AdamW",
-        "gpu": torch.cuda.get_device_name(0), "batch": a.batch, "seq": a.seq,
-        "trainable_params": sum(p.numel() for p in trainable),
-        "median_step_s": med, "tokens_per_second": a.batch * a.seq / med,
-        "last_loss": float(loss.item()),
-        "max_memory_allocated": torch.cuda.max_memory_allocated(),
-        "max_memory_reserved": torch.cuda.max_memory_reserved(),
-    }
-    print(json.dumps(out))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=1)
+    report(a, med, loss,
+           peer=f"torch {torch.__version__} + transformers {transformers.__version__} "
+           f"Qwen2ForCausalLM (sdpa, bf16 base) + peft {peft.__version__} LoRA r=16 "
+           "all-linear, bf16 autocast, fused AdamW",
+           trainable_params=sum(p.numel() for p in trainable))
 
 
 if __name__ == "__main__":
