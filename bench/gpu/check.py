@@ -341,7 +341,9 @@ def part_scale(a, res):
                 f"--report-json {d}/run.json", timeout)
         row = {"name": name, "flags": flags, "plan_rc": p["rc"], "rc": r["rc"], "s": r["s"]}
         if os.path.exists(d + "/plan.json"):
-            row["plan_peak"] = json.load(open(d + "/plan.json"))["memory"]["peak_bytes"]
+            pm = json.load(open(d + "/plan.json"))["memory"]
+            row["plan_peak"] = pm["peak_bytes"]
+            row["plan_pages"] = (pm.get("pages") or {}).get("reserved_bytes")
         else:
             row["plan_err"] = (p["err"] or p["out"])[-600:]
         lines = r["err"].replace("\r", "\n").splitlines()
@@ -352,6 +354,7 @@ def part_scale(a, res):
             rep = json.load(open(d + "/run.json"))
             ends = [0.0] + rep.get("step_end_s", [])
             row.update(run_peak=rep["memory"]["peak_bytes"], driver=rep["memory"].get("driver"),
+                       run_pages=(rep["memory"].get("pages") or {}).get("reserved_bytes"),
                        loss=rep.get("loss"),
                        step_s=[round(ends[i + 1] - ends[i], 3) for i in range(len(ends) - 1)],
                        equal=row.get("plan_peak") == rep["memory"]["peak_bytes"])
