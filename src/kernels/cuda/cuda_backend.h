@@ -12,9 +12,9 @@
 // (core/page_arena.h over kernels/cuda/pages.cu), so what the driver holds for tensors stays
 // within 2% of the tracked peak and a plan states it. SNUG_CUDA_ALLOC=async takes the
 // stream-ordered allocator (cudaMallocAsync) instead, and SNUG_CUDA_ALLOC=debug gives each tensor
-// its own cudaMalloc, freed at once, so compute-sanitizer's memcheck sees each tensor's bounds. The pool counts the bytes a
-// tensor asks for, as on every device; the driver's own figures (context, cuBLASLt's workspace)
-// are reported beside it (cuda_memory_info).
+// its own cudaMalloc, freed at once, so compute-sanitizer's memcheck sees each tensor's bounds.
+// The pool counts the bytes a tensor asks for, as on every device; the driver's own figures
+// (context, cuBLASLt's workspace) are reported beside it (cuda_memory_info).
 #pragma once
 
 #include <cstdint>
