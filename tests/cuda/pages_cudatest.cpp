@@ -5,13 +5,18 @@
 // have addresses of their own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "core/device.h"
 #include "core/page_backing.h"
 #include "core/tensor.h"
 #include "kernels/backends.h"
+#include "kernels/cuda/pages.h"
 #include "support/gpu.h"
 
 namespace snug {
@@ -74,6 +79,39 @@ TEST(CudaPages, TwoDevicesHaveAddressesOfTheirOwn) {
   EXPECT_NE(ta.data<float>(), tb.data<float>());
   EXPECT_EQ(read(a, ta), pattern(2, 10.0f));
   EXPECT_EQ(read(b, tb), pattern(2, 20.0f));
+}
+
+// What the arena's take-backs cost on this GPU (docs/cuda.md#memory): making pages, mapping them
+// in runs of 16 (one cuMemSetAccess a run), and taking them back (one wait, one cuMemUnmap a
+// page), per page, best of 5 rounds of 256 pages. Disabled: a timing, run by check.sh ops.
+TEST(CudaPages, DISABLED_TimeMapAndTakeBack) {
+  SNUG_REQUIRE_GPU(gpu);
+  using Clock = std::chrono::steady_clock;
+  const auto us_since = [](Clock::time_point t0) {
+    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  };
+  const CudaDeviceInfo info = cuda_device_info(0);
+  const std::unique_ptr<PageBacking> pages = cuda::make_page_backing(0, info.total_bytes);
+  constexpr int64_t kPages = 256, kRun = 16;
+  auto t0 = Clock::now();
+  ASSERT_TRUE(pages->grow(kPages));
+  const double create_us = us_since(t0) / kPages;
+  double map_us = 1e30, unmap_us = 1e30;
+  for (int round = 0; round < 5; ++round) {
+    t0 = Clock::now();
+    for (int64_t first = 0; first < kPages; first += kRun) pages->map(1, first, kRun);
+    map_us = std::min(map_us, us_since(t0) / kPages);
+    std::vector<PageBacking::Run> runs;
+    for (int64_t first = 0; first < kPages; first += kRun) runs.push_back({1, first, kRun});
+    t0 = Clock::now();
+    pages->unmap(runs);
+    unmap_us = std::min(unmap_us, us_since(t0) / kPages);
+  }
+  std::printf(
+      "CudaPages timing on %s: make %.2f us/page, map %.2f us/page (runs of %lld), take "
+      "back %.2f us/page (one wait for %lld pages)\n",
+      info.name.c_str(), create_us, map_us, static_cast<long long>(kRun), unmap_us,
+      static_cast<long long>(kPages));
 }
 
 }  // namespace
