@@ -251,6 +251,23 @@ def part_profile(a, res):
             res["profile"]["torch_" + mode] = {"rc": t["rc"], "table": open(f).read()[-9000:]}
 
 
+def memory_verdicts(row, m):
+    """A cuda run's memory (its report's `memory`) against the plan's figures in `row`."""
+    row.update(run_peak=m["peak_bytes"], driver=m.get("driver"), pages=m.get("pages"),
+               run_pages=(m.get("pages") or {}).get("reserved_bytes"))
+    row["equal"] = row.get("plan_peak") == row["run_peak"]
+    # The paged arena (core/page_arena.h): the pages the run held, against the plan's.
+    row["pages_equal"] = row.get("plan_pages") == row["run_pages"]
+    drv = m.get("driver")
+    if drv:
+        # Acceptance 3: the driver's use less the context and the named workspaces (cuBLASLt's,
+        # and the stream-ordered scratch: cuDNN attention, reductions), against the peak.
+        held = (drv["device_used_bytes"] - drv["context_bytes"] - drv["library_workspace_bytes"]
+                - drv.get("pool_reserved_high_bytes", 0))
+        row["held_bytes"] = held
+        row["held_over_peak"] = round(held / max(row["run_peak"], 1) - 1, 5)
+
+
 def part_memory(a, res):
     snug = os.path.join(a.bin, "snug")
     rows = []
@@ -268,28 +285,45 @@ def part_memory(a, res):
             row["plan_peak"] = pm["peak_bytes"]
             row["plan_pages"] = (pm.get("pages") or {}).get("reserved_bytes")
         if gpu:
-            m = gpu["memory"]
-            row["run_peak"] = m["peak_bytes"]
-            row["driver"] = drv = m.get("driver")
-            row["equal"] = row.get("plan_peak") == row["run_peak"]
-            # The paged arena (core/page_arena.h): the pages the run held, against the plan's.
-            row["pages"] = m.get("pages")
-            row["run_pages"] = (m.get("pages") or {}).get("reserved_bytes")
-            row["pages_equal"] = row.get("plan_pages") == row["run_pages"]
-            if drv:
-                # Acceptance 3: the driver's use less the context and the named workspaces
-                # (cuBLASLt's, and the stream-ordered scratch: cuDNN attention, reductions).
-                held = (drv["device_used_bytes"] - drv["context_bytes"]
-                        - drv["library_workspace_bytes"] - drv.get("pool_reserved_high_bytes", 0))
-                row["held_bytes"] = held
-                row["held_over_peak"] = round(held / max(row["run_peak"], 1) - 1, 5)
+            memory_verdicts(row, gpu["memory"])
         else:
             row["cuda_err"] = (rg["err"] or rg["out"])[-800:]
         rows.append(row)
         print(f"memory {name}: plan {row.get('plan_peak')} run {row.get('run_peak')} pages plan "
               f"{row.get('plan_pages')} run {row.get('run_pages')} held/peak-1 "
               f"{row.get('held_over_peak')}", flush=True)
+    if not a.only or "generation" in a.only.split(","):
+        rows.append(memory_row_generation(a, snug))
     res["memory"] = rows
+
+
+# Acceptance 3's generation configuration: gpt2-350m's shape with byte tokens (vocab 256, so a
+# random model's tokens decode), one 64-token prompt, 448 new tokens, 4 beams: 1.2 GB of weights
+# and a 0.4 GB KV cache. `plan --inference` with the same shape (GenerateCli checks the same on
+# the CPU).
+GEN_MODEL = "--model gpt2-350m --vocab-size 256 --num-beams 4 --max-new-tokens 448"
+
+
+def memory_row_generation(a, snug):
+    d = os.path.join(a.out, "memory", "generation")
+    os.makedirs(d, exist_ok=True)
+    p = run(f"{snug} plan --inference --device cuda {GEN_MODEL} --per-device-eval-batch-size 1 "
+            f"--seq-len 512 --json {d}/plan.json", 60)
+    g = run(f"{snug} generate --device cuda {GEN_MODEL} --prompt {'a' * 64} "
+            f"--report-json {d}/cuda.json", 180)
+    row = {"name": "generation", "flags": GEN_MODEL, "plan_rc": p["rc"], "cuda_rc": g["rc"]}
+    if os.path.exists(d + "/plan.json"):
+        pm = json.load(open(d + "/plan.json"))["memory"]
+        row.update(plan_peak=pm["peak_bytes"],
+                   plan_pages=(pm.get("pages") or {}).get("reserved_bytes"))
+    if os.path.exists(d + "/cuda.json"):
+        memory_verdicts(row, json.load(open(d + "/cuda.json"))["memory"])
+    else:
+        row["cuda_err"] = (g["err"] or g["out"])[-800:]
+    print(f"memory generation: plan {row.get('plan_peak')} run {row.get('run_peak')} pages plan "
+          f"{row.get('plan_pages')} run {row.get('run_pages')} held/peak-1 "
+          f"{row.get('held_over_peak')}", flush=True)
+    return row
 
 
 def part_nccl(a, res):
