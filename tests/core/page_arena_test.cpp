@@ -105,6 +105,54 @@ TEST(PageArena, BacksTakesBackAndMakesPagesExactly) {
   EXPECT_EQ(host.spare(), 0);
 }
 
+TEST(PageArena, TakesBackOnlyWhatItLacksHighestFirst) {
+  {
+    // 10 idle pages in the long-lived range; 6 lacking for activations past the slack
+    // (16 pages > 1.02 x 10 + 4): pages 4-9 come back, not all 10.
+    test::HostPages host(64, INT64_MAX, kPage);
+    PageArena a(&host);
+    const auto w = a.place(10 * kPage, Category::weights);
+    ASSERT_TRUE(w);
+    a.remove(*w, 10 * kPage);
+    const auto x = a.place(6 * kPage, Category::activations);
+    ASSERT_TRUE(x);
+    ASSERT_EQ(host.unmap_calls(), 1);
+    ASSERT_EQ(host.last_unmapped().size(), 1u);
+    EXPECT_EQ(host.last_unmapped()[0].range, 0);
+    EXPECT_EQ(host.last_unmapped()[0].first, 4);
+    EXPECT_EQ(host.last_unmapped()[0].count, 6);
+    EXPECT_EQ(a.stats().physical_pages, 10);
+    EXPECT_EQ(a.stats().unmaps, 6);
+  }
+  {
+    // Idle pages in both ranges, fewer than lacking: the rest range's first, then the
+    // long-lived one's, one wait for both.
+    test::HostPages host(64, INT64_MAX, kPage);
+    PageArena a(&host);
+    const auto w = a.place(6 * kPage, Category::weights);      // range 0, pages 0-5
+    const auto x = a.place(6 * kPage, Category::activations);  // range 1, pages 0-5
+    const auto y = a.place(2 * kPage, Category::activations);  // range 1, pages 6-7
+    ASSERT_TRUE(w && x && y);
+    a.remove(*w, 6 * kPage);
+    a.remove(*x, 6 * kPage);
+    // 24 pages at the top of range 1 (pages 8-31): 38 pages > 1.02 x 26 + 4, so all 12 idle
+    // pages come back and 12 are made.
+    const auto z = a.place(24 * kPage, Category::temporary);
+    ASSERT_TRUE(z);
+    EXPECT_EQ(z->offset, 8 * kPage);
+    ASSERT_EQ(host.unmap_calls(), 1);
+    ASSERT_EQ(host.last_unmapped().size(), 2u);
+    EXPECT_EQ(host.last_unmapped()[0].range, 1);
+    EXPECT_EQ(host.last_unmapped()[0].first, 0);
+    EXPECT_EQ(host.last_unmapped()[0].count, 6);
+    EXPECT_EQ(host.last_unmapped()[1].range, 0);
+    EXPECT_EQ(host.last_unmapped()[1].first, 0);
+    EXPECT_EQ(host.last_unmapped()[1].count, 6);
+    EXPECT_EQ(a.stats().physical_pages, 26);
+    EXPECT_EQ(a.stats().waits, 1);
+  }
+}
+
 TEST(PageArena, PoolReportsTheDeviceRefusingPagesAndTakesIdleOnesBack) {
   test::PagedCpuBackend backend(64, /*limit_pages=*/10, kPage);
   Device dev(backend);
