@@ -10,10 +10,13 @@
 #include <limits>
 #include <vector>
 
+#include "support/compare.h"
 #include "support/expect_error.h"
 
 namespace snug::dist {
 namespace {
+
+using test::same_bits;
 
 using testing_data::error_message;
 using testing_data::HasSubstr;
@@ -25,10 +28,6 @@ std::vector<float> awkward_floats() {
   const uint32_t bits = 0x7fc01234u;
   std::memcpy(&nan_payload, &bits, 4);
   return {-0.0f, nan_payload, std::numeric_limits<float>::denorm_min(), 1.5f, -3.25e30f};
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 TEST(SingleProcess, IsTheWorldOfOne) {

@@ -4,16 +4,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "support/compare.h"
 #include "support/random.h"
 
 namespace snug {
 namespace {
+
+using test::same_bits;
 
 std::vector<float> tricky_values(int64_t n) {
   std::vector<float> v = test::random_floats(n, 7, -3.0f, 3.0f);
@@ -31,10 +33,6 @@ std::vector<float> tricky_values(int64_t n) {
                             3.4e38f};
   for (size_t i = 0; i < std::size(specials) && i * 997 < v.size(); ++i) v[i * 997] = specials[i];
   return v;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 TEST(Precision, RoundPackUnpackMatchReferenceBitForBit) {

@@ -6,10 +6,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <vector>
 
 namespace snug::test {
+
+// The same length and the same bits (NaN payloads and the sign of zero included): "bit for bit".
+template <typename T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
 
 // Every |got - want| <= atol + rtol * |want|; on failure reports the worst element.
 template <typename A, typename B>

@@ -10,7 +10,6 @@
 //    name.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -18,6 +17,7 @@
 #include "data/dataset.h"
 #include "kernels/backends.h"
 #include "models/gpt2/gpt2.h"
+#include "support/compare.h"
 #include "support/configs.h"
 #include "support/expect_error.h"
 #include "support/gpt2_train.h"
@@ -26,6 +26,8 @@
 
 namespace snug {
 namespace {
+
+using test::same_bits;
 
 using test::odd_config;
 using testing_data::error_message;
@@ -65,10 +67,6 @@ TrainingArguments stage3_run() {
   a.data = "dummy";
   a.weight_decay = 0.1;
   return a;
-}
-
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
 // `plain` (stage 3, its optimizer offloaded or not) against the same with --offload-param cpu.

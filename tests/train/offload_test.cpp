@@ -18,6 +18,7 @@
 #include "kernels/backends.h"
 #include "models/gpt2/gpt2.h"
 #include "optim/optimizer.h"
+#include "support/compare.h"
 #include "support/configs.h"
 #include "support/expect_error.h"
 #include "support/gpt2_train.h"
@@ -26,6 +27,8 @@
 
 namespace snug {
 namespace {
+
+using test::same_bits;
 
 using test::odd_config;
 using testing_data::error_message;
@@ -69,10 +72,6 @@ TrainingArguments small_run(const std::string& optim) {
   a.weight_decay = 0.1;
   a.momentum = 0.9;  // sgd keeps a momentum buffer
   return a;
-}
-
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
 // Offloaded against not, on cpu: the state's bytes move pools, nothing else changes.
