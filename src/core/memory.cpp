@@ -53,6 +53,18 @@ std::string MemoryPool::budget_report(int64_t bytes, Category c, const std::stri
   return msg;
 }
 
+std::string MemoryPool::refused_report(int64_t bytes, Category c, const std::string& what,
+                                       const std::string& why) const {
+  const std::string who = !backing_                      ? "device"
+                          : backing_->host_addressable() ? "host"
+                                                         : backing_->name();
+  return budget_report(
+      bytes, c,
+      detail::concat(" already in use, and the ", who, " refused more", what, " (", why,
+                     "; --device-memory set below what it has turns this into "
+                     "a planned stop)."));
+}
+
 PoolBlock MemoryPool::allocate(int64_t bytes, Category c) {
   SNUG_ASSERT(bytes >= 0);
   // Checked before the backing allocates (no memory taken for a request that cannot fit) and
@@ -65,12 +77,7 @@ PoolBlock MemoryPool::allocate(int64_t bytes, Category c) {
   if (backed_ && bytes > 0 && !p) {
     // The device itself refused (a GPU's memory is full: other processes, the context, the
     // allocator's rounding): the same budget report as a --device-memory capacity gives.
-    throw OutOfMemoryError(budget_report(
-        bytes, c,
-        detail::concat(" already in use, and the ",
-                       backing_->host_addressable() ? std::string("host") : backing_->name(),
-                       " refused more (its memory is full; --device-memory set below what it "
-                       "has turns this into a planned stop).")));
+    throw OutOfMemoryError(refused_report(bytes, c, "", "its memory is full"));
   }
   try {
     check_fits_locked(bytes, c);
@@ -91,12 +98,9 @@ PoolBlock MemoryPool::allocate_paged(int64_t bytes, Category c) {
   if (bytes > 0) {
     const std::optional<PagePlace> where = arena_->place(bytes, c);
     if (!where)
-      throw OutOfMemoryError(budget_report(
-          bytes, c,
-          detail::concat(" already in use, and the ", backing_ ? backing_->name() : "device",
-                         " refused more pages (", format_bytes(arena_->stats().reserved_bytes()),
-                         " held for tensors; --device-memory set below what it has turns this "
-                         "into a planned stop).")));
+      throw OutOfMemoryError(
+          refused_report(bytes, c, " pages",
+                         format_bytes(arena_->stats().reserved_bytes()) + " held for tensors"));
     places_.emplace(id, *where);
     p = arena_->address(*where);
   }

@@ -132,6 +132,9 @@ class MemoryPool {
   // The out-of-memory message: what was asked, the phase, what is live by category; `why` follows
   // the bytes in use (the capacity, or the device's refusal). Called with mu_ held.
   std::string budget_report(int64_t bytes, Category c, const std::string& why) const;
+  // The budget report when the device itself refuses `what` more ("" or " pages"): why it did.
+  std::string refused_report(int64_t bytes, Category c, const std::string& what,
+                             const std::string& why) const;
   // Throws the budget report when `bytes` more would pass the capacity (or 2^63).
   void check_fits(int64_t bytes, Category c) const;
   void check_fits_locked(int64_t bytes, Category c) const;  // caller holds mu_

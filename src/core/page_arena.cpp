@@ -85,10 +85,7 @@ std::optional<PageArena::Place> PageArena::place(int64_t bytes, Category c) {
     }
   } else {
     r.top = offset + size;
-    if (r.top > r.high) {
-      s_.virtual_bytes += r.top - r.high;
-      r.high = r.top;
-    }
+    r.high = std::max(r.high, r.top);
   }
   for (int64_t p = first; p <= last; ++p) ++r.users[static_cast<size_t>(p)];
   s_.live_bytes += size;
@@ -180,6 +177,12 @@ void PageArena::remove(const Place& pl, int64_t bytes) {
   }
   s_.live_bytes -= size;
   add_free(r, pl.offset, size);
+}
+
+PageArenaStats PageArena::stats() const {
+  PageArenaStats s = s_;
+  for (const Range& r : ranges_) s.virtual_bytes += r.high;
+  return s;
 }
 
 void* PageArena::address(const Place& p) const {

@@ -48,7 +48,7 @@ class PageArena {
   // The block's address (nullptr without a backing).
   void* address(const Place& p) const;
 
-  const PageArenaStats& stats() const { return s_; }
+  PageArenaStats stats() const;
 
  private:
   struct Range {
@@ -71,7 +71,7 @@ class PageArena {
   PageBacking* backing_;
   Range ranges_[kPageArenaRanges];
   int64_t spare_ = 0;  // physical pages made and not mapped
-  PageArenaStats s_;
+  PageArenaStats s_;   // virtual_bytes left 0: stats() sums the ranges' highs
 };
 
 }  // namespace snug
