@@ -163,7 +163,7 @@ void PageArena::take_back(int64_t wanted, int ri_skip, int64_t first_skip, int64
   spare_ += pages;
   s_.mapped_pages -= pages;
   s_.unmaps += pages;
-  ++s_.waits;
+  ++s_.take_backs;
 }
 
 void PageArena::remove(const Place& pl, int64_t bytes) {

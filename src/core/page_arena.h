@@ -13,8 +13,8 @@
 //    the physical pages it holds. A placement on pages not yet backed takes spare pages; when
 //    none is spare and more pages would pass (1 + kPageArenaSlack) x the most bytes ever live,
 //    it first takes back as many backed pages no block touches as it lacks, the highest
-//    addresses first (after the device's queued work is done with them), and only then asks the
-//    device for new pages.
+//    addresses first (the backing keeps their old addresses valid until the device's queued work
+//    has passed them), and only then asks the device for new pages.
 // Physical pages are never given back during a run, so what the driver holds for tensors is
 // `reserved_bytes` at the end. Everything here is bookkeeping: the same sequence of requests
 // gives the same offsets and counts with or without a device (a meta plan runs it with no
@@ -65,7 +65,7 @@ class PageArena {
   // the device refused pages (the block is not placed).
   bool back_pages(int ri, int64_t first, int64_t last, int64_t size);
   // Takes back up to `wanted` backed pages no block touches (none of [first_skip, last_skip] of
-  // range ri_skip, the placement's own), in one wait.
+  // range ri_skip, the placement's own), in one take-back.
   void take_back(int64_t wanted, int ri_skip, int64_t first_skip, int64_t last_skip);
 
   PageBacking* backing_;

@@ -41,8 +41,9 @@ class PageBacking {
   virtual bool grow(int64_t n) = 0;
   // Backs pages [first, first + n) of range r with n spare pages.
   virtual void map(int r, int64_t first, int64_t n) = 0;
-  // Waits until the device's queued work is done, then returns the pages of each run to the
-  // spares (runs: range, first page, count).
+  // Returns the pages of each run to the spares (runs: range, first page, count). Work queued
+  // before may still use them at their old addresses: the backing keeps those valid until the
+  // device has passed it (a GPU's backing maps a spare page at its new place without waiting).
   struct Run {
     int range;
     int64_t first;
@@ -58,9 +59,9 @@ struct PageArenaStats {
   int64_t virtual_bytes = 0;   // the highest offset ever used, summed over the ranges
   int64_t live_bytes = 0;      // aligned bytes of the blocks placed now
   int64_t max_live_bytes = 0;
-  int64_t maps = 0;    // pages backed (first backing and again after a take-back)
-  int64_t unmaps = 0;  // pages taken back
-  int64_t waits = 0;   // take-backs (each waits for the device's queued work)
+  int64_t maps = 0;        // pages backed (first backing and again after a take-back)
+  int64_t unmaps = 0;      // pages taken back
+  int64_t take_backs = 0;  // take-backs of idle pages (one event each; no wait)
   int64_t reserved_bytes() const { return physical_pages * page_bytes; }
 };
 

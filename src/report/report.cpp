@@ -115,7 +115,7 @@ nlohmann::json memory_json(const MemoryStats& s, std::optional<int64_t> capacity
                   {"max_live_bytes", p.max_live_bytes},
                   {"page_maps", p.maps},
                   {"page_unmaps", p.unmaps},
-                  {"waits", p.waits}};
+                  {"take_backs", p.take_backs}};
   }
   return j;
 }

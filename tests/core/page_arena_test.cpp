@@ -92,14 +92,14 @@ TEST(PageArena, BacksTakesBackAndMakesPagesExactly) {
   EXPECT_EQ(host.physical(), 20);
   EXPECT_EQ(a.stats().mapped_pages, 20);
   EXPECT_EQ(a.stats().unmaps, 8);
-  EXPECT_EQ(a.stats().waits, 1);
+  EXPECT_EQ(a.stats().take_backs, 1);
   // The hole's 8 pages again: 28 pages are within 1.02 x 28 live + 4, so they are made.
   const auto x4 = a.place(8 * kPage, Category::activations);
   ASSERT_TRUE(x4);
   EXPECT_EQ(x4->offset, 0);
   EXPECT_EQ(a.stats().physical_pages, 28);
   EXPECT_EQ(a.stats().maps, 8 + 8 + 12 + 8);
-  EXPECT_EQ(a.stats().waits, 1);
+  EXPECT_EQ(a.stats().take_backs, 1);
   EXPECT_EQ(a.stats().reserved_bytes(), 28 * kPage);
   std::memset(a.address(*x4), 2, 8 * kPage);  // backed again: writable
   EXPECT_EQ(host.spare(), 0);
@@ -149,7 +149,7 @@ TEST(PageArena, TakesBackOnlyWhatItLacksHighestFirst) {
     EXPECT_EQ(host.last_unmapped()[1].first, 0);
     EXPECT_EQ(host.last_unmapped()[1].count, 6);
     EXPECT_EQ(a.stats().physical_pages, 26);
-    EXPECT_EQ(a.stats().waits, 1);
+    EXPECT_EQ(a.stats().take_backs, 1);
   }
 }
 
@@ -175,7 +175,7 @@ TEST(PageArena, PoolReportsTheDeviceRefusingPagesAndTakesIdleOnesBack) {
   const MemoryStats s = pool.stats();
   ASSERT_TRUE(s.pages.has_value());
   EXPECT_EQ(s.pages->physical_pages, 8);
-  EXPECT_EQ(s.pages->waits, 1);
+  EXPECT_EQ(s.pages->take_backs, 1);
   EXPECT_EQ(s.pages->unmaps, 4);
   EXPECT_EQ(s.pages->mapped_pages, 8);
   pool.release(b, 4 * kPage, Category::activations);
@@ -209,9 +209,9 @@ TEST(PageArena, TrainingOnPagedMemoryGivesTheCpuLossesAndThePlannedPages) {
   EXPECT_EQ(p.pages->physical_pages, m.pages->physical_pages);
   EXPECT_EQ(p.pages->maps, m.pages->maps);
   EXPECT_EQ(p.pages->unmaps, m.pages->unmaps);
-  EXPECT_EQ(p.pages->waits, m.pages->waits);
+  EXPECT_EQ(p.pages->take_backs, m.pages->take_backs);
   EXPECT_EQ(p.pages->virtual_bytes, m.pages->virtual_bytes);
-  EXPECT_GT(p.pages->waits, 0);  // pages were taken back (12 times at this writing) and reused
+  EXPECT_GT(p.pages->take_backs, 0);  // pages were taken back (12 times at this writing) and reused
   // Within the slack of the most live bytes, and at least the peak.
   EXPECT_GE(p.pages->reserved_bytes(), p.peak_total);
   EXPECT_LE(static_cast<double>(p.pages->reserved_bytes()),

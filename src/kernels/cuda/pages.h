@@ -12,5 +12,9 @@ namespace cuda {
 // ranges of twice that each, and the physical pages it makes, all given back by its destructor.
 std::unique_ptr<PageBacking> make_page_backing(int index, int64_t device_bytes);
 
+// Pages taken back from `b` (a CUDA backing) whose old addresses are still mapped because the GPU
+// had not passed the work queued before their take-back when last looked at (tests).
+int64_t old_pages(const PageBacking& b);
+
 }  // namespace cuda
 }  // namespace snug
