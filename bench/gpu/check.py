@@ -76,7 +76,8 @@ MEMORY = [
 def run(cmd, timeout, env=None):
     t0 = time.time()
     try:
-        p = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=timeout,
+        p = subprocess.run(cmd, shell=True, capture_output=True, text=True, errors="replace",
+                           timeout=timeout,
                            env=env)
         rc, out, err = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as e:

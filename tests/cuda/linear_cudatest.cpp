@@ -171,8 +171,9 @@ TEST(CudaGemm, DISABLED_TimeGpt2Shapes) {
     const char* what;
     bool ta, tb;
     int64_t M, N, K;
+    int64_t ld_v = 0;  // the vocabulary-long leading dimension, if not V (the op's padded rows)
   };
-  const int64_t R = 16384, V = 50257, C = 768;
+  const int64_t R = 16384, V = 50257, C = 768, Vld = (V + 7) / 8 * 8;
   // Conv1D Linear (IC -> OC): forward out(R,OC) = x(R,IC) w(IC,OC); dx(R,IC) = dout w^T;
   // dw(IC,OC) += x^T dout. LM head chunk of 2341 rows: logits = x W^T, dx = dlogits W,
   // dW += dlogits^T x.
@@ -186,10 +187,25 @@ TEST(CudaGemm, DISABLED_TimeGpt2Shapes) {
   shapes.push_back({"head fwd", false, true, 2341, V, C});
   shapes.push_back({"head dx", false, false, 2341, C, V});
   shapes.push_back({"head dw", true, false, V, C, 2341});
+  // As kernels/cuda/xent.cu calls them: logits and dlogits rows Vld apart (16-byte aligned).
+  shapes.push_back({"head fwd ld", false, true, 2341, V, C, Vld});
+  shapes.push_back({"head dx ld", false, false, 2341, C, V, Vld});
+  shapes.push_back({"head dw ld", true, false, V, C, 2341, Vld});
+  // bf16 dlogits over the front half of each fp32 row (xent.cu): 2 Vld halves apart.
+  shapes.push_back({"head dx 2ld", false, false, 2341, C, V, 2 * Vld});
+  shapes.push_back({"head dw 2ld", true, false, V, C, 2341, 2 * Vld});
+  // Is it the odd vocabulary? The same products over 50176 = 392 x 128 and 50304 rows.
+  for (const int64_t v : {int64_t{50176}, int64_t{50304}}) {
+    shapes.push_back({v == 50176 ? "head fwd 50176" : "head fwd 50304", false, true, 2341, v, C});
+    shapes.push_back({v == 50176 ? "head dx 50176" : "head dx 50304", false, false, 2341, C, v});
+  }
   for (const Shape& sh : shapes) {
-    const int64_t lda = sh.ta ? sh.M : sh.K, ldb = sh.tb ? sh.K : sh.N;
-    const Vec a = random_floats(sh.M * sh.K, 31), b = random_floats(sh.K * sh.N, 32);
-    GpuBuffer<float> ga(gpu, a), gb(gpu, b), gc(gpu, random_floats(sh.M * sh.N, 33));
+    int64_t lda = sh.ta ? sh.M : sh.K, ldb = sh.tb ? sh.K : sh.N, ldc = sh.N;
+    if (sh.ld_v && sh.N == V) ldc = sh.ld_v;  // logits(m, V)
+    if (sh.ld_v && sh.N != V) lda = sh.ld_v;  // dlogits as A (m, V) or A^T
+    const int64_t a_rows = sh.ta ? sh.K : sh.M;
+    const Vec a = random_floats(a_rows * lda, 31), b = random_floats(sh.K * sh.N, 32);
+    GpuBuffer<float> ga(gpu, a), gb(gpu, b), gc(gpu, random_floats(sh.M * ldc, 33));
     GpuBuffer<uint16_t> ha(gpu, to_bf16(a)), hb(gpu, to_bf16(b));
     GpuBuffer<float> one(gpu, Vec{0.0f});  // its download waits for the stream
     for (const bool bf16 : {false, true}) {
@@ -197,15 +213,15 @@ TEST(CudaGemm, DISABLED_TimeGpt2Shapes) {
       for (int rep = 0; rep < 6; ++rep) {  // rep 0: warm-up (the plan, the heuristic)
         const auto t0 = std::chrono::steady_clock::now();
         if (bf16)
-          ops.gemm_bf16(sh.ta, sh.tb, sh.M, sh.N, sh.K, 1.0f, ha, lda, hb, ldb, 0.0f, gc, sh.N);
+          ops.gemm_bf16(sh.ta, sh.tb, sh.M, sh.N, sh.K, 1.0f, ha, lda, hb, ldb, 0.0f, gc, ldc);
         else
-          ops.gemm_f32(sh.ta, sh.tb, sh.M, sh.N, sh.K, 1.0f, ga, lda, gb, ldb, 0.0f, gc, sh.N);
+          ops.gemm_f32(sh.ta, sh.tb, sh.M, sh.N, sh.K, 1.0f, ga, lda, gb, ldb, 0.0f, gc, ldc);
         (void)one.host();
         const double t =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (rep > 0 && t < best) best = t;
       }
-      std::printf("gemm %-8s %s ta=%d tb=%d M=%lld N=%lld K=%lld: %.3f ms (%.1f TFLOP/s)\n",
+      std::printf("gemm %-14s %s ta=%d tb=%d M=%lld N=%lld K=%lld: %.3f ms (%.1f TFLOP/s)\n",
                   sh.what, bf16 ? "bf16" : "fp32", sh.ta, sh.tb, static_cast<long long>(sh.M),
                   static_cast<long long>(sh.N), static_cast<long long>(sh.K), best * 1e3,
                   2.0 * sh.M * sh.N * sh.K / best * 1e-12);

@@ -3,6 +3,8 @@
 // ignored rows only, aliasing, null outputs and the out-of-range target error.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <string>
 
 #include "core/dtype.h"
@@ -204,6 +206,48 @@ TEST(CudaXent, LmHeadOutOfRangeTargetIsTheCpuError) {
             }),
             want);
   EXPECT_NE(want, "(no error)");
+}
+
+// The LM head op as a gpt2-124m step (B=16, T=1024) calls it, forward and backward, at the
+// default GPU chunk: ms per call (best of 3 after a warm-up) and the rate of its three GEMMs, to
+// set against CudaGemm.DISABLED_TimeGpt2Shapes' head rows (what the rest of the op costs).
+// Disabled: a timing, run by check.sh ops.
+TEST(CudaXent, DISABLED_TimeLmHeadGpt2) {
+  SNUG_REQUIRE_GPU(gpu);
+  const int64_t N = 16384, C = 768, V = 50257;
+  const int64_t chunk =
+      kernels::lm_head_default_chunk(N, V, kernels::kLmHeadGpuScratchBudgetFloats);
+  const auto lnf_f = random_floats(N * C, 120, -2.0f, 2.0f);
+  const auto wte_f = random_floats(V * C, 121, -0.5f, 0.5f);
+  std::vector<uint16_t> lnf_h(lnf_f.size()), wte_h(wte_f.size());
+  for (size_t i = 0; i < lnf_h.size(); ++i) lnf_h[i] = f32_to_bf16(lnf_f[i]);
+  for (size_t i = 0; i < wte_h.size(); ++i) wte_h[i] = f32_to_bf16(wte_f[i]);
+  const auto targets = targets_for(N, V, 122);
+  GpuBuffer<float> lnf(gpu, lnf_f), wte(gpu, wte_f), dlnf(gpu, N * C), dwte(gpu, V * C),
+      scratch(gpu, kernels::lm_head_scratch_floats(N, V, chunk));
+  GpuBuffer<uint16_t> lnf16(gpu, lnf_h), wte16(gpu, wte_h);
+  GpuBuffer<int32_t> dt(gpu, targets);
+  for (const bool bf16 : {false, true}) {
+    double best = 1e30;
+    for (int rep = 0; rep < 4; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      if (bf16)
+        (void)gpu.ops().lm_head_xent_bf16(nullptr, dlnf, dwte, lnf16, wte16, dt, N, C, V, 1e-4f,
+                                          scratch, chunk);
+      else
+        (void)gpu.ops().lm_head_xent(nullptr, dlnf, dwte, lnf, wte, dt, N, C, V, 1e-4f, scratch,
+                                     chunk);
+      (void)dlnf.host();  // waits for the stream
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (rep > 0) best = std::min(best, t);
+    }
+    std::printf(
+        "lm_head_xent %s N=%lld C=%lld V=%lld chunk=%lld: %.2f ms (GEMMs at %.1f TFLOP/s "
+        "if they took it all)\n",
+        bf16 ? "bf16" : "fp32", static_cast<long long>(N), static_cast<long long>(C),
+        static_cast<long long>(V), static_cast<long long>(chunk), best * 1e3,
+        6.0 * N * C * V / best * 1e-12);
+  }
 }
 
 }  // namespace
