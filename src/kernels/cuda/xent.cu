@@ -80,9 +80,8 @@ __device__ inline uint16_t to_bf16(float f) {
 // Two passes over the row. Each thread keeps a running max and a float sum of exp over its
 // elements (rescaled when the max grows); the block combines them in double (fixed order, so runs
 // give the same bits), and the output pass takes exp in float (an earlier kernel took every exp
-// and division in double, over three passes). On an H200 the op's time outside its GEMMs is still
-// ~4.5 ms per chunk of 2341 x 50257 logits (fp32 head 110 ms a step for B=16, T=1024, of which
-// 76 ms GEMMs): ~0.3 TB/s, a tenth of the memory's rate; one scalar load per thread at a time.
+// and division in double, over three passes). On an H200, in a profile of the bf16 GPT-2 step
+// (B=16, T=1024), the head's time outside its GEMMs went from 15 ms a step to 5.5.
 __global__ void softmax_rows_kernel(float* out, float* losses, double* loss_d, const float* x_all,
                                     const int32_t* targets, int64_t V, int64_t ld, float scale,
                                     RowOut what) {
