@@ -77,8 +77,7 @@ def run(cmd, timeout, env=None):
     t0 = time.time()
     try:
         p = subprocess.run(cmd, shell=True, capture_output=True, text=True, errors="replace",
-                           timeout=timeout,
-                           env=env)
+                           timeout=timeout, env=env)
         rc, out, err = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as e:
         rc, out, err = 124, (e.stdout or b"").decode(errors="replace") if isinstance(
