@@ -251,6 +251,40 @@ def part_profile(a, res):
             res["profile"]["torch_" + mode] = {"rc": t["rc"], "table": open(f).read()[-9000:]}
 
 
+# Nsight Compute on the kernels that hold the speed rows back (docs/cuda.md#status): one launch
+# of each, inside the timing tests that run them at gpt2-124m's shape (B=16, T=1024). The
+# sections say why a kernel is slow (throughput against the peaks, occupancy, warp stall reasons).
+NCU_KERNELS = [  # (kernel name regex, the test that launches it)
+    ("tiled_forward_kernel", "CudaFlash.DISABLED_TimeGpt2Layer"),
+    ("tiled_dq_kernel", "CudaFlash.DISABLED_TimeGpt2Layer"),
+    ("tiled_dkv_kernel", "CudaFlash.DISABLED_TimeGpt2Layer"),
+    ("softmax_rows_kernel", "CudaXent.DISABLED_TimeLmHeadGpt2"),
+]
+NCU_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "SchedulerStats",
+                "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis")
+
+
+def part_ncu(a, res):
+    tests = os.path.join(a.bin, "tests", "snug_cuda_tests")
+    d = os.path.join(a.out, "ncu")
+    os.makedirs(d, exist_ok=True)
+    sections = " ".join(f"--section {x}" for x in NCU_SECTIONS)
+    rows = []
+    for kernel, test in NCU_KERNELS:
+        if a.ncu_filter and kernel not in a.ncu_filter.split(","):
+            continue
+        f = os.path.join(d, kernel + ".txt")
+        r = run(f"ncu -k regex:{kernel} -c 1 {sections} {tests} --gtest_filter={test} "
+                f"--gtest_also_run_disabled_tests > {f} 2>&1", 180)
+        text = open(f, errors="replace").read() if os.path.exists(f) else ""
+        i = text.find("Section: GPU Speed Of Light")
+        rows.append({"kernel": kernel, "rc": r["rc"], "s": r["s"],
+                     "report": text[i - 400 if i >= 400 else 0:][:12000] if i >= 0
+                     else text[-3000:]})
+        print(f"ncu {kernel}: rc {r['rc']}, {r['s']} s", flush=True)
+    res["ncu"] = rows
+
+
 def memory_verdicts(row, m):
     """A cuda run's memory (its report's `memory`) against the plan's figures in `row`."""
     row.update(run_peak=m["peak_bytes"], driver=m.get("driver"), pages=m.get("pages"),
@@ -496,6 +530,8 @@ def main():
     ap.add_argument("--torch-modes", default="fp32,bf16,compile")
     ap.add_argument("--profile-modes", default="fp32")
     ap.add_argument("--torch-profile", type=int, default=0)
+    ap.add_argument("--ncu-filter", default="", help="comma-separated kernels of the ncu part "
+                    "(default: all of NCU_KERNELS)")
     ap.add_argument("--profile-steps", type=int, default=5,
                     help="steady-state steps profiled after the first (subtracted) one")
     a = ap.parse_args()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU checks of issue 27, in one call on the GPU machine (under 5 minutes):
-#   bench/gpu/check.sh [ops] [parity] [memory] [speed] [lora] [...] [check.py options]
+#   bench/gpu/check.sh [ops] [parity] [memory] [speed] [lora] [ncu] [...] [check.py options]
 # Reads the check build (preset gpu-check: build/gpu-check, or SNUG_BUILD) and writes
 # $OUT/check.json (OUT defaults to /tmp/snug-gpu-check). What each part does: bench/gpu/check.py.
 set -u
