@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/memory.h"
@@ -27,6 +28,15 @@ using testing_data::error_message;
 using testing_data::HasSubstr;
 
 constexpr int64_t kPage = 4096;  // the host's page, so HostPages can protect each one
+
+// The runs of the backing's last take-back as (range, first page, count).
+using Runs = std::vector<std::tuple<int, int64_t, int64_t>>;
+Runs last_runs(const test::HostPages& host) {
+  Runs r;
+  for (const PageBacking::Run& run : host.last_unmapped())
+    r.emplace_back(run.range, run.first, run.count);
+  return r;
+}
 
 TEST(PageArena, BestFitCoalescesAndGivesTheTopBack) {
   PageArena a(nullptr, kPage);
@@ -84,10 +94,7 @@ TEST(PageArena, BacksTakesBackAndMakesPagesExactly) {
   ASSERT_TRUE(x3);
   EXPECT_EQ(x3->offset, 16 * kPage);
   EXPECT_EQ(host.unmap_calls(), 1);
-  ASSERT_EQ(host.last_unmapped().size(), 1u);
-  EXPECT_EQ(host.last_unmapped()[0].range, 1);
-  EXPECT_EQ(host.last_unmapped()[0].first, 0);
-  EXPECT_EQ(host.last_unmapped()[0].count, 8);
+  EXPECT_EQ(last_runs(host), (Runs{{1, 0, 8}}));
   EXPECT_EQ(a.stats().physical_pages, 20);
   EXPECT_EQ(host.physical(), 20);
   EXPECT_EQ(a.stats().mapped_pages, 20);
@@ -117,16 +124,13 @@ TEST(PageArena, TakesBackOnlyWhatItLacksHighestFirst) {
     const auto x = a.place(6 * kPage, Category::activations);
     ASSERT_TRUE(x);
     ASSERT_EQ(host.unmap_calls(), 1);
-    ASSERT_EQ(host.last_unmapped().size(), 1u);
-    EXPECT_EQ(host.last_unmapped()[0].range, 0);
-    EXPECT_EQ(host.last_unmapped()[0].first, 4);
-    EXPECT_EQ(host.last_unmapped()[0].count, 6);
+    EXPECT_EQ(last_runs(host), (Runs{{0, 4, 6}}));
     EXPECT_EQ(a.stats().physical_pages, 10);
     EXPECT_EQ(a.stats().unmaps, 6);
   }
   {
     // Idle pages in both ranges, fewer than lacking: the rest range's first, then the
-    // long-lived one's, one wait for both.
+    // long-lived one's, in one take-back.
     test::HostPages host(64, INT64_MAX, kPage);
     PageArena a(&host);
     const auto w = a.place(6 * kPage, Category::weights);      // range 0, pages 0-5
@@ -141,13 +145,7 @@ TEST(PageArena, TakesBackOnlyWhatItLacksHighestFirst) {
     ASSERT_TRUE(z);
     EXPECT_EQ(z->offset, 8 * kPage);
     ASSERT_EQ(host.unmap_calls(), 1);
-    ASSERT_EQ(host.last_unmapped().size(), 2u);
-    EXPECT_EQ(host.last_unmapped()[0].range, 1);
-    EXPECT_EQ(host.last_unmapped()[0].first, 0);
-    EXPECT_EQ(host.last_unmapped()[0].count, 6);
-    EXPECT_EQ(host.last_unmapped()[1].range, 0);
-    EXPECT_EQ(host.last_unmapped()[1].first, 0);
-    EXPECT_EQ(host.last_unmapped()[1].count, 6);
+    EXPECT_EQ(last_runs(host), (Runs{{1, 0, 6}, {0, 0, 6}}));
     EXPECT_EQ(a.stats().physical_pages, 26);
     EXPECT_EQ(a.stats().take_backs, 1);
   }
