@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "kernels/arg_checks.h"
 #include "kernels/cuda/context.cuh"
+#include "kernels/cuda/half_bits.cuh"
 #include "kernels/cuda/reduce.cuh"
 
 namespace snug {
@@ -65,14 +66,6 @@ enum class RowOut {
   dlogits_bf16,  // the same rounded to bf16, over the front half of each row's own floats
 };
 
-// bf16 of a float, round to nearest even, NaN kept quiet (core/dtype.h f32_to_bf16).
-__device__ inline uint16_t to_bf16(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
 // One block per row of x(rows, V), rows ld floats apart (ld >= V): loss_d[row] =
 // -log softmax(x)[target] (0 for target < 0), in double; losses[row] the same as float when
 // non-null; out (same row stride) per `what` (out may alias x).
@@ -121,19 +114,21 @@ __global__ void softmax_rows_kernel(float* out, float* losses, double* loss_d, c
   const double loss = tgt >= 0 ? log(sum) - (static_cast<double>(x[tgt]) - mx) : 0.0;
   __syncthreads();
   const float inv = static_cast<float>(1.0 / sum);
+  const auto dlogit = [&](int64_t j) {
+    return (expf(x[j] - mx) * inv - (j == tgt ? 1.0f : 0.0f)) * scale;
+  };
   if (what == RowOut::probs) {
     for (int64_t j = threadIdx.x; j < V; j += blockDim.x) o[j] = expf(x[j] - mx) * inv;
   } else if (what == RowOut::dlogits) {
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
-      o[j] = (expf(x[j] - mx) * inv - (j == tgt ? 1.0f : 0.0f)) * scale;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) o[j] = dlogit(j);
   } else if (what == RowOut::dlogits_bf16) {
     // Tiles of blockDim.x values: a tile's bf16 writes land on floats of this tile or earlier
     // ones (half j is within float j / 2), all read before the barrier that precedes the writes.
     for (int64_t base = 0; base < V; base += blockDim.x) {
       const int64_t j = base + threadIdx.x;
-      const float d = j < V ? (expf(x[j] - mx) * inv - (j == tgt ? 1.0f : 0.0f)) * scale : 0.0f;
+      const float d = j < V ? dlogit(j) : 0.0f;
       __syncthreads();
-      if (j < V) half[j] = to_bf16(d);
+      if (j < V) half[j] = f32_to_bf16(d);
     }
   }
   if (threadIdx.x == 0) {
