@@ -4,6 +4,7 @@
 // NaN.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <limits>
@@ -172,17 +173,21 @@ TEST(CudaGemm, DISABLED_TimeGpt2Shapes) {
     bool ta, tb;
     int64_t M, N, K;
     int64_t ld_v = 0;  // the vocabulary-long leading dimension, if not V (the op's padded rows)
+    float beta = 0.0f;
   };
   const int64_t R = 16384, V = 50257, C = 768, Vld = (V + 7) / 8 * 8;
   // Conv1D Linear (IC -> OC): forward out(R,OC) = x(R,IC) w(IC,OC); dx(R,IC) = dout w^T;
   // dw(IC,OC) += x^T dout. LM head chunk of 2341 rows: logits = x W^T, dx = dlogits W,
-  // dW += dlogits^T x.
+  // dW += dlogits^T x. The weight gradients accumulate in a step (beta 1: "dw+="): in an fp32
+  // step's profile on an H200 the Linear backward took 9.5 ms a layer against 6.6 from these
+  // rows at beta 0.
   std::vector<Shape> shapes;
   for (const auto& [ic, oc] :
        std::vector<std::pair<int64_t, int64_t>>{{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}}) {
     shapes.push_back({"fwd", false, false, R, oc, ic});
     shapes.push_back({"dx", false, true, R, ic, oc});
     shapes.push_back({"dw", true, false, ic, oc, R});
+    shapes.push_back({"dw+=", true, false, ic, oc, R, 0, 1.0f});
   }
   shapes.push_back({"head fwd", false, true, 2341, V, C});
   shapes.push_back({"head dx", false, false, 2341, C, V});
@@ -213,9 +218,9 @@ TEST(CudaGemm, DISABLED_TimeGpt2Shapes) {
       for (int rep = 0; rep < 6; ++rep) {  // rep 0: warm-up (the plan, the heuristic)
         const auto t0 = std::chrono::steady_clock::now();
         if (bf16)
-          ops.gemm_bf16(sh.ta, sh.tb, sh.M, sh.N, sh.K, 1.0f, ha, lda, hb, ldb, 0.0f, gc, ldc);
+          ops.gemm_bf16(sh.ta, sh.tb, sh.M, sh.N, sh.K, 1.0f, ha, lda, hb, ldb, sh.beta, gc, ldc);
         else
-          ops.gemm_f32(sh.ta, sh.tb, sh.M, sh.N, sh.K, 1.0f, ga, lda, gb, ldb, 0.0f, gc, ldc);
+          ops.gemm_f32(sh.ta, sh.tb, sh.M, sh.N, sh.K, 1.0f, ga, lda, gb, ldb, sh.beta, gc, ldc);
         (void)one.host();
         const double t =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -226,6 +231,34 @@ TEST(CudaGemm, DISABLED_TimeGpt2Shapes) {
                   static_cast<long long>(sh.N), static_cast<long long>(sh.K), best * 1e3,
                   2.0 * sh.M * sh.N * sh.K / best * 1e-12);
     }
+  }
+  // The fp32 Conv1D Linear ops whole, as a step calls them: forward (GEMM + bias) and backward
+  // (dx, dw += and db +=), to set against the rows above.
+  for (const auto& [ic, oc] :
+       std::vector<std::pair<int64_t, int64_t>>{{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}}) {
+    GpuBuffer<float> x(gpu, random_floats(R * ic, 41)), w(gpu, random_floats(ic * oc, 42)),
+        b(gpu, random_floats(oc, 43)), out(gpu, R * oc), dout(gpu, random_floats(R * oc, 44)),
+        dx(gpu, R * ic), dw(gpu, random_floats(ic * oc, 45)), db(gpu, random_floats(oc, 46));
+    GpuBuffer<float> one(gpu, Vec{0.0f});
+    double best_f = 1e30, best_b = 1e30;
+    for (int rep = 0; rep < 6; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      ops.linear_forward(out, x, w, b, R, ic, oc);
+      (void)one.host();
+      const auto t1 = std::chrono::steady_clock::now();
+      ops.linear_backward(dx, dw, db, dout, x, w, R, ic, oc);
+      (void)one.host();
+      const auto t2 = std::chrono::steady_clock::now();
+      if (rep == 0) continue;
+      best_f = std::min(best_f, std::chrono::duration<double>(t1 - t0).count());
+      best_b = std::min(best_b, std::chrono::duration<double>(t2 - t1).count());
+    }
+    const double flop = 2.0 * R * ic * oc;
+    std::printf(
+        "linear op fp32 IC=%lld OC=%lld N=%lld: forward %.3f ms (%.1f TFLOP/s), backward "
+        "%.3f ms (%.1f TFLOP/s)\n",
+        static_cast<long long>(ic), static_cast<long long>(oc), static_cast<long long>(R),
+        best_f * 1e3, flop / best_f * 1e-12, best_b * 1e3, 2 * flop / best_b * 1e-12);
   }
 }
 
