@@ -18,12 +18,14 @@ struct AttentionCase {
   bool packed = false;  // position ids with several documents per row
   int64_t window = 0;
   double dropout = 0.0;
+  bool aligned = false;  // row strides of whole float4s (else odd ones): both tile load paths
 };
 
 inline std::ostream& operator<<(std::ostream& os, const AttentionCase& c) {
   return os << "B=" << c.B << " T=" << c.T << " NH=" << c.NH << " NKV=" << c.NKV << " hs=" << c.hs
             << (c.causal ? " causal" : " bidirectional") << (c.packed ? " packed" : "")
-            << " window=" << c.window << " dropout=" << c.dropout;
+            << " window=" << c.window << " dropout=" << c.dropout
+            << (c.aligned ? " float4 strides" : " odd strides");
 }
 
 // T is not a multiple of 32 (the warp's key chunk) anywhere; hs 64 and odd ones; GQA and MQA.
@@ -42,7 +44,9 @@ inline std::vector<AttentionCase> attention_cases() {
   };
 }
 
-// The dims of a case with padded row strides (so strides are honoured); pos is set by the caller.
+// The dims of a case with padded row strides (so strides are honoured): odd ones, or with
+// c.aligned the next whole float4s past the heads (plus one float4 on k, v and out, still padded).
+// pos is set by the caller.
 inline AttentionDims case_dims(const AttentionCase& c) {
   AttentionDims d;
   d.B = c.B;
@@ -50,10 +54,11 @@ inline AttentionDims case_dims(const AttentionCase& c) {
   d.NH = c.NH;
   d.NKV = c.NKV;
   d.hs = c.hs;
-  d.ldq = c.NH * c.hs + 3;
-  d.ldk = c.NKV * c.hs + 1;
-  d.ldv = c.NKV * c.hs + 2;
-  d.ldo = c.NH * c.hs + 5;
+  const auto to4 = [](int64_t n) { return (n + 3) / 4 * 4; };
+  d.ldq = c.aligned ? to4(c.NH * c.hs) : c.NH * c.hs + 3;
+  d.ldk = c.aligned ? to4(c.NKV * c.hs) + 4 : c.NKV * c.hs + 1;
+  d.ldv = c.aligned ? to4(c.NKV * c.hs) + 4 : c.NKV * c.hs + 2;
+  d.ldo = c.aligned ? to4(c.NH * c.hs) + 4 : c.NH * c.hs + 5;
   d.causal = c.causal;
   d.window = c.window;
   d.dropout_p = c.dropout;

@@ -43,7 +43,9 @@ class VariantScope {
 
 // The shared cases plus the tiled kernels' edges: several 64-row tiles with T not a multiple of
 // 64 (causal, bidirectional, packed, window past a tile), hs = 128 (two float4 groups per
-// thread), hs = 130 (past the tiled kernels: the simple fallback).
+// thread), hs = 130 (past the tiled kernels: the simple fallback). Each case twice: odd row
+// strides (the tiled kernels' element-wise tile loads) and float4 strides (their asynchronous
+// 16-byte copies where hs % 4 == 0).
 std::vector<AttentionCase> flash_cases() {
   std::vector<AttentionCase> cases = test::attention_cases();
   cases.push_back({2, 200, 4, 2, 64, true});
@@ -54,6 +56,11 @@ std::vector<AttentionCase> flash_cases() {
   cases.push_back({1, 130, 2, 1, 128, true});
   cases.push_back({1, 70, 2, 2, 128, false, false, 0, 0.2});
   cases.push_back({1, 40, 2, 1, 130, true});
+  const size_t n = cases.size();
+  for (size_t i = 0; i < n; ++i) {
+    cases.push_back(cases[i]);
+    cases.back().aligned = true;
+  }
   return cases;
 }
 

@@ -29,11 +29,15 @@
 //   lse (0.8 MB); backward reads q, k, v, out, dout, lse (252 MB) and writes dq, dk, dv (151 MB):
 //   about 0.61 GB per layer, 7.3 GB per step: 2.2 ms at an H100's 3.35 TB/s, 1.5 ms at an
 //   H200's 4.8 TB/s. Compute-bound: at the fp32 FMA peak of about 60 TFLOP/s, 1.39 TFLOP take
-//   23 ms; expected 40-60% of peak from shared-memory-fed register tiles, so about 40-60 ms
-//   per step on an H100/H200 (forward about 10 ms, backward about 35 ms). Not yet measured:
-//   CudaFlash.DISABLED_TimeGpt2Layer (tests/cuda/flash_cudatest.cpp) prints one layer's time
-//   for both variants.
+//   23 ms. Measured on an H200 (CudaFlash.DISABLED_TimeGpt2Layer, one layer): forward 1.39 ms
+//   (18.5 TFLOP/s), backward 3.75 ms (24 TFLOP/s over 7 products), so 62 ms a step. Tile loads
+//   were the limit before (2.38 and 7.90 ms): an element-wise load-then-store loop waits one L2
+//   round trip per element; aligned operands now take 16-byte cp.async copies, all in flight at
+//   once. Overlapping the next tile's copies with this tile's products (one buffer per operand)
+//   was measured too and gained nothing (1.38 / 3.74 ms): two blocks an SM already hide the wait.
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
 
 #include "core/error.h"
 #include "kernels/cuda/attention_common.cuh"
@@ -76,21 +80,51 @@ __device__ inline float sum16(float v) {
   return v;
 }
 
+// 16 bytes from global to shared memory without passing through registers (cp.async, sm_80 on):
+// many copies are in flight at once, where a plain load-then-store loop waits one round trip to
+// L2 per element. src_bytes 0 writes zeros and reads nothing (src must still be a valid address).
+__device__ inline void copy16_async(float* dst, const float* src, int src_bytes) {
+#if __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
+               "r"(src_bytes));
+#else
+  *reinterpret_cast<float4*>(dst) =
+      src_bytes ? *reinterpret_cast<const float4*>(src) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#endif
+}
+// Waits for this thread's copies; a __syncthreads() after it makes every thread's visible.
+__device__ inline void copies_done() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
 // Rows r0 .. r0 + 63 of head `head` of x (row stride ldx) into dst (64 x ld), zero past T and
-// past hs (up to hp), so padded rows and dims add nothing. r0 < T. Element idx = r * hp + c of
-// the tile goes to thread idx % 256; (r, c) advance by (256 / hp, 256 % hp), no division inside.
+// past hs (up to hp), so padded rows and dims add nothing. r0 < T. Visible to the block after
+// copies_done() and __syncthreads().
+//   vec (tiles_aligned: hs = hp, rows 16-byte aligned): float4 idx = r * hp/4 + c of the tile by
+//     thread idx % 256 as asynchronous copies, at most 8 a thread (hp <= 128);
+//   otherwise: element idx = r * hp + c by thread idx % 256, loaded and stored one by one.
+// (r, c) advance by (256 / n, 256 % n) for n elements a row: no division inside the loop.
 __device__ inline void load_tile(float* dst, const float* x, int64_t ldx, const AttentionDims& d,
-                                 int64_t b, int64_t r0, int64_t head, int hp, int ld) {
+                                 int64_t b, int64_t r0, int64_t head, int hp, int ld, bool vec) {
   const float* x0 = x + (b * d.T + r0) * ldx + head * d.hs;
   const int rows = static_cast<int>(d.T - r0 < kTile ? d.T - r0 : kTile);
-  const int hs = static_cast<int>(d.hs), dr = kTileThreads / hp, dc = kTileThreads % hp;
-  int r = static_cast<int>(threadIdx.x) / hp, c = static_cast<int>(threadIdx.x) % hp;
+  const int hs = static_cast<int>(d.hs), n = vec ? hp / 4 : hp, w = vec ? 4 : 1;
+  const int dr = kTileThreads / n, dc = kTileThreads % n;
+  int r = static_cast<int>(threadIdx.x) / n, c = static_cast<int>(threadIdx.x) % n;
   while (r < kTile) {
-    dst[r * ld + c] = r < rows && c < hs ? x0[r * ldx + c] : 0.0f;
+    if (vec) {
+      const bool in = r < rows;
+      copy16_async(dst + r * ld + w * c, in ? x0 + r * ldx + w * c : x0, in ? 16 : 0);
+    } else {
+      dst[r * ld + c] = r < rows && c < hs ? x0[r * ldx + c] : 0.0f;
+    }
     r += dr;
     c += dc;
-    if (c >= hp) {
-      c -= hp;
+    if (c >= n) {
+      c -= n;
       ++r;
     }
   }
@@ -181,7 +215,7 @@ __device__ inline void store_row(float* y, int64_t ldy, const AttentionDims& d, 
 template <int NJ>
 __global__ void __launch_bounds__(kTileThreads)
     tiled_forward_kernel(float* out, float* lse, const float* q, const float* k, const float* v,
-                         AttentionDims d, float scale, int hp, int ld) {
+                         AttentionDims d, float scale, int hp, int ld, bool vec) {
   extern __shared__ float4 smem4[];
   float* qs = reinterpret_cast<float*>(smem4);
   float* ks = qs + kTile * ld;
@@ -192,7 +226,7 @@ __global__ void __launch_bounds__(kTileThreads)
   const int64_t bh = blockIdx.x % BH, qt = ntiles - 1 - blockIdx.x / BH;
   const int64_t b = bh / d.NH, h = bh % d.NH, kh = h / (d.NH / d.NKV), t0 = qt * kTile;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  load_tile(qs, q, d.ldq, d, b, t0, h, hp, ld);
+  load_tile(qs, q, d.ldq, d, b, t0, h, hp, ld, vec);
   int64_t lo[4], n[4];  // keys [lo, n) visible to row i; empty past T
   float m[4], l[4];
   float4 acc[4][NJ];
@@ -209,8 +243,9 @@ __global__ void __launch_bounds__(kTileThreads)
   const int64_t kb = visible_from(d, b, t0), ke = key_end(d, t_last);
   for (int64_t s0 = kb; s0 < ke; s0 += kTile) {
     __syncthreads();  // the previous tile's ks, vs, ps are read
-    load_tile(ks, k, d.ldk, d, b, s0, kh, hp, ld);
-    load_tile(vs, v, d.ldv, d, b, s0, kh, hp, ld);
+    load_tile(ks, k, d.ldk, d, b, s0, kh, hp, ld, vec);
+    load_tile(vs, v, d.ldv, d, b, s0, kh, hp, ld, vec);
+    copies_done();
     __syncthreads();
     float s[4][4];
     tile_abt(s, qs, ks, hp, ld);
@@ -250,6 +285,7 @@ __global__ void __launch_bounds__(kTileThreads)
     __syncthreads();
     tile_pv<NJ>(acc, ps, vs, hp, ld);
   }
+  copies_done();  // a tile with no visible key still issued its q copies
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int64_t t = t0 + ty + 16 * i;
@@ -278,7 +314,7 @@ template <int NJ>
 __global__ void __launch_bounds__(kTileThreads)
     tiled_dq_kernel(float* dq, const float* dout, const float* q, const float* k, const float* v,
                     const float* lse, const float* dsum, AttentionDims d, float scale, int hp,
-                    int ld) {
+                    int ld, bool vec) {
   extern __shared__ float4 smem4[];
   float* qs = reinterpret_cast<float*>(smem4);
   float* dos = qs + kTile * ld;
@@ -289,8 +325,8 @@ __global__ void __launch_bounds__(kTileThreads)
   const int64_t bh = blockIdx.x % BH, qt = ntiles - 1 - blockIdx.x / BH;
   const int64_t b = bh / d.NH, h = bh % d.NH, kh = h / (d.NH / d.NKV), t0 = qt * kTile;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  load_tile(qs, q, d.ldq, d, b, t0, h, hp, ld);
-  load_tile(dos, dout, d.ldo, d, b, t0, h, hp, ld);
+  load_tile(qs, q, d.ldq, d, b, t0, h, hp, ld, vec);
+  load_tile(dos, dout, d.ldo, d, b, t0, h, hp, ld, vec);
   int64_t lo[4], n[4];
   float L[4], D[4];
   float4 acc[4][NJ];
@@ -307,8 +343,9 @@ __global__ void __launch_bounds__(kTileThreads)
   const int64_t kb = visible_from(d, b, t0), ke = key_end(d, t_last);
   for (int64_t s0 = kb; s0 < ke; s0 += kTile) {
     __syncthreads();  // the previous tile's ks, vs, gs are read
-    load_tile(ks, k, d.ldk, d, b, s0, kh, hp, ld);
-    load_tile(vs, v, d.ldv, d, b, s0, kh, hp, ld);
+    load_tile(ks, k, d.ldk, d, b, s0, kh, hp, ld, vec);
+    load_tile(vs, v, d.ldv, d, b, s0, kh, hp, ld, vec);
+    copies_done();
     __syncthreads();
     float s[4][4], dp[4][4];
     tile_abt(s, qs, ks, hp, ld);
@@ -330,6 +367,7 @@ __global__ void __launch_bounds__(kTileThreads)
     __syncthreads();
     tile_pv<NJ>(acc, gs, ks, hp, ld);
   }
+  copies_done();
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int64_t t = t0 + ty + 16 * i;
@@ -340,11 +378,12 @@ __global__ void __launch_bounds__(kTileThreads)
 // Shared memory: k tile, v tile, q tile, dout tile (64 x ld each), p^T and ds^T tiles
 // (64 x kLdp each), then the query tile's lse, D (64 floats each) and first visible keys (64
 // int64).
+// hs <= 64 (NJ = 1): two blocks an SM (122 registers, no spills; 180 when unbounded, one block).
 template <int NJ>
-__global__ void __launch_bounds__(kTileThreads)
+__global__ void __launch_bounds__(kTileThreads, NJ == 1 ? 2 : 1)
     tiled_dkv_kernel(float* dk, float* dv, const float* dout, const float* q, const float* k,
                      const float* v, const float* lse, const float* dsum, AttentionDims d,
-                     float scale, int hp, int ld) {
+                     float scale, int hp, int ld, bool vec) {
   extern __shared__ float4 smem4[];
   float* ks = reinterpret_cast<float*>(smem4);
   float* vs = ks + kTile * ld;
@@ -360,8 +399,8 @@ __global__ void __launch_bounds__(kTileThreads)
   const int64_t bkv = blockIdx.x % BKV, s0 = (blockIdx.x / BKV) * kTile;
   const int64_t b = bkv / d.NKV, kh = bkv % d.NKV;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  load_tile(ks, k, d.ldk, d, b, s0, kh, hp, ld);
-  load_tile(vs, v, d.ldv, d, b, s0, kh, hp, ld);
+  load_tile(ks, k, d.ldk, d, b, s0, kh, hp, ld, vec);
+  load_tile(vs, v, d.ldv, d, b, s0, kh, hp, ld, vec);
   float4 gk[4][NJ], gv[4][NJ];
   zero(gk);
   zero(gv);
@@ -370,14 +409,15 @@ __global__ void __launch_bounds__(kTileThreads)
   for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h)
     for (int64_t t0 = tb; t0 < te; t0 += kTile) {
       __syncthreads();  // the previous tile's qs, dos, pt, gt, ls, dl, los are read
-      load_tile(qs, q, d.ldq, d, b, t0, h, hp, ld);
-      load_tile(dos, dout, d.ldo, d, b, t0, h, hp, ld);
+      load_tile(qs, q, d.ldq, d, b, t0, h, hp, ld, vec);
+      load_tile(dos, dout, d.ldo, d, b, t0, h, hp, ld, vec);
       if (threadIdx.x < kTile) {
         const int64_t t = t0 + threadIdx.x, row = (b * d.NH + h) * d.T + t;
         ls[threadIdx.x] = t < d.T ? lse[row] : 0.0f;
         dl[threadIdx.x] = t < d.T ? dsum[row] : 0.0f;
         los[threadIdx.x] = t < d.T ? visible_from(d, b, t) : d.T;  // past T: no key visible
       }
+      copies_done();
       __syncthreads();
       float st[4][4], dpt[4][4];  // rows: keys s0 + ty + 16i; columns: queries t0 + tx + 16j
       tile_abt(st, ks, qs, hp, ld);
@@ -404,6 +444,7 @@ __global__ void __launch_bounds__(kTileThreads)
       tile_pv<NJ>(gv, pt, dos, hp, ld);
       tile_pv<NJ>(gk, gt, qs, hp, ld);
     }
+  copies_done();
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int64_t s = s0 + ty + 16 * i;
@@ -443,6 +484,14 @@ float tiled_scale(const AttentionDims& d) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.hs)));
 }
 
+// Whether every operand tile row starts on 16 bytes and holds whole float4s (hs % 4 == 0), so
+// load_tile may copy float4s asynchronously. GPT-2's fused qkv (row stride 3C) and out (C) are.
+bool tiles_aligned(const AttentionDims& d, std::initializer_list<const float*> ptrs) {
+  bool ok = d.hs % 4 == 0 && d.ldq % 4 == 0 && d.ldk % 4 == 0 && d.ldv % 4 == 0 && d.ldo % 4 == 0;
+  for (const float* p : ptrs) ok = ok && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  return ok;
+}
+
 unsigned tile_grid(int64_t heads, int64_t T) {
   return static_cast<unsigned>(heads * ((T + kTile - 1) / kTile));
 }
@@ -453,8 +502,9 @@ void launch_forward(float* out, float* lse, const float* q, const float* k, cons
   const size_t bytes = forward_smem(ld);
   allow_smem(tiled_forward_kernel<NJ>, bytes);
   const unsigned grid = tile_grid(d.B * d.NH, d.T);
+  const bool vec = tiles_aligned(d, {q, k, v});
   tiled_forward_kernel<NJ>
-      <<<grid, kTileThreads, bytes, stream()>>>(out, lse, q, k, v, d, tiled_scale(d), hp, ld);
+      <<<grid, kTileThreads, bytes, stream()>>>(out, lse, q, k, v, d, tiled_scale(d), hp, ld, vec);
   check_launch("flash_attention_forward (tiled)");
 }
 
@@ -467,11 +517,12 @@ void launch_backward(float* dq, float* dk, float* dv, const float* dout, const f
   allow_smem(tiled_dq_kernel<NJ>, qbytes);
   allow_smem(tiled_dkv_kernel<NJ>, kvbytes);
   const unsigned qgrid = tile_grid(d.B * d.NH, d.T), kvgrid = tile_grid(d.B * d.NKV, d.T);
-  tiled_dq_kernel<NJ>
-      <<<qgrid, kTileThreads, qbytes, stream()>>>(dq, dout, q, k, v, lse, dsum, d, scale, hp, ld);
+  const bool vec = tiles_aligned(d, {dout, q, k, v});
+  tiled_dq_kernel<NJ><<<qgrid, kTileThreads, qbytes, stream()>>>(dq, dout, q, k, v, lse, dsum, d,
+                                                                 scale, hp, ld, vec);
   check_launch("flash_attention_backward (tiled dq)");
   tiled_dkv_kernel<NJ><<<kvgrid, kTileThreads, kvbytes, stream()>>>(dk, dv, dout, q, k, v, lse,
-                                                                    dsum, d, scale, hp, ld);
+                                                                    dsum, d, scale, hp, ld, vec);
   check_launch("flash_attention_backward (tiled dk, dv)");
 }
 
