@@ -100,6 +100,41 @@ TEST(CudaLinear, Fp32BothLayouts) {
       }
 }
 
+// The forward's bias goes into cuBLASLt's epilogue when it is 16-byte aligned and through a
+// separate add otherwise (gemm.cu): both give the same bits, fp32 and bf16 operands, both layouts.
+TEST(CudaLinear, BiasInEpilogueMatchesSeparateAdd) {
+  SNUG_REQUIRE_GPU(gpu);
+  const OpTable& ops = gpu.ops();
+  uint64_t seed = 870;
+  for (bool nt : {false, true})
+    for (auto [N, IC, OC] :
+         {std::tuple<int64_t, int64_t, int64_t>{130, 96, 200}, {256, 768, 2304}}) {
+      SCOPED_TRACE(testing::Message() << "nt=" << nt << " N=" << N << " IC=" << IC << " OC=" << OC);
+      const Vec inp = random_floats(N * IC, ++seed), w = random_floats(IC * OC, ++seed);
+      Vec b1(static_cast<size_t>(OC + 1));  // b at offset 1: 4-byte aligned only
+      const Vec b = random_floats(OC, ++seed);
+      std::copy(b.begin(), b.end(), b1.begin() + 1);
+      GpuBuffer<float> g_inp(gpu, inp), g_w(gpu, w), g_b(gpu, b), g_b1(gpu, b1);
+      GpuBuffer<float> fused(gpu, N * OC), apart(gpu, N * OC);
+      (nt ? ops.linear_nt_forward : ops.linear_forward)(fused, g_inp, g_w, g_b, N, IC, OC);
+      (nt ? ops.linear_nt_forward : ops.linear_forward)(apart, g_inp, g_w, g_b1.get() + 1, N, IC,
+                                                        OC);
+      EXPECT_EQ(fused.host(), apart.host());
+      Vec out = nans(N * OC);
+      (nt ? ref::linear_nt_forward : ref::linear_forward)(out.data(), inp.data(), w.data(),
+                                                          b.data(), N, IC, OC);
+      EXPECT_LT(rel_norm_error(fused.host(), out), test::kF32Tol);
+
+      const auto inp16 = to_bf16(inp), w16 = to_bf16(w);
+      GpuBuffer<uint16_t> g_inp16(gpu, inp16), g_w16(gpu, w16);
+      GpuBuffer<float> fused16(gpu, N * OC), apart16(gpu, N * OC);
+      const auto fwd16 = nt ? ops.linear_nt_forward_bf16 : ops.linear_forward_bf16;
+      fwd16(fused16, g_inp16, g_w16, g_b, N, IC, OC);
+      fwd16(apart16, g_inp16, g_w16, g_b1.get() + 1, N, IC, OC);
+      EXPECT_EQ(fused16.host(), apart16.host());
+    }
+}
+
 TEST(CudaLinear, Bf16OperandsConv1DLayout) {
   SNUG_REQUIRE_GPU(gpu);
   const OpTable& ops = gpu.ops();
