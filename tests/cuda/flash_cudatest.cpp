@@ -64,62 +64,72 @@ std::vector<AttentionCase> flash_cases() {
   return cases;
 }
 
-TEST(CudaFlash, ForwardBackwardGqa) {
+// One test per case (named by its index and load path), so that a slow tool such as
+// compute-sanitizer's racecheck can take one case: --gtest_filter='*CudaFlashCase*/22_float4'.
+class CudaFlashCase : public testing::TestWithParam<size_t> {};
+
+TEST_P(CudaFlashCase, ForwardBackwardGqa) {
   SNUG_REQUIRE_GPU(gpu);
   const OpTable& ops = gpu.ops();
-  uint64_t seed = 100;
-  for (const AttentionCase& c : flash_cases()) {
-    AttentionDims d = test::case_dims(c);
-    const int64_t BT = c.B * c.T;
-    const auto q = random_floats(BT * d.ldq, ++seed, -2.0f, 2.0f);
-    const auto k = random_floats(BT * d.ldk, ++seed, -2.0f, 2.0f);
-    const auto v = random_floats(BT * d.ldv, ++seed);
-    const auto dout = random_floats(BT * d.ldo, ++seed);
-    const std::vector<int32_t> pos = test::packed_positions(c.B, c.T, ++seed);
-    GpuBuffer<int32_t> dpos(gpu, pos);
-    AttentionDims dg = d;
-    if (c.packed) {
-      d.pos = pos.data();
-      dg.pos = dpos;
-    }
-    std::vector<float> out(static_cast<size_t>(BT * d.ldo), 0.0f);
-    std::vector<float> lse(static_cast<size_t>(c.B * c.NH * c.T));
-    ref::flash_attention_forward_gqa(out.data(), lse.data(), q.data(), k.data(), v.data(), d);
-    std::vector<float> dq(q.size(), 0.0f), dk(k.size(), 0.0f), dv(v.size(), 0.0f);
-    ref::flash_attention_backward_gqa(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
-                                      k.data(), v.data(), out.data(), lse.data(), d);
-    const int64_t wq = c.NH * c.hs, wkv = c.NKV * c.hs;
-    GpuBuffer<float> gq(gpu, q), gk(gpu, k), gv(gpu, v), gdout(gpu, dout), rout(gpu, out),
-        rlse(gpu, lse);
+  const size_t index = GetParam();
+  uint64_t seed = 100 + 5 * index;  // 5 seeds a case
+  const AttentionCase c = flash_cases()[index];
+  AttentionDims d = test::case_dims(c);
+  const int64_t BT = c.B * c.T;
+  const auto q = random_floats(BT * d.ldq, ++seed, -2.0f, 2.0f);
+  const auto k = random_floats(BT * d.ldk, ++seed, -2.0f, 2.0f);
+  const auto v = random_floats(BT * d.ldv, ++seed);
+  const auto dout = random_floats(BT * d.ldo, ++seed);
+  const std::vector<int32_t> pos = test::packed_positions(c.B, c.T, ++seed);
+  GpuBuffer<int32_t> dpos(gpu, pos);
+  AttentionDims dg = d;
+  if (c.packed) {
+    d.pos = pos.data();
+    dg.pos = dpos;
+  }
+  std::vector<float> out(static_cast<size_t>(BT * d.ldo), 0.0f);
+  std::vector<float> lse(static_cast<size_t>(c.B * c.NH * c.T));
+  ref::flash_attention_forward_gqa(out.data(), lse.data(), q.data(), k.data(), v.data(), d);
+  std::vector<float> dq(q.size(), 0.0f), dk(k.size(), 0.0f), dv(v.size(), 0.0f);
+  ref::flash_attention_backward_gqa(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
+                                    k.data(), v.data(), out.data(), lse.data(), d);
+  const int64_t wq = c.NH * c.hs, wkv = c.NKV * c.hs;
+  GpuBuffer<float> gq(gpu, q), gk(gpu, k), gv(gpu, v), gdout(gpu, dout), rout(gpu, out),
+      rlse(gpu, lse);
 
-    for (const char* variant : kVariants) {
-      VariantScope scope(variant);
-      SCOPED_TRACE(testing::Message() << variant << " " << c);
-      GpuBuffer<float> gout(gpu, BT * d.ldo), glse(gpu, c.B * c.NH * c.T);
-      ops.flash_attention_forward_gqa(gout, glse, gq, gk, gv, dg);
-      EXPECT_LT(rel_norm_error(columns(gout.host(), BT, wq, d.ldo), columns(out, BT, wq, d.ldo)),
-                test::kF32Tol);
-      EXPECT_LT(rel_norm_error(glse.host(), lse), test::kF32Tol);
+  for (const char* variant : kVariants) {
+    VariantScope scope(variant);
+    SCOPED_TRACE(testing::Message() << variant << " " << c);
+    GpuBuffer<float> gout(gpu, BT * d.ldo), glse(gpu, c.B * c.NH * c.T);
+    ops.flash_attention_forward_gqa(gout, glse, gq, gk, gv, dg);
+    EXPECT_LT(rel_norm_error(columns(gout.host(), BT, wq, d.ldo), columns(out, BT, wq, d.ldo)),
+              test::kF32Tol);
+    EXPECT_LT(rel_norm_error(glse.host(), lse), test::kF32Tol);
 
-      // The backward from the reference's out and lse: its own error only.
-      GpuBuffer<float> gdq(gpu, BT * d.ldq), gdk(gpu, BT * d.ldk), gdv(gpu, BT * d.ldv);
-      ops.flash_attention_backward_gqa(gdq, gdk, gdv, gdout, gq, gk, gv, rout, rlse, dg);
-      EXPECT_LT(rel_norm_error(columns(gdq.host(), BT, wq, d.ldq), columns(dq, BT, wq, d.ldq)),
-                test::kF32Tol);
-      EXPECT_LT(rel_norm_error(columns(gdk.host(), BT, wkv, d.ldk), columns(dk, BT, wkv, d.ldk)),
-                test::kF32Tol);
-      EXPECT_LT(rel_norm_error(columns(gdv.host(), BT, wkv, d.ldv), columns(dv, BT, wkv, d.ldv)),
-                test::kF32Tol);
+    // The backward from the reference's out and lse: its own error only.
+    GpuBuffer<float> gdq(gpu, BT * d.ldq), gdk(gpu, BT * d.ldk), gdv(gpu, BT * d.ldv);
+    ops.flash_attention_backward_gqa(gdq, gdk, gdv, gdout, gq, gk, gv, rout, rlse, dg);
+    EXPECT_LT(rel_norm_error(columns(gdq.host(), BT, wq, d.ldq), columns(dq, BT, wq, d.ldq)),
+              test::kF32Tol);
+    EXPECT_LT(rel_norm_error(columns(gdk.host(), BT, wkv, d.ldk), columns(dk, BT, wkv, d.ldk)),
+              test::kF32Tol);
+    EXPECT_LT(rel_norm_error(columns(gdv.host(), BT, wkv, d.ldv), columns(dv, BT, wkv, d.ldv)),
+              test::kF32Tol);
 
-      // Deterministic: a second backward gives the same bits.
-      GpuBuffer<float> gdq2(gpu, BT * d.ldq), gdk2(gpu, BT * d.ldk), gdv2(gpu, BT * d.ldv);
-      ops.flash_attention_backward_gqa(gdq2, gdk2, gdv2, gdout, gq, gk, gv, rout, rlse, dg);
-      EXPECT_EQ(columns(gdq2.host(), BT, wq, d.ldq), columns(gdq.host(), BT, wq, d.ldq));
-      EXPECT_EQ(columns(gdk2.host(), BT, wkv, d.ldk), columns(gdk.host(), BT, wkv, d.ldk));
-      EXPECT_EQ(columns(gdv2.host(), BT, wkv, d.ldv), columns(gdv.host(), BT, wkv, d.ldv));
-    }
+    // Deterministic: a second backward gives the same bits.
+    GpuBuffer<float> gdq2(gpu, BT * d.ldq), gdk2(gpu, BT * d.ldk), gdv2(gpu, BT * d.ldv);
+    ops.flash_attention_backward_gqa(gdq2, gdk2, gdv2, gdout, gq, gk, gv, rout, rlse, dg);
+    EXPECT_EQ(columns(gdq2.host(), BT, wq, d.ldq), columns(gdq.host(), BT, wq, d.ldq));
+    EXPECT_EQ(columns(gdk2.host(), BT, wkv, d.ldk), columns(gdk.host(), BT, wkv, d.ldk));
+    EXPECT_EQ(columns(gdv2.host(), BT, wkv, d.ldv), columns(gdv.host(), BT, wkv, d.ldv));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaFlashCase, testing::Range<size_t>(0, flash_cases().size()),
+                         [](const testing::TestParamInfo<size_t>& p) {
+                           return std::to_string(p.param) +
+                                  (flash_cases()[p.param].aligned ? "_float4" : "_odd");
+                         });
 
 // The fused [q|k|v] entry points at GPT-2's shape (B=1, T=1024, C=768, NH=12).
 TEST(CudaFlash, FusedQkvGpt2Size) {
