@@ -50,23 +50,17 @@ struct Plan {
 bool find_algo(Plan& p, const void* A, const void* B, const float* C) {
   cublasLtMatmulPreference_t pref = nullptr;
   check_cublas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  const auto set = [pref](cublasLtMatmulPreferenceAttributes_t attr, const auto& value,
+                          const char* what) {
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof value), what);
+  };
   const size_t ws = lt_workspace_bytes();
-  check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &ws, sizeof ws),
-               "set workspace");
+  set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ws, "set workspace");
   const uint32_t al_a = alignment_of(B), al_b = alignment_of(A), al_c = alignment_of(C);
-  check_cublas(cublasLtMatmulPreferenceSetAttribute(
-                   pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a),
-               "set alignment A");
-  check_cublas(cublasLtMatmulPreferenceSetAttribute(
-                   pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b),
-               "set alignment B");
-  check_cublas(cublasLtMatmulPreferenceSetAttribute(
-                   pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c),
-               "set alignment C");
-  check_cublas(cublasLtMatmulPreferenceSetAttribute(
-                   pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c),
-               "set alignment D");
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al_a, "set alignment A");
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al_b, "set alignment B");
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al_c, "set alignment C");
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, al_c, "set alignment D");
   cublasLtMatmulHeuristicResult_t res{};
   int found = 0;
   const cublasStatus_t st =
