@@ -14,6 +14,8 @@ verdicts; a part that fails does not stop the others.
           instead of the paged arena (SNUG_CUDA_ALLOC=async), which prices the arena's take-backs.
   lora    the Qwen2-0.5B shape, LoRA r=16 all-linear on a bf16 base, B=4, T=512: snug against
           PEFT + transformers (bench/gpu/torch_lora_cuda.py), the third row of acceptance 4.
+  racecheck  compute-sanitizer racecheck on the tiled flash kernels, one case at a time (the
+          float4 cases: their cp.async tile copies), within --racecheck-timeout seconds.
   nccl    issue 30's NCCL communicator in a world of one: gpt2-tiny 5 steps with and without
           --ddp-backend nccl give the same losses.
   scale   issue 31's GPU runs (docs/scale.md): plan --device cuda against 3 (or 1) steps' tracked
@@ -138,6 +140,37 @@ def part_memcheck(a, res):
                        "summary": lines[-1] if lines else None,
                        "tail": (m["out"] + m["err"])[-1500:] if m["rc"] else ""}
     print(f"memcheck: {res['memcheck']['summary']} rc={m['rc']}", flush=True)
+
+
+def part_racecheck(a, res):
+    """compute-sanitizer racecheck (shared-memory hazards) on the kernels whose names hold
+    --racecheck-kernels, one test at a time (racecheck is slow: the 36 flash cases in one test did
+    not finish in 75 s), until --racecheck-timeout seconds are spent; the tests not reached are
+    listed."""
+    tests = os.path.join(a.bin, "tests", "snug_cuda_tests")
+    listed = run(f"{tests} --gtest_list_tests --gtest_filter='{a.racecheck_filter}'", 30)["out"]
+    suite, todo = "", []
+    for line in listed.splitlines():  # "Suite." lines, then indented test names
+        if line.startswith(" ") and suite:
+            todo.append(suite + line.split()[0])
+        elif line.rstrip().endswith(".") and " " not in line.strip():
+            suite = line.strip()
+    rows, t0 = [], time.time()
+    for test in todo:
+        left = a.racecheck_timeout - (time.time() - t0)
+        if left < 5:
+            break
+        r = run(f"compute-sanitizer --tool racecheck --racecheck-report hazard "
+                f"--kernel-name kns={a.racecheck_kernels} --print-limit 10 {tests} "
+                f"--gtest_brief=1 --gtest_filter='{test}'", left)
+        text = r["out"] + r["err"]
+        summary = [l for l in text.splitlines() if "RACECHECK SUMMARY" in l]
+        rows.append({"test": test, "rc": r["rc"], "s": r["s"],
+                     "summary": summary[-1] if summary else None,
+                     "tail": text[-1200:] if r["rc"] or "hazard" in text.lower() else ""})
+        print(f"racecheck {test}: {rows[-1]['summary']} rc={r['rc']}", flush=True)
+    res["racecheck"] = {"kernels": a.racecheck_kernels, "filter": a.racecheck_filter,
+                        "rows": rows, "not_reached": todo[len(rows):]}
 
 
 def torch_row(a, mode, timeout):
@@ -523,6 +556,11 @@ def main():
     ap.add_argument("--memcheck-timeout", type=int, default=150)
     ap.add_argument("--memcheck-filter", default="*")
     ap.add_argument("--ops-filter", default="*")
+    ap.add_argument("--racecheck-filter", default="*CudaFlashCase*float4*",
+                    help="the tests of the racecheck part (gtest filter)")
+    ap.add_argument("--racecheck-kernels", default="tiled_",
+                    help="substring of the kernel names racecheck instruments")
+    ap.add_argument("--racecheck-timeout", type=int, default=120)
     ap.add_argument("--speed-steps", type=int, default=10)
     ap.add_argument("--only", default="", help="comma-separated configuration names of the parity "
                     "and memory parts to run (default: all)")
