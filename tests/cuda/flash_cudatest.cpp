@@ -10,6 +10,7 @@
 #include <string>
 
 #include "attention_cases.h"
+#include "attention_checks.h"
 #include "core/error.h"
 #include "kernels/cuda/flash_variant.h"
 #include "kernels/flash_attention.h"
@@ -87,41 +88,30 @@ TEST_P(CudaFlashCase, ForwardBackwardGqa) {
     d.pos = pos.data();
     dg.pos = dpos;
   }
-  std::vector<float> out(static_cast<size_t>(BT * d.ldo), 0.0f);
-  std::vector<float> lse(static_cast<size_t>(c.B * c.NH * c.T));
-  ref::flash_attention_forward_gqa(out.data(), lse.data(), q.data(), k.data(), v.data(), d);
-  std::vector<float> dq(q.size(), 0.0f), dk(k.size(), 0.0f), dv(v.size(), 0.0f);
-  ref::flash_attention_backward_gqa(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
-                                    k.data(), v.data(), out.data(), lse.data(), d);
-  const int64_t wq = c.NH * c.hs, wkv = c.NKV * c.hs;
-  GpuBuffer<float> gq(gpu, q), gk(gpu, k), gv(gpu, v), gdout(gpu, dout), rout(gpu, out),
-      rlse(gpu, lse);
+  const test::FlashReference r = test::flash_reference(q, k, v, dout, d);
+  const int64_t wq = c.NH * c.hs;
+  GpuBuffer<float> gq(gpu, q), gk(gpu, k), gv(gpu, v), gdout(gpu, dout), rout(gpu, r.out),
+      rlse(gpu, r.lse);
 
   for (const char* variant : kVariants) {
     VariantScope scope(variant);
     SCOPED_TRACE(testing::Message() << variant << " " << c);
     GpuBuffer<float> gout(gpu, BT * d.ldo), glse(gpu, c.B * c.NH * c.T);
     ops.flash_attention_forward_gqa(gout, glse, gq, gk, gv, dg);
-    EXPECT_LT(rel_norm_error(columns(gout.host(), BT, wq, d.ldo), columns(out, BT, wq, d.ldo)),
+    EXPECT_LT(rel_norm_error(columns(gout.host(), BT, wq, d.ldo), columns(r.out, BT, wq, d.ldo)),
               test::kF32Tol);
-    EXPECT_LT(rel_norm_error(glse.host(), lse), test::kF32Tol);
+    EXPECT_LT(rel_norm_error(glse.host(), r.lse), test::kF32Tol);
 
     // The backward from the reference's out and lse: its own error only.
     GpuBuffer<float> gdq(gpu, BT * d.ldq), gdk(gpu, BT * d.ldk), gdv(gpu, BT * d.ldv);
     ops.flash_attention_backward_gqa(gdq, gdk, gdv, gdout, gq, gk, gv, rout, rlse, dg);
-    EXPECT_LT(rel_norm_error(columns(gdq.host(), BT, wq, d.ldq), columns(dq, BT, wq, d.ldq)),
-              test::kF32Tol);
-    EXPECT_LT(rel_norm_error(columns(gdk.host(), BT, wkv, d.ldk), columns(dk, BT, wkv, d.ldk)),
-              test::kF32Tol);
-    EXPECT_LT(rel_norm_error(columns(gdv.host(), BT, wkv, d.ldv), columns(dv, BT, wkv, d.ldv)),
-              test::kF32Tol);
+    const std::vector<float> hdq = gdq.host(), hdk = gdk.host(), hdv = gdv.host();
+    test::expect_grads_near({hdq, hdk, hdv}, {r.dq, r.dk, r.dv}, d, test::kF32Tol);
 
     // Deterministic: a second backward gives the same bits.
     GpuBuffer<float> gdq2(gpu, BT * d.ldq), gdk2(gpu, BT * d.ldk), gdv2(gpu, BT * d.ldv);
     ops.flash_attention_backward_gqa(gdq2, gdk2, gdv2, gdout, gq, gk, gv, rout, rlse, dg);
-    EXPECT_EQ(columns(gdq2.host(), BT, wq, d.ldq), columns(gdq.host(), BT, wq, d.ldq));
-    EXPECT_EQ(columns(gdk2.host(), BT, wkv, d.ldk), columns(gdk.host(), BT, wkv, d.ldk));
-    EXPECT_EQ(columns(gdv2.host(), BT, wkv, d.ldv), columns(gdv.host(), BT, wkv, d.ldv));
+    test::expect_grads_equal({gdq2.host(), gdk2.host(), gdv2.host()}, {hdq, hdk, hdv}, d);
   }
 }
 
