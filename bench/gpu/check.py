@@ -52,6 +52,7 @@ PARITY = [
      "--lora-r 4 --target-modules all-linear"),
     ("gpt2-tiny-bf16", "--model gpt2-tiny --seq-len 64 --bf16"),
     ("gpt2-tiny-bf16-full", "--model gpt2-tiny --seq-len 64 --bf16-full"),
+    ("gpt2-tiny-fp16", "--model gpt2-tiny --seq-len 64 --fp16"),
     ("gpt2-tiny-adamw8bit", "--model gpt2-tiny --seq-len 64 --optim adamw_bnb_8bit"),
 ]
 
