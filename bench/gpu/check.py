@@ -7,6 +7,8 @@ verdicts; a part that fails does not stop the others.
           compute-sanitizer memcheck with one cudaMalloc per tensor (SNUG_CUDA_ALLOC=debug).
   parity  3 training steps on cuda and on cpu per configuration: losses within 1e-5 relative;
           a second cuda run bit-identical.
+  resume  a checkpoint saved on the cpu resumes on cuda and the other way round (and on cuda
+          itself, bit-identical): steps 4-6 against the uninterrupted run's.
   memory  `snug plan --device cuda` against the cuda run's tracked peak (to the byte), and the
           driver's figure beside it.
   speed   gpt2-124m, B=16, T=1024: snug against PyTorch (bench/gpu/torch_gpt2_cuda.py), tokens/s
@@ -54,6 +56,26 @@ PARITY = [
     ("gpt2-tiny-bf16-full", "--model gpt2-tiny --seq-len 64 --bf16-full"),
     ("gpt2-tiny-fp16", "--model gpt2-tiny --seq-len 64 --fp16"),
     ("gpt2-tiny-adamw8bit", "--model gpt2-tiny --seq-len 64 --optim adamw_bnb_8bit"),
+    # The rest of issue 27's step 4 (every optimizer, freeze, 8-bit and FP4 bases, checkpoint
+    # policies, NEFTune, packing with eval), which tests/core/cpu_remote_test.cpp and the op tests
+    # cover without a GPU.
+    ("gpt2-tiny-adafactor", "--model gpt2-tiny --seq-len 64 --optim adafactor"),
+    ("gpt2-tiny-lion8bit", "--model gpt2-tiny --seq-len 64 --optim lion_8bit"),
+    ("gpt2-tiny-sgd", "--model gpt2-tiny --seq-len 64 --optim sgd"),
+    ("gpt2-tiny-lomo", "--model gpt2-tiny --seq-len 64 --optim lomo"),
+    ("gpt2-tiny-adalomo", "--model gpt2-tiny --seq-len 64 --optim adalomo"),
+    ("gpt2-tiny-galore", "--model gpt2-tiny --seq-len 64 --optim galore_adamw --galore-rank 4"),
+    ("gpt2-tiny-freeze", "--model gpt2-tiny --seq-len 64 --freeze 'transformer.h.0.*'"),
+    ("gpt2-tiny-int8-lora", "--model gpt2-tiny --seq-len 64 --load-in-8bit --lora-r 4 "
+     "--target-modules all-linear"),
+    ("gpt2-tiny-fp4-lora", "--model gpt2-tiny --seq-len 64 --load-in-4bit --bnb-4bit-quant-type "
+     "fp4 --lora-r 4 --target-modules all-linear"),
+    ("gpt2-tiny-selective", "--model gpt2-tiny --seq-len 64 --gradient-checkpointing "
+     "--checkpoint-policy selective"),
+    ("gpt2-tiny-neftune", "--model gpt2-tiny --seq-len 64 --neftune-noise-alpha 5"),
+    ("tiny-llama-packing-eval", f"--model {ROOT}/examples/tiny-llama --data "
+     f"{ROOT}/examples/arithmetic-instructions.jsonl --seq-len 32 --per-device-train-batch-size 4 "
+     "--packing --eval-split 0.1 --eval-steps 2"),
 ]
 
 MEMORY = [
@@ -91,7 +113,8 @@ def run(cmd, timeout, env=None):
 
 def train(snug, device, flags, report, steps=3, timeout=120, extra=""):
     outdir = report + ".out"
-    r = run(f"{snug} train --device {device} {flags} --max-steps {steps} --data dummy "
+    data = "" if "--data " in flags else "--data dummy "  # random tokens unless flags name data
+    r = run(f"{snug} train --device {device} {flags} --max-steps {steps} {data}"
             f"--logging-steps 1 --save-steps 0 --output-dir {outdir} --overwrite-output-dir "
             f"--report-json {report} {extra}", timeout)
     rep = None
@@ -216,6 +239,59 @@ def part_parity(a, res):
         rows.append(row)
         print(f"parity {name}: {row.get('max_rel', 'FAILED')}", flush=True)
     res["parity"] = rows
+
+
+# Configurations of the resume part: what a checkpoint carries besides fp32 weights (AdamW's
+# moments; 8-bit states, fp16's master weights and loss scale, NEFTune's generator; QLoRA's
+# quantized base and adapters).
+RESUME = [
+    ("gpt2-tiny", "--model gpt2-tiny --seq-len 64 --per-device-train-batch-size 4"),
+    ("gpt2-tiny-fp16-adamw8bit", "--model gpt2-tiny --seq-len 64 --per-device-train-batch-size 4 "
+     "--fp16 --optim adamw_bnb_8bit --neftune-noise-alpha 5"),
+    ("llama-qlora", f"--model {FIX}/llama_gqa_sharded --seq-len 16 --qlora --load-in-4bit "
+     "--lora-r 4 --target-modules all-linear"),
+]
+
+
+def part_resume(a, res):
+    """Checkpoints resume across devices (issue 27, step 4): 6 steps straight on each device,
+    saving at step 3; then steps 4-6 resumed from each device's checkpoint on the other device
+    (within 1e-5 relative of the straight run whose checkpoint it took) and on the same one
+    (bit-identical)."""
+    snug = os.path.join(a.bin, "snug")
+    rows = []
+    for name, flags in RESUME:
+        if a.only and name not in a.only.split(","):
+            continue
+        d = os.path.join(a.out, "resume", name)
+        os.makedirs(d, exist_ok=True)
+        common = f"{flags} --data dummy --max-steps 6 --logging-steps 1 --overwrite-output-dir"
+        straight = {}
+        row = {"name": name, "flags": flags}
+        for dev in ("cpu", "cuda"):
+            r = run(f"{snug} train --device {dev} {common} --save-steps 3 --output-dir {d}/{dev} "
+                    f"--report-json {d}/{dev}.json", 180)
+            straight[dev] = json.load(open(f"{d}/{dev}.json"))["loss"] if r["rc"] == 0 else None
+            if r["rc"]:
+                row[f"{dev}_err"] = (r["err"] or r["out"])[-600:]
+        for src, dst in (("cpu", "cuda"), ("cuda", "cpu"), ("cuda", "cuda")):
+            if not straight[src]:
+                continue
+            tag = f"{src}_to_{dst}"
+            r = run(f"{snug} train --device {dst} {common} --save-steps 0 --resume-from "
+                    f"{d}/{src}/checkpoint-3 --output-dir {d}/{tag} --report-json {d}/{tag}.json",
+                    180)
+            if r["rc"]:
+                row[tag] = {"err": (r["err"] or r["out"])[-600:]}
+                continue
+            got, want = json.load(open(f"{d}/{tag}.json"))["loss"], straight[src][3:]
+            row[tag] = {"loss": got, "straight": want,
+                        "max_rel": max((rel(g, w) for g, w in zip(got, want)), default=None),
+                        "bit_identical": got == want, "steps": len(got)}
+        rows.append(row)
+        print(f"resume {name}: " + ", ".join(
+            f"{k} {v.get('max_rel', 'FAILED')}" for k, v in row.items() if "_to_" in k), flush=True)
+    res["resume"] = rows
 
 
 def part_generate(a, res):
@@ -563,8 +639,8 @@ def main():
                     help="substring of the kernel names racecheck instruments")
     ap.add_argument("--racecheck-timeout", type=int, default=120)
     ap.add_argument("--speed-steps", type=int, default=10)
-    ap.add_argument("--only", default="", help="comma-separated configuration names of the parity "
-                    "and memory parts to run (default: all)")
+    ap.add_argument("--only", default="", help="comma-separated configuration names of the "
+                    "parity, resume and memory parts to run (default: all)")
     ap.add_argument("--speed-modes", default="fp32,bf16")
     ap.add_argument("--torch-modes", default="fp32,bf16,compile")
     ap.add_argument("--profile-modes", default="fp32")
