@@ -568,6 +568,7 @@ def part_speed(a, res):
     flags = "--model gpt2-124m --seq-len 1024 --per-device-train-batch-size 16"
     # mode: flags and environment (the variants under comparison in one run).
     modes = [("fp32", "", {}), ("fp32-simple-flash", "", {"SNUG_CUDA_FLASH": "simple"}),
+             ("fp32-tiled-pairs", "", {"SNUG_CUDA_FLASH": "tiled-pairs"}),
              ("fp32-async", "", {"SNUG_CUDA_ALLOC": "async"}),
              ("bf16", "--bf16", {}),
              ("bf16-async", "--bf16", {"SNUG_CUDA_ALLOC": "async"}),

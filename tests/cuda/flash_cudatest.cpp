@@ -1,12 +1,14 @@
-// The CUDA flash attention against snug::ref on random inputs, both variants (flash_variant.h:
-// the tiled kernels of flash_tiled.cu and the simple ones of flash.cu): causal and bidirectional,
-// GQA/MQA, packed documents, sliding window, dropout, odd T and head sizes, several 64-row tiles,
-// a head size past the tiled kernels (the fallback), and the fused-qkv entry points at GPT-2's
-// size; the two variants agree at GPT-2's size, and the tiled one is bit-identical run to run.
+// The CUDA flash attention against snug::ref on random inputs, every variant (flash_variant.h:
+// the tiled kernels of flash_tiled.cu in both thread layouts, and the simple ones of flash.cu):
+// causal and bidirectional, GQA/MQA, packed documents, sliding window, dropout, odd T and head
+// sizes, several 64-row tiles, a head size past the tiled kernels (the fallback), and the
+// fused-qkv entry points at GPT-2's size; the variants agree at GPT-2's size, the tiled one is
+// bit-identical run to run, and its two layouts give the same bits (flash_lanes.h).
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include "attention_cases.h"
@@ -26,7 +28,7 @@ using test::GpuBuffer;
 using test::random_floats;
 using test::rel_norm_error;
 
-constexpr const char* kVariants[] = {"tiled", "simple"};
+constexpr const char* kVariants[] = {"tiled", "tiled-pairs", "simple"};
 
 // Runs the flash ops with `name` for the scope, then restores the variant before it.
 class VariantScope {
@@ -93,6 +95,7 @@ TEST_P(CudaFlashCase, ForwardBackwardGqa) {
   GpuBuffer<float> gq(gpu, q), gk(gpu, k), gv(gpu, v), gdout(gpu, dout), rout(gpu, r.out),
       rlse(gpu, r.lse);
 
+  std::map<std::string, test::FlashReference> got;  // each variant's out, lse, dq, dk, dv
   for (const char* variant : kVariants) {
     VariantScope scope(variant);
     SCOPED_TRACE(testing::Message() << variant << " " << c);
@@ -112,7 +115,13 @@ TEST_P(CudaFlashCase, ForwardBackwardGqa) {
     GpuBuffer<float> gdq2(gpu, BT * d.ldq), gdk2(gpu, BT * d.ldk), gdv2(gpu, BT * d.ldv);
     ops.flash_attention_backward_gqa(gdq2, gdk2, gdv2, gdout, gq, gk, gv, rout, rlse, dg);
     test::expect_grads_equal({gdq2.host(), gdk2.host(), gdv2.host()}, {hdq, hdk, hdv}, d);
+    got[variant] = {columns(gout.host(), BT, wq, d.ldo), glse.host(), hdq, hdk, hdv};
   }
+  // The two thread layouts compute every value in the same order: the same bits.
+  const test::FlashReference &rows = got.at("tiled"), &pairs = got.at("tiled-pairs");
+  EXPECT_EQ(pairs.out, rows.out);
+  EXPECT_EQ(pairs.lse, rows.lse);
+  test::expect_grads_equal({pairs.dq, pairs.dk, pairs.dv}, {rows.dq, rows.dk, rows.dv}, d);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaFlashCase, testing::Range<size_t>(0, flash_cases().size()),
@@ -171,14 +180,17 @@ TEST(CudaFlash, TiledMatchesSimpleAtGpt2SizeAndRepeatsBitForBit) {
   EXPECT_LT(rel_norm_error(tiled.out, simple.out), test::kF32Tol);
   EXPECT_LT(rel_norm_error(tiled.lse, simple.lse), test::kF32Tol);
   EXPECT_LT(rel_norm_error(tiled.dqkv, simple.dqkv), test::kF32Tol);
-  const Gpt2Run again = run_gpt2_size(gpu, "tiled");
-  EXPECT_EQ(again.out, tiled.out);
-  EXPECT_EQ(again.lse, tiled.lse);
-  EXPECT_EQ(again.dqkv, tiled.dqkv);
+  for (const char* variant : {"tiled", "tiled-pairs"}) {
+    SCOPED_TRACE(variant);
+    const Gpt2Run again = run_gpt2_size(gpu, variant);
+    EXPECT_EQ(again.out, tiled.out);
+    EXPECT_EQ(again.lse, tiled.lse);
+    EXPECT_EQ(again.dqkv, tiled.dqkv);
+  }
 }
 
 // Not a test (no timed assertions): the time of one layer's flash forward + backward at
-// GPT-2-124M's B=16, T=1024 for both variants, printed. Run on a GPU with
+// GPT-2-124M's B=16, T=1024 for every variant, printed. Run on a GPU with
 //   snug_cuda_tests --gtest_also_run_disabled_tests --gtest_filter='CudaFlash.DISABLED_*'
 TEST(CudaFlash, DISABLED_TimeGpt2Layer) {
   SNUG_REQUIRE_GPU(gpu);
@@ -218,9 +230,9 @@ TEST(CudaFlash, VariantNames) {
   const std::string before = cuda::flash_variant();
   EXPECT_THROW(cuda::set_flash_variant("fast"), Error);
   EXPECT_EQ(cuda::flash_variant(), before);
-  {
-    VariantScope scope("simple");
-    EXPECT_STREQ(cuda::flash_variant(), "simple");
+  for (const char* name : kVariants) {
+    VariantScope scope(name);
+    EXPECT_STREQ(cuda::flash_variant(), name);
   }
   EXPECT_EQ(cuda::flash_variant(), before);
 }

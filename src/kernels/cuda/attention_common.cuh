@@ -13,6 +13,7 @@
 
 #include "kernels/attention_dims.h"
 #include "kernels/cuda/context.cuh"
+#include "kernels/cuda/flash_lanes.h"
 #include "kernels/dropout_mask.h"
 
 namespace snug::cuda {
@@ -27,14 +28,15 @@ void flash_attention_forward_gqa(float* out, float* lse, const float* q, const f
 void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout,
                                   const float* q, const float* k, const float* v, const float* out,
                                   const float* lse, const AttentionDims& d);
-// flash_tiled.cu's kernels behind those two: false, with nothing launched, where the case is
-// outside them (head size, shared memory); the caller then runs the simple kernels. The backward
-// allocates B*NH*T floats of device scratch outside the pool (cuda::Scratch) for the call.
+// flash_tiled.cu's kernels behind those two, with the threads laid out as `lanes` says
+// (flash_lanes.h): false, with nothing launched, where the case is outside them (head size,
+// shared memory); the caller then runs the simple kernels. The backward allocates B*NH*T floats
+// of device scratch outside the pool (cuda::Scratch) for the call.
 bool tiled_flash_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                         const AttentionDims& d);
+                         const AttentionDims& d, FlashLanes lanes);
 bool tiled_flash_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                           const float* k, const float* v, const float* out, const float* lse,
-                          const AttentionDims& d);
+                          const AttentionDims& d, FlashLanes lanes);
 
 namespace dev {
 

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "core/error.h"
 #include "kernels/cuda/attention_common.cuh"
@@ -182,30 +183,38 @@ float score_scale(const AttentionDims& d) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.hs)));
 }
 
-// flash_variant.h: true for "tiled", false for "simple".
-bool parse_variant(const char* name, const char* where) {
-  if (std::strcmp(name, "tiled") == 0) return true;
-  if (std::strcmp(name, "simple") == 0) return false;
+// flash_variant.h's names, in the order of Variant.
+enum class Variant { tiled, tiled_pairs, simple };
+constexpr const char* kVariantNames[] = {"tiled", "tiled-pairs", "simple"};
+
+Variant parse_variant(const char* name, const char* where) {
+  for (size_t i = 0; i < std::size(kVariantNames); ++i)
+    if (std::strcmp(name, kVariantNames[i]) == 0) return static_cast<Variant>(i);
   throw Error(std::string(where) + ": unknown flash attention variant '" + name +
-              "' (tiled or simple)");
+              "' (tiled, tiled-pairs or simple)");
 }
 
-bool& tiled_variant() {
-  static bool tiled = [] {
+Variant& variant() {
+  static Variant v = [] {
     const char* e = std::getenv("SNUG_CUDA_FLASH");
-    return e == nullptr || *e == '\0' || parse_variant(e, "SNUG_CUDA_FLASH");
+    return e == nullptr || *e == '\0' ? Variant::tiled : parse_variant(e, "SNUG_CUDA_FLASH");
   }();
-  return tiled;
+  return v;
+}
+
+// The tiled kernels' thread layout (flash_lanes.h) of the variant in force.
+FlashLanes lanes() {
+  return variant() == Variant::tiled_pairs ? FlashLanes::pairs : FlashLanes::rows;
 }
 
 }  // namespace
 
 void set_flash_variant(const char* name) {
-  tiled_variant() = parse_variant(name, "set_flash_variant");
+  variant() = parse_variant(name, "set_flash_variant");
 }
 
 const char* flash_variant() {
-  return tiled_variant() ? "tiled" : "simple";
+  return kVariantNames[static_cast<int>(variant())];
 }
 
 void flash_attention_forward_gqa(float* out, float* lse, const float* q, const float* k,
@@ -214,7 +223,7 @@ void flash_attention_forward_gqa(float* out, float* lse, const float* q, const f
   const int64_t rows = d.B * d.NH * d.T;
   if (rows == 0) return;
   if (d.bf16_operands && cudnn_attention_forward(out, lse, q, k, v, d)) return;
-  if (tiled_variant() && tiled_flash_forward(out, lse, q, k, v, d)) return;
+  if (variant() != Variant::simple && tiled_flash_forward(out, lse, q, k, v, d, lanes())) return;
   flash_forward_kernel<<<blocks_for_rows(rows), kThreads, smem_bytes(2, d.hs), stream()>>>(
       out, lse, q, k, v, d, score_scale(d));
   check_launch("flash_attention_forward");
@@ -229,7 +238,9 @@ void flash_attention_backward_gqa(float* dq, float* dk, float* dv, const float* 
   const int64_t rows = d.B * d.NH * d.T;
   if (rows == 0) return;
   if (d.bf16_operands && cudnn_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, d)) return;
-  if (tiled_variant() && tiled_flash_backward(dq, dk, dv, dout, q, k, v, out, lse, d)) return;
+  if (variant() != Variant::simple &&
+      tiled_flash_backward(dq, dk, dv, dout, q, k, v, out, lse, d, lanes()))
+    return;
   flash_dq_kernel<<<blocks_for_rows(rows), kThreads, smem_bytes(3, d.hs), stream()>>>(
       dq, dout, q, k, v, out, lse, d, score_scale(d));
   check_launch("flash_attention_backward (dq)");

@@ -2,7 +2,9 @@
 // variant of flash.cu (kernels/cuda/flash_variant.h), same contracts and masks as the simple
 // kernels there, fp32 FMAs on the CUDA cores (no TF32), no atomics: bit-identical run to run.
 //
-// Work split. A block of 256 threads (16 x 16, thread (ty, tx)) owns a 64-row tile:
+// Work split. A block of 256 threads (16 x 16 slots (ty, tx), laid over the lanes as
+// kernels/cuda/flash_lanes.h says: "rows" for the "tiled" variant, "pairs" for "tiled-pairs")
+// owns a 64-row tile:
 //   forward  query tile of (b, h): K/V tiles of 64 keys staged in shared memory and used by all
 //            64 rows; thread (ty, tx) computes the scores of rows ty + 16i and keys tx + 16j
 //            (i, j < 4: a 4 x 4 register tile), the row's max and sum over the 16 threads of the
@@ -41,6 +43,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/flash_lanes.h"
 
 namespace snug::cuda {
 
@@ -69,14 +72,17 @@ __device__ inline float comp(const float4& v, int e) {
   return e == 0 ? v.x : (e == 1 ? v.y : (e == 2 ? v.z : v.w));
 }
 
-// Reductions over the 16 threads of a row (lanes 0-15 or 16-31 of a warp); every lane of the 16
-// ends with the same bits. All 32 lanes must call them (no divergent branch around).
-__device__ inline float max16(float v) {
-  for (int m = 8; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, m));
+// Reductions over the 16 threads of a row (one warp's, flash_lanes.h), pairing tx bits 3, 2, 1, 0
+// in that order in either layout; every thread of the row ends with the same bits. All 32 lanes
+// must call them (no divergent branch around).
+__device__ inline float max16(float v, FlashLanes lanes) {
+  for (int bit = 3; bit >= 0; --bit)
+    v = fmaxf(v, __shfl_xor_sync(kFull, v, static_cast<int>(row_lane_mask(bit, lanes))));
   return v;
 }
-__device__ inline float sum16(float v) {
-  for (int m = 8; m > 0; m >>= 1) v += __shfl_xor_sync(kFull, v, m);
+__device__ inline float sum16(float v, FlashLanes lanes) {
+  for (int bit = 3; bit >= 0; --bit)
+    v += __shfl_xor_sync(kFull, v, static_cast<int>(row_lane_mask(bit, lanes)));
   return v;
 }
 
@@ -131,9 +137,10 @@ __device__ inline void load_tile(float* dst, const float* x, int64_t ldx, const 
 }
 
 // s[i][j] = sum over dims < hp of a[ty + 16i][.] * bm[tx + 16j][.] (64 x ld tiles in shared
-// memory), dims in order.
-__device__ inline void tile_abt(float (&s)[4][4], const float* a, const float* bm, int hp, int ld) {
-  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+// memory), dims in order; (ty, tx) the thread's slot.
+__device__ inline void tile_abt(float (&s)[4][4], const float* a, const float* bm, int hp, int ld,
+                                TileSlot slot) {
+  const int ty = slot.ty, tx = slot.tx;
 #pragma unroll
   for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -161,9 +168,9 @@ __device__ inline void tile_abt(float (&s)[4][4], const float* a, const float* b
 // acc[i][j] (row ty + 16i, dims 4tx + 64j .. + 3) += sum over the tile's 64 columns c of
 // p[ty + 16i][c] * v[c][dims] (p 64 x kLdp, v 64 x ld in shared memory), c in order.
 template <int NJ>
-__device__ inline void tile_pv(float4 (&acc)[4][NJ], const float* p, const float* v, int hp,
-                               int ld) {
-  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+__device__ inline void tile_pv(float4 (&acc)[4][NJ], const float* p, const float* v, int hp, int ld,
+                               TileSlot slot) {
+  const int ty = slot.ty, tx = slot.tx;
   for (int c = 0; c < kTile; c += 4) {
     float4 pr[4];
 #pragma unroll
@@ -196,11 +203,12 @@ __device__ inline void zero(float4 (&acc)[4][NJ]) {
     for (int j = 0; j < NJ; ++j) acc[i][j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
-// Row t of head `head` of y (row stride ldy) = this thread's dims of `a` / div, dims below hs.
+// Row t of head `head` of y (row stride ldy) = the dims of `a` of the thread at column tx
+// (4tx + 64j ..) / div, dims below hs.
 template <int NJ>
 __device__ inline void store_row(float* y, int64_t ldy, const AttentionDims& d, int64_t b,
-                                 int64_t t, int64_t head, const float4 (&a)[NJ], float div) {
-  const int tx = threadIdx.x % 16;
+                                 int64_t t, int64_t head, int tx, const float4 (&a)[NJ],
+                                 float div) {
   float* yr = y + (b * d.T + t) * ldy + head * d.hs;
 #pragma unroll
   for (int j = 0; j < NJ; ++j)
@@ -215,7 +223,7 @@ __device__ inline void store_row(float* y, int64_t ldy, const AttentionDims& d, 
 template <int NJ>
 __global__ void __launch_bounds__(kTileThreads)
     tiled_forward_kernel(float* out, float* lse, const float* q, const float* k, const float* v,
-                         AttentionDims d, float scale, int hp, int ld, bool vec) {
+                         AttentionDims d, float scale, int hp, int ld, bool vec, FlashLanes lanes) {
   extern __shared__ float4 smem4[];
   float* qs = reinterpret_cast<float*>(smem4);
   float* ks = qs + kTile * ld;
@@ -225,7 +233,8 @@ __global__ void __launch_bounds__(kTileThreads)
   // The longest (last) query tiles first: the causal work per tile grows with t.
   const int64_t bh = blockIdx.x % BH, qt = ntiles - 1 - blockIdx.x / BH;
   const int64_t b = bh / d.NH, h = bh % d.NH, kh = h / (d.NH / d.NKV), t0 = qt * kTile;
-  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  const TileSlot slot = tile_slot(static_cast<int>(threadIdx.x), lanes);
+  const int ty = slot.ty, tx = slot.tx;
   load_tile(qs, q, d.ldq, d, b, t0, h, hp, ld, vec);
   int64_t lo[4], n[4];  // keys [lo, n) visible to row i; empty past T
   float m[4], l[4];
@@ -248,7 +257,7 @@ __global__ void __launch_bounds__(kTileThreads)
     copies_done();
     __syncthreads();
     float s[4][4];
-    tile_abt(s, qs, ks, hp, ld);
+    tile_abt(s, qs, ks, hp, ld, slot);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       float mx = -INFINITY;
@@ -258,7 +267,7 @@ __global__ void __launch_bounds__(kTileThreads)
         s[i][j] = key >= lo[i] && key < n[i] ? s[i][j] * scale : -INFINITY;
         mx = fmaxf(mx, s[i][j]);
       }
-      const float m_new = fmaxf(m[i], max16(mx));
+      const float m_new = fmaxf(m[i], max16(mx, lanes));
       const bool any = m_new != -INFINITY;  // a visible key so far (same on the row's 16 lanes)
       const float corr = any ? expf(m[i] - m_new) : 1.0f;  // 0 while m was -inf
       float p[4], sum = 0.0f;
@@ -267,7 +276,7 @@ __global__ void __launch_bounds__(kTileThreads)
         p[j] = any ? expf(s[i][j] - m_new) : 0.0f;  // masked: exp(-inf) = 0
         sum += p[j];
       }
-      l[i] = l[i] * corr + sum16(sum);
+      l[i] = l[i] * corr + sum16(sum, lanes);
       m[i] = m_new;
 #pragma unroll
       for (int j = 0; j < NJ; ++j) {
@@ -283,14 +292,14 @@ __global__ void __launch_bounds__(kTileThreads)
             p[j] != 0.0f ? p[j] * keep_scale(d, b, h, t, s0 + tx + 16 * j) : 0.0f;
     }
     __syncthreads();
-    tile_pv<NJ>(acc, ps, vs, hp, ld);
+    tile_pv<NJ>(acc, ps, vs, hp, ld, slot);
   }
   copies_done();  // a tile with no visible key still issued its q copies
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int64_t t = t0 + ty + 16 * i;
     if (t >= d.T) continue;
-    store_row(out, d.ldo, d, b, t, h, acc[i], l[i]);
+    store_row(out, d.ldo, d, b, t, h, tx, acc[i], l[i]);
     if (tx == 0) lse[(b * d.NH + h) * d.T + t] = m[i] + logf(l[i]);
   }
 }
@@ -314,7 +323,7 @@ template <int NJ>
 __global__ void __launch_bounds__(kTileThreads)
     tiled_dq_kernel(float* dq, const float* dout, const float* q, const float* k, const float* v,
                     const float* lse, const float* dsum, AttentionDims d, float scale, int hp,
-                    int ld, bool vec) {
+                    int ld, bool vec, FlashLanes lanes) {
   extern __shared__ float4 smem4[];
   float* qs = reinterpret_cast<float*>(smem4);
   float* dos = qs + kTile * ld;
@@ -324,7 +333,8 @@ __global__ void __launch_bounds__(kTileThreads)
   const int64_t BH = d.B * d.NH, ntiles = (d.T + kTile - 1) / kTile;
   const int64_t bh = blockIdx.x % BH, qt = ntiles - 1 - blockIdx.x / BH;
   const int64_t b = bh / d.NH, h = bh % d.NH, kh = h / (d.NH / d.NKV), t0 = qt * kTile;
-  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  const TileSlot slot = tile_slot(static_cast<int>(threadIdx.x), lanes);
+  const int ty = slot.ty, tx = slot.tx;
   load_tile(qs, q, d.ldq, d, b, t0, h, hp, ld, vec);
   load_tile(dos, dout, d.ldo, d, b, t0, h, hp, ld, vec);
   int64_t lo[4], n[4];
@@ -348,8 +358,8 @@ __global__ void __launch_bounds__(kTileThreads)
     copies_done();
     __syncthreads();
     float s[4][4], dp[4][4];
-    tile_abt(s, qs, ks, hp, ld);
-    tile_abt(dp, dos, vs, hp, ld);
+    tile_abt(s, qs, ks, hp, ld, slot);
+    tile_abt(dp, dos, vs, hp, ld, slot);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int64_t t = t0 + ty + 16 * i;
@@ -365,13 +375,13 @@ __global__ void __launch_bounds__(kTileThreads)
       }
     }
     __syncthreads();
-    tile_pv<NJ>(acc, gs, ks, hp, ld);
+    tile_pv<NJ>(acc, gs, ks, hp, ld, slot);
   }
   copies_done();
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int64_t t = t0 + ty + 16 * i;
-    if (t < d.T) store_row(dq, d.ldq, d, b, t, h, acc[i], 1.0f);
+    if (t < d.T) store_row(dq, d.ldq, d, b, t, h, tx, acc[i], 1.0f);
   }
 }
 
@@ -383,7 +393,7 @@ template <int NJ>
 __global__ void __launch_bounds__(kTileThreads, NJ == 1 ? 2 : 1)
     tiled_dkv_kernel(float* dk, float* dv, const float* dout, const float* q, const float* k,
                      const float* v, const float* lse, const float* dsum, AttentionDims d,
-                     float scale, int hp, int ld, bool vec) {
+                     float scale, int hp, int ld, bool vec, FlashLanes lanes) {
   extern __shared__ float4 smem4[];
   float* ks = reinterpret_cast<float*>(smem4);
   float* vs = ks + kTile * ld;
@@ -398,7 +408,8 @@ __global__ void __launch_bounds__(kTileThreads, NJ == 1 ? 2 : 1)
   // The first key tiles first: causal, they are read by the most query rows.
   const int64_t bkv = blockIdx.x % BKV, s0 = (blockIdx.x / BKV) * kTile;
   const int64_t b = bkv / d.NKV, kh = bkv % d.NKV;
-  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  const TileSlot slot = tile_slot(static_cast<int>(threadIdx.x), lanes);
+  const int ty = slot.ty, tx = slot.tx;
   load_tile(ks, k, d.ldk, d, b, s0, kh, hp, ld, vec);
   load_tile(vs, v, d.ldv, d, b, s0, kh, hp, ld, vec);
   float4 gk[4][NJ], gv[4][NJ];
@@ -420,8 +431,8 @@ __global__ void __launch_bounds__(kTileThreads, NJ == 1 ? 2 : 1)
       copies_done();
       __syncthreads();
       float st[4][4], dpt[4][4];  // rows: keys s0 + ty + 16i; columns: queries t0 + tx + 16j
-      tile_abt(st, ks, qs, hp, ld);
-      tile_abt(dpt, vs, dos, hp, ld);
+      tile_abt(st, ks, qs, hp, ld, slot);
+      tile_abt(dpt, vs, dos, hp, ld, slot);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int64_t s = s0 + ty + 16 * i;
@@ -441,16 +452,16 @@ __global__ void __launch_bounds__(kTileThreads, NJ == 1 ? 2 : 1)
         }
       }
       __syncthreads();
-      tile_pv<NJ>(gv, pt, dos, hp, ld);
-      tile_pv<NJ>(gk, gt, qs, hp, ld);
+      tile_pv<NJ>(gv, pt, dos, hp, ld, slot);
+      tile_pv<NJ>(gk, gt, qs, hp, ld, slot);
     }
   copies_done();
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int64_t s = s0 + ty + 16 * i;
     if (s >= d.T) continue;
-    store_row(dk, d.ldk, d, b, s, kh, gk[i], 1.0f);
-    store_row(dv, d.ldv, d, b, s, kh, gv[i], 1.0f);
+    store_row(dk, d.ldk, d, b, s, kh, tx, gk[i], 1.0f);
+    store_row(dv, d.ldv, d, b, s, kh, tx, gv[i], 1.0f);
   }
 }
 
@@ -498,20 +509,20 @@ unsigned tile_grid(int64_t heads, int64_t T) {
 
 template <int NJ>
 void launch_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                    const AttentionDims& d, int hp, int ld) {
+                    const AttentionDims& d, int hp, int ld, FlashLanes lanes) {
   const size_t bytes = forward_smem(ld);
   allow_smem(tiled_forward_kernel<NJ>, bytes);
   const unsigned grid = tile_grid(d.B * d.NH, d.T);
   const bool vec = tiles_aligned(d, {q, k, v});
-  tiled_forward_kernel<NJ>
-      <<<grid, kTileThreads, bytes, stream()>>>(out, lse, q, k, v, d, tiled_scale(d), hp, ld, vec);
+  tiled_forward_kernel<NJ><<<grid, kTileThreads, bytes, stream()>>>(
+      out, lse, q, k, v, d, tiled_scale(d), hp, ld, vec, lanes);
   check_launch("flash_attention_forward (tiled)");
 }
 
 template <int NJ>
 void launch_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                      const float* k, const float* v, const float* lse, const float* dsum,
-                     const AttentionDims& d, int hp, int ld) {
+                     const AttentionDims& d, int hp, int ld, FlashLanes lanes) {
   const float scale = tiled_scale(d);
   const size_t qbytes = dq_smem(ld), kvbytes = dkv_smem(ld);
   allow_smem(tiled_dq_kernel<NJ>, qbytes);
@@ -519,31 +530,31 @@ void launch_backward(float* dq, float* dk, float* dv, const float* dout, const f
   const unsigned qgrid = tile_grid(d.B * d.NH, d.T), kvgrid = tile_grid(d.B * d.NKV, d.T);
   const bool vec = tiles_aligned(d, {dout, q, k, v});
   tiled_dq_kernel<NJ><<<qgrid, kTileThreads, qbytes, stream()>>>(dq, dout, q, k, v, lse, dsum, d,
-                                                                 scale, hp, ld, vec);
+                                                                 scale, hp, ld, vec, lanes);
   check_launch("flash_attention_backward (tiled dq)");
-  tiled_dkv_kernel<NJ><<<kvgrid, kTileThreads, kvbytes, stream()>>>(dk, dv, dout, q, k, v, lse,
-                                                                    dsum, d, scale, hp, ld, vec);
+  tiled_dkv_kernel<NJ><<<kvgrid, kTileThreads, kvbytes, stream()>>>(
+      dk, dv, dout, q, k, v, lse, dsum, d, scale, hp, ld, vec, lanes);
   check_launch("flash_attention_backward (tiled dk, dv)");
 }
 
 }  // namespace
 
 bool tiled_flash_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                         const AttentionDims& d) {
+                         const AttentionDims& d, FlashLanes lanes) {
   const int hp = padded_hs(d.hs);
   if (d.hs > kMaxHp) return false;
   const int ld = tile_ld(hp);
   if (forward_smem(ld) > smem_optin()) return false;
   if (hp <= 64)
-    launch_forward<1>(out, lse, q, k, v, d, hp, ld);
+    launch_forward<1>(out, lse, q, k, v, d, hp, ld, lanes);
   else
-    launch_forward<2>(out, lse, q, k, v, d, hp, ld);
+    launch_forward<2>(out, lse, q, k, v, d, hp, ld, lanes);
   return true;
 }
 
 bool tiled_flash_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                           const float* k, const float* v, const float* out, const float* lse,
-                          const AttentionDims& d) {
+                          const AttentionDims& d, FlashLanes lanes) {
   if (d.hs > kMaxHp) return false;
   const int hp = padded_hs(d.hs), ld = tile_ld(hp);
   if (dkv_smem(ld) > smem_optin()) return false;  // the larger of the two
@@ -552,9 +563,9 @@ bool tiled_flash_backward(float* dq, float* dk, float* dv, const float* dout, co
   row_dot_kernel<<<blocks_for_rows(rows), kThreads, 0, stream()>>>(dsum.as<float>(), dout, out, d);
   check_launch("flash_attention_backward (tiled D)");
   if (hp <= 64)
-    launch_backward<1>(dq, dk, dv, dout, q, k, v, lse, dsum.as<float>(), d, hp, ld);
+    launch_backward<1>(dq, dk, dv, dout, q, k, v, lse, dsum.as<float>(), d, hp, ld, lanes);
   else
-    launch_backward<2>(dq, dk, dv, dout, q, k, v, lse, dsum.as<float>(), d, hp, ld);
+    launch_backward<2>(dq, dk, dv, dout, q, k, v, lse, dsum.as<float>(), d, hp, ld, lanes);
   return true;
 }
 
