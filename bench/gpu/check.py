@@ -124,6 +124,17 @@ def train(snug, device, flags, report, steps=3, timeout=120, extra=""):
     return r, rep
 
 
+def selected(a, table, part):
+    """The rows of a part's table (name first) that --only selects, each with its own folder
+    OUT/part/name."""
+    for row in table:
+        if a.only and row[0] not in a.only.split(","):
+            continue
+        d = os.path.join(a.out, part, row[0])
+        os.makedirs(d, exist_ok=True)
+        yield row, d
+
+
 def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
@@ -217,11 +228,7 @@ def part_compile(a, res):
 def part_parity(a, res):
     snug = os.path.join(a.bin, "snug")
     rows = []
-    for name, flags in PARITY:
-        if a.only and name not in a.only.split(","):
-            continue
-        d = os.path.join(a.out, "parity", name)
-        os.makedirs(d, exist_ok=True)
+    for (name, flags), d in selected(a, PARITY, "parity"):
         rc_, cpu = train(snug, "cpu", flags, d + "/cpu.json")
         rg, gpu = train(snug, "cuda", flags, d + "/cuda.json")
         rg2, gpu2 = train(snug, "cuda", flags, d + "/cuda2.json")
@@ -260,11 +267,7 @@ def part_resume(a, res):
     (bit-identical)."""
     snug = os.path.join(a.bin, "snug")
     rows = []
-    for name, flags in RESUME:
-        if a.only and name not in a.only.split(","):
-            continue
-        d = os.path.join(a.out, "resume", name)
-        os.makedirs(d, exist_ok=True)
+    for (name, flags), d in selected(a, RESUME, "resume"):
         common = f"{flags} --data dummy --max-steps 6 --logging-steps 1 --overwrite-output-dir"
         straight = {}
         row = {"name": name, "flags": flags}
@@ -415,11 +418,7 @@ def memory_verdicts(row, m):
 def part_memory(a, res):
     snug = os.path.join(a.bin, "snug")
     rows = []
-    for name, flags in MEMORY:
-        if a.only and name not in a.only.split(","):
-            continue
-        d = os.path.join(a.out, "memory", name)
-        os.makedirs(d, exist_ok=True)
+    for (name, flags), d in selected(a, MEMORY, "memory"):
         p = run(f"{snug} plan --device cuda {flags} --max-steps 2 --data dummy "
                 f"--json {d}/plan.json", 60)
         rg, gpu = train(snug, "cuda", flags, d + "/cuda.json", steps=2)
@@ -507,11 +506,7 @@ RSS = ("python3 -c 'import resource,subprocess,sys; r=subprocess.run(sys.argv[1:
 def part_scale(a, res):
     snug = os.path.join(a.bin, "snug")
     rows = []
-    for name, flags, steps, timeout in SCALE:
-        if a.only and name not in a.only.split(","):
-            continue
-        d = os.path.join(a.out, "scale", name)
-        os.makedirs(d, exist_ok=True)
+    for (name, flags, steps, timeout), d in selected(a, SCALE, "scale"):
         p = run(f"{snug} plan --device cuda {flags} --max-steps {steps} --json {d}/plan.json",
                 120)
         r = run(f"{RSS}{snug} train --device cuda {flags} --max-steps {steps} --logging-steps 1 "
@@ -641,7 +636,7 @@ def main():
     ap.add_argument("--racecheck-timeout", type=int, default=120)
     ap.add_argument("--speed-steps", type=int, default=10)
     ap.add_argument("--only", default="", help="comma-separated configuration names of the "
-                    "parity, resume and memory parts to run (default: all)")
+                    "parity, resume, memory and scale parts to run (default: all)")
     ap.add_argument("--speed-modes", default="fp32,bf16")
     ap.add_argument("--torch-modes", default="fp32,bf16,compile")
     ap.add_argument("--profile-modes", default="fp32")
