@@ -557,27 +557,30 @@ def snug_speed_row(rg, rep, tokens_per_step, **label):
     return row
 
 
+# The speed part's snug rows: mode -> flags and environment (the variants under comparison in one
+# run).
+SPEED_MODES = {"fp32": ("", {}), "fp32-simple-flash": ("", {"SNUG_CUDA_FLASH": "simple"}),
+               "fp32-tiled-pairs": ("", {"SNUG_CUDA_FLASH": "tiled-pairs"}),
+               "fp32-async": ("", {"SNUG_CUDA_ALLOC": "async"}),
+               "bf16": ("--bf16", {}),
+               "bf16-async": ("--bf16", {"SNUG_CUDA_ALLOC": "async"}),
+               "bf16-no-cudnn": ("--bf16", {"SNUG_CUDA_CUDNN": "0"}),
+               "bf16-widen": ("--bf16 --gemm-path widen", {})}
+
+
 def part_speed(a, res):
     snug = os.path.join(a.bin, "snug")
     rows = []
     flags = "--model gpt2-124m --seq-len 1024 --per-device-train-batch-size 16"
-    # mode: flags and environment (the variants under comparison in one run).
-    modes = {"fp32": ("", {}), "fp32-simple-flash": ("", {"SNUG_CUDA_FLASH": "simple"}),
-             "fp32-tiled-pairs": ("", {"SNUG_CUDA_FLASH": "tiled-pairs"}),
-             "fp32-async": ("", {"SNUG_CUDA_ALLOC": "async"}),
-             "bf16": ("--bf16", {}),
-             "bf16-async": ("--bf16", {"SNUG_CUDA_ALLOC": "async"}),
-             "bf16-no-cudnn": ("--bf16", {"SNUG_CUDA_CUDNN": "0"}),
-             "bf16-widen": ("--bf16 --gemm-path widen", {})}
     d = os.path.join(a.out, "speed")
     os.makedirs(d, exist_ok=True)
     # In the order given, repeats included: "fp32,fp32-tiled-pairs,fp32,fp32-tiled-pairs"
-    # alternates two builds' kernels in one call.
+    # alternates two variants in one call.
     for i, mode in enumerate(a.speed_modes):
-        if mode not in modes:
+        if mode not in SPEED_MODES:
             rows.append({"engine": "snug", "mode": mode, "err": "unknown speed mode"})
             continue
-        extra, env = modes[mode]
+        extra, env = SPEED_MODES[mode]
         for var in ("SNUG_CUDA_FLASH", "SNUG_CUDA_CUDNN", "SNUG_CUDA_ALLOC"):
             os.environ.pop(var, None)
         os.environ.update(env)
@@ -643,8 +646,7 @@ def main():
                     "parity, resume, memory and scale parts to run (default: all)")
     ap.add_argument("--speed-modes", default="fp32,bf16",
                     help="snug's rows of the speed part, run in this order (a mode may repeat, to "
-                    "alternate variants): fp32, fp32-simple-flash, fp32-tiled-pairs, fp32-async, "
-                    "bf16, bf16-async, bf16-no-cudnn, bf16-widen")
+                    "alternate variants): " + ", ".join(SPEED_MODES))
     ap.add_argument("--torch-modes", default="fp32,bf16,compile")
     ap.add_argument("--profile-modes", default="fp32")
     ap.add_argument("--torch-profile", type=int, default=0)
