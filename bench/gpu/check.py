@@ -9,6 +9,8 @@ verdicts; a part that fails does not stop the others.
           a second cuda run bit-identical.
   resume  a checkpoint saved on the cpu resumes on cuda and the other way round (and on cuda
           itself, bit-identical): steps 4-6 against the uninterrupted run's.
+  hf      checkpoints saved by transformers here (bench/gpu/hf_first_loss.py) give its first loss
+          in snug, on cuda and on the cpu.
   memory  `snug plan --device cuda` against the cuda run's tracked peak (to the byte), and the
           driver's figure beside it.
   speed   gpt2-124m, B=16, T=1024: snug against PyTorch (bench/gpu/torch_gpt2_cuda.py), tokens/s
@@ -295,6 +297,39 @@ def part_resume(a, res):
         print(f"resume {name}: " + ", ".join(
             f"{k} {v.get('max_rel', 'FAILED')}" for k, v in row.items() if "_to_" in k), flush=True)
     res["resume"] = rows
+
+
+def part_hf(a, res):
+    """Checkpoints saved by transformers on this machine (bench/gpu/hf_first_loss.py: gpt2, llama,
+    mistral, qwen2, gpt_neox) give transformers' first loss in snug, on cuda and on the cpu
+    (acceptance 2: within 1e-5 relative)."""
+    snug = os.path.join(a.bin, "snug")
+    d = os.path.join(a.out, "hf")
+    r = run(f"python3 {HERE}/hf_first_loss.py --out {d} --device {a.hf_device}", 300)
+    try:
+        made = json.loads(r["out"].strip().splitlines()[-1])
+    except Exception:
+        res["hf"] = {"rc": r["rc"], "err": (r["err"] or r["out"])[-1500:]}
+        return
+    rows = []
+    for name, f in made["families"].items():
+        row = {"family": name, "transformers_loss": f["loss"]}
+        for dev in ("cuda", "cpu"):
+            rep = f"{d}/{name}_{dev}.json"
+            t = run(f"{snug} train --device {dev} --model {f['folder']} --data {f['data']} "
+                    f"--seq-len {made['T']} --per-device-train-batch-size {made['B']} "
+                    f"--max-steps 1 --save-steps 0 --output-dir {d}/{name}_{dev}.out "
+                    f"--overwrite-output-dir --report-json {rep}", 120)
+            if t["rc"] == 0:
+                loss = json.load(open(rep))["loss"][0]
+                row[dev] = {"loss": loss, "rel": rel(loss, f["loss"])}
+            else:
+                row[dev] = {"err": (t["err"] or t["out"])[-600:]}
+        rows.append(row)
+        print(f"hf {name}: transformers {f['loss']:.7f}, " + ", ".join(
+            f"{dev} {row[dev].get('rel', 'FAILED')}" for dev in ("cuda", "cpu")), flush=True)
+    res["hf"] = {"torch": made.get("torch"), "transformers": made.get("transformers"),
+                 "B": made["B"], "T": made["T"], "rows": rows}
 
 
 def part_generate(a, res):
@@ -642,6 +677,8 @@ def main():
                     help="substring of the kernel names racecheck instruments")
     ap.add_argument("--racecheck-timeout", type=int, default=120)
     ap.add_argument("--speed-steps", type=int, default=10)
+    ap.add_argument("--hf-device", default="cuda",
+                    help="where the hf part's transformers models compute their loss")
     ap.add_argument("--only", default="", help="comma-separated configuration names of the "
                     "parity, resume, memory and scale parts to run (default: all)")
     ap.add_argument("--speed-modes", default="fp32,bf16",
