@@ -251,7 +251,7 @@ def part_parity(a, res):
 
 
 # Configurations of the resume part: what a checkpoint carries besides fp32 weights (AdamW's
-# moments; 8-bit states, fp16's master weights and loss scale, NEFTune's generator; QLoRA's
+# moments; 8-bit states, fp16's loss scale, NEFTune's generator; QLoRA's
 # quantized base and adapters).
 RESUME = [
     ("gpt2-tiny", "--model gpt2-tiny --seq-len 64 --per-device-train-batch-size 4"),

@@ -97,8 +97,7 @@ TEST(CpuRemote, TrainingRunsMatchTheCpuBitForBit) {
 // resumes on the cpu, with the uninterrupted run's losses bit for bit (issue 27: checkpoints
 // resume across devices; bench/gpu/check.py's resume part runs the same on a GPU). The
 // configurations carry what a checkpoint holds besides fp32 weights: AdamW's moments; 8-bit
-// states, fp16's master weights and loss scale, NEFTune's generator; QLoRA's quantized base and
-// adapters.
+// states, fp16's loss scale, NEFTune's generator; QLoRA's quantized base and adapters.
 TEST(CpuRemote, CheckpointsResumeAcrossDevices) {
   const std::string shape = " --model gpt2-tiny --seq-len 32 --per-device-train-batch-size 2 ";
   for (const std::string extra :
