@@ -190,8 +190,10 @@ constexpr const char* kVariantNames[] = {"tiled", "tiled-pairs", "simple"};
 Variant parse_variant(const char* name, const char* where) {
   for (size_t i = 0; i < std::size(kVariantNames); ++i)
     if (std::strcmp(name, kVariantNames[i]) == 0) return static_cast<Variant>(i);
-  throw Error(std::string(where) + ": unknown flash attention variant '" + name +
-              "' (tiled, tiled-pairs or simple)");
+  std::string known;
+  for (const char* n : kVariantNames) known += std::string(known.empty() ? "" : ", ") + n;
+  throw Error(std::string(where) + ": unknown flash attention variant '" + name + "' (" + known +
+              ")");
 }
 
 Variant& variant() {
