@@ -113,12 +113,14 @@ def run(cmd, timeout, env=None):
             "err": err[-8000:]}
 
 
-def train(snug, device, flags, report, steps=3, timeout=120, extra=""):
+def train(snug, device, flags, report, steps=3, timeout=120, extra="", save_steps=0):
+    """`snug train` into REPORT.out with its report at REPORT (random tokens unless flags name
+    data): the command's result and the report, or None."""
     outdir = report + ".out"
-    data = "" if "--data " in flags else "--data dummy "  # random tokens unless flags name data
+    data = "" if "--data " in flags else "--data dummy "
     r = run(f"{snug} train --device {device} {flags} --max-steps {steps} {data}"
-            f"--logging-steps 1 --save-steps 0 --output-dir {outdir} --overwrite-output-dir "
-            f"--report-json {report} {extra}", timeout)
+            f"--logging-steps 1 --save-steps {save_steps} --output-dir {outdir} "
+            f"--overwrite-output-dir --report-json {report} {extra}", timeout)
     rep = None
     if os.path.exists(report):
         with open(report) as f:
@@ -270,26 +272,24 @@ def part_resume(a, res):
     snug = os.path.join(a.bin, "snug")
     rows = []
     for (name, flags), d in selected(a, RESUME, "resume"):
-        common = f"{flags} --data dummy --max-steps 6 --logging-steps 1 --overwrite-output-dir"
         straight = {}
         row = {"name": name, "flags": flags}
         for dev in ("cpu", "cuda"):
-            r = run(f"{snug} train --device {dev} {common} --save-steps 3 --output-dir {d}/{dev} "
-                    f"--report-json {d}/{dev}.json", 180)
-            straight[dev] = json.load(open(f"{d}/{dev}.json"))["loss"] if r["rc"] == 0 else None
+            r, rep = train(snug, dev, flags, f"{d}/{dev}.json", steps=6, timeout=180,
+                           save_steps=3)
+            straight[dev] = rep["loss"] if rep else None
             if r["rc"]:
                 row[f"{dev}_err"] = (r["err"] or r["out"])[-600:]
         for src, dst in (("cpu", "cuda"), ("cuda", "cpu"), ("cuda", "cuda")):
             if not straight[src]:
                 continue
             tag = f"{src}_to_{dst}"
-            r = run(f"{snug} train --device {dst} {common} --save-steps 0 --resume-from "
-                    f"{d}/{src}/checkpoint-3 --output-dir {d}/{tag} --report-json {d}/{tag}.json",
-                    180)
-            if r["rc"]:
+            r, rep = train(snug, dst, flags, f"{d}/{tag}.json", steps=6, timeout=180,
+                           extra=f"--resume-from {d}/{src}.json.out/checkpoint-3")
+            if not rep:
                 row[tag] = {"err": (r["err"] or r["out"])[-600:]}
                 continue
-            got, want = json.load(open(f"{d}/{tag}.json"))["loss"], straight[src][3:]
+            got, want = rep["loss"], straight[src][3:]
             row[tag] = {"loss": got, "straight": want,
                         "max_rel": max((rel(g, w) for g, w in zip(got, want)), default=None),
                         "bit_identical": got == want, "steps": len(got)}
@@ -314,14 +314,12 @@ def part_hf(a, res):
     rows = []
     for name, f in made["families"].items():
         row = {"family": name, "transformers_loss": f["loss"]}
+        flags = (f"--model {f['folder']} --data {f['data']} --seq-len {made['T']} "
+                 f"--per-device-train-batch-size {made['B']}")
         for dev in ("cuda", "cpu"):
-            rep = f"{d}/{name}_{dev}.json"
-            t = run(f"{snug} train --device {dev} --model {f['folder']} --data {f['data']} "
-                    f"--seq-len {made['T']} --per-device-train-batch-size {made['B']} "
-                    f"--max-steps 1 --save-steps 0 --output-dir {d}/{name}_{dev}.out "
-                    f"--overwrite-output-dir --report-json {rep}", 120)
-            if t["rc"] == 0:
-                loss = json.load(open(rep))["loss"][0]
+            t, rep = train(snug, dev, flags, f"{d}/{name}_{dev}.json", steps=1)
+            if rep:
+                loss = rep["loss"][0]
                 row[dev] = {"loss": loss, "rel": rel(loss, f["loss"])}
             else:
                 row[dev] = {"err": (t["err"] or t["out"])[-600:]}
