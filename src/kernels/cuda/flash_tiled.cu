@@ -51,8 +51,8 @@ namespace {
 
 using namespace dev;
 
-constexpr int kTile = 64;          // query rows and key rows per tile
-constexpr int kTileThreads = 256;  // 16 x 16
+constexpr int kTile = 64;                       // query rows and key rows per tile
+constexpr int kTileThreads = kTileSlotThreads;  // 16 x 16 slots (flash_lanes.h)
 constexpr int kLdp = 80;     // row stride of 64 x 64 score tiles: rows ty, ty + 1 16 banks apart
 constexpr int kMaxHp = 128;  // head sizes (rounded up to 4) up to this run tiled
 
