@@ -27,7 +27,15 @@ namespace {
 
 using namespace dev;
 
-// Shared memory per warp: q row and the output accumulator (hs floats each).
+// The floats a warp's shared row of head size hs takes: hs rounded up to 4. ptxas may read a
+// row's tail with one LDS.64/128 (with hs % 4 == 1 it read qs[hs-1] and qs[hs], the first float
+// of acc, and threw the second away), so rows are padded: a wide load then stays in its own row,
+// and racecheck sees no read of the neighbour another lane writes.
+__host__ __device__ constexpr int64_t row_floats(int64_t hs) {
+  return (hs + 3) & ~int64_t{3};
+}
+
+// Shared memory per warp: q row and the output accumulator (hs floats each, padded).
 __global__ void flash_forward_kernel(float* out, float* lse, const float* q, const float* k,
                                      const float* v, AttentionDims d, float scale) {
   extern __shared__ float smem[];
@@ -36,8 +44,8 @@ __global__ void flash_forward_kernel(float* out, float* lse, const float* q, con
   if (row >= d.B * d.NH * d.T) return;
   const int64_t hs = d.hs, t = row % d.T, h = (row / d.T) % d.NH, b = row / (d.T * d.NH);
   const int64_t kh = h / (d.NH / d.NKV);
-  float* qs = smem + warp * 2 * hs;
-  float* acc = qs + hs;
+  float* qs = smem + warp * 2 * row_floats(hs);
+  float* acc = qs + row_floats(hs);
   const float* qr = head_row(q, d.ldq, d, b, t, h);
   for (int64_t i = lane; i < hs; i += 32) {
     qs[i] = qr[i];
@@ -79,9 +87,9 @@ __global__ void flash_dq_kernel(float* dq, const float* dout, const float* q, co
   if (row >= d.B * d.NH * d.T) return;
   const int64_t hs = d.hs, t = row % d.T, h = (row / d.T) % d.NH, b = row / (d.T * d.NH);
   const int64_t kh = h / (d.NH / d.NKV);
-  float* qs = smem + warp * 3 * hs;
-  float* ds = qs + hs;
-  float* acc = ds + hs;
+  float* qs = smem + warp * 3 * row_floats(hs);
+  float* ds = qs + row_floats(hs);
+  float* acc = ds + row_floats(hs);
   const float* qr = head_row(q, d.ldq, d, b, t, h);
   const float* dr = head_row(dout, d.ldo, d, b, t, h);
   const float* orow = head_row(out, d.ldo, d, b, t, h);
@@ -126,10 +134,10 @@ __global__ void flash_dkv_kernel(float* dk, float* dv, const float* dout, const 
   if (row >= d.B * d.NKV * d.T) return;
   const int64_t hs = d.hs, s = row % d.T, kh = (row / d.T) % d.NKV, b = row / (d.T * d.NKV);
   const int64_t rep = d.NH / d.NKV;
-  float* ks = smem + warp * 4 * hs;
-  float* vs = ks + hs;
-  float* gk = vs + hs;
-  float* gv = gk + hs;
+  float* ks = smem + warp * 4 * row_floats(hs);
+  float* vs = ks + row_floats(hs);
+  float* gk = vs + row_floats(hs);
+  float* gv = gk + row_floats(hs);
   const float* kr = head_row(k, d.ldk, d, b, s, kh);
   const float* vr = head_row(v, d.ldv, d, b, s, kh);
   for (int64_t i = lane; i < hs; i += 32) {
@@ -173,7 +181,8 @@ __global__ void flash_dkv_kernel(float* dk, float* dv, const float* dout, const 
 }
 
 size_t smem_bytes(int64_t rows_per_warp, int64_t hs) {
-  const size_t bytes = static_cast<size_t>(kWarpsPerBlock * rows_per_warp * hs) * sizeof(float);
+  const size_t bytes =
+      static_cast<size_t>(kWarpsPerBlock * rows_per_warp * row_floats(hs)) * sizeof(float);
   SNUG_CHECK(bytes <= 48 * 1024, "flash_attention (CUDA): head size ", hs,
              " needs more shared memory than a block has (", bytes, " bytes)");
   return bytes;
