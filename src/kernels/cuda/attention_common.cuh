@@ -41,6 +41,12 @@ bool tiled_flash_backward(float* dq, float* dk, float* dv, const float* dout, co
 namespace dev {
 
 constexpr int kWarpsPerBlock = 4;
+
+// A head's row in shared memory: hs floats rounded up to 4, so that 16-byte loads (the tiled
+// kernels' float4s, ptxas's widened loads in the simple ones) stay inside their row.
+__host__ __device__ constexpr int64_t padded_hs(int64_t hs) {
+  return (hs + 3) & ~int64_t{3};
+}
 constexpr int kThreads = 32 * kWarpsPerBlock;
 constexpr unsigned kFull = 0xffffffffu;
 

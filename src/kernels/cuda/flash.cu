@@ -27,13 +27,10 @@ namespace {
 
 using namespace dev;
 
-// The floats a warp's shared row of head size hs takes: hs rounded up to 4. ptxas may read a
-// row's tail with one LDS.64/128 (with hs % 4 == 1 it read qs[hs-1] and qs[hs], the first float
-// of acc, and threw the second away), so rows are padded: a wide load then stays in its own row,
-// and racecheck sees no read of the neighbour another lane writes.
-__host__ __device__ constexpr int64_t row_floats(int64_t hs) {
-  return (hs + 3) & ~int64_t{3};
-}
+// Each warp's shared rows are padded_hs(hs) floats apart (attention_common.cuh): ptxas reads a
+// row's tail with wide loads (with hs % 4 == 1 an LDS.64 took qs[hs-1] and qs[hs], acc's first
+// float, which lane 0 writes, and threw the second away: racecheck's warp-level hazards), and
+// with the padding such a load stays in its own row.
 
 // Shared memory per warp: q row and the output accumulator (hs floats each, padded).
 __global__ void flash_forward_kernel(float* out, float* lse, const float* q, const float* k,
@@ -44,8 +41,9 @@ __global__ void flash_forward_kernel(float* out, float* lse, const float* q, con
   if (row >= d.B * d.NH * d.T) return;
   const int64_t hs = d.hs, t = row % d.T, h = (row / d.T) % d.NH, b = row / (d.T * d.NH);
   const int64_t kh = h / (d.NH / d.NKV);
-  float* qs = smem + warp * 2 * row_floats(hs);
-  float* acc = qs + row_floats(hs);
+  const int64_t w = padded_hs(hs);
+  float* qs = smem + warp * 2 * w;
+  float* acc = qs + w;
   const float* qr = head_row(q, d.ldq, d, b, t, h);
   for (int64_t i = lane; i < hs; i += 32) {
     qs[i] = qr[i];
@@ -87,9 +85,10 @@ __global__ void flash_dq_kernel(float* dq, const float* dout, const float* q, co
   if (row >= d.B * d.NH * d.T) return;
   const int64_t hs = d.hs, t = row % d.T, h = (row / d.T) % d.NH, b = row / (d.T * d.NH);
   const int64_t kh = h / (d.NH / d.NKV);
-  float* qs = smem + warp * 3 * row_floats(hs);
-  float* ds = qs + row_floats(hs);
-  float* acc = ds + row_floats(hs);
+  const int64_t w = padded_hs(hs);
+  float* qs = smem + warp * 3 * w;
+  float* ds = qs + w;
+  float* acc = ds + w;
   const float* qr = head_row(q, d.ldq, d, b, t, h);
   const float* dr = head_row(dout, d.ldo, d, b, t, h);
   const float* orow = head_row(out, d.ldo, d, b, t, h);
@@ -134,10 +133,11 @@ __global__ void flash_dkv_kernel(float* dk, float* dv, const float* dout, const 
   if (row >= d.B * d.NKV * d.T) return;
   const int64_t hs = d.hs, s = row % d.T, kh = (row / d.T) % d.NKV, b = row / (d.T * d.NKV);
   const int64_t rep = d.NH / d.NKV;
-  float* ks = smem + warp * 4 * row_floats(hs);
-  float* vs = ks + row_floats(hs);
-  float* gk = vs + row_floats(hs);
-  float* gv = gk + row_floats(hs);
+  const int64_t w = padded_hs(hs);
+  float* ks = smem + warp * 4 * w;
+  float* vs = ks + w;
+  float* gk = vs + w;
+  float* gv = gk + w;
   const float* kr = head_row(k, d.ldk, d, b, s, kh);
   const float* vr = head_row(v, d.ldv, d, b, s, kh);
   for (int64_t i = lane; i < hs; i += 32) {
@@ -182,7 +182,7 @@ __global__ void flash_dkv_kernel(float* dk, float* dv, const float* dout, const 
 
 size_t smem_bytes(int64_t rows_per_warp, int64_t hs) {
   const size_t bytes =
-      static_cast<size_t>(kWarpsPerBlock * rows_per_warp * row_floats(hs)) * sizeof(float);
+      static_cast<size_t>(kWarpsPerBlock * rows_per_warp * padded_hs(hs)) * sizeof(float);
   SNUG_CHECK(bytes <= 48 * 1024, "flash_attention (CUDA): head size ", hs,
              " needs more shared memory than a block has (", bytes, " bytes)");
   return bytes;

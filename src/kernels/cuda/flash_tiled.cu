@@ -61,9 +61,6 @@ constexpr int kMaxHp = 128;  // head sizes (rounded up to 4) up to this run tile
 int tile_ld(int hp) {
   return (hp / 4) % 2 == 0 ? hp + 4 : hp + 8;
 }
-int padded_hs(int64_t hs) {
-  return static_cast<int>((hs + 3) / 4 * 4);
-}
 
 __device__ inline float4 ld4(const float* p) {
   return *reinterpret_cast<const float4*>(p);
@@ -541,7 +538,7 @@ void launch_backward(float* dq, float* dk, float* dv, const float* dout, const f
 
 bool tiled_flash_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                          const AttentionDims& d, FlashLanes lanes) {
-  const int hp = padded_hs(d.hs);
+  const int hp = static_cast<int>(padded_hs(d.hs));
   if (d.hs > kMaxHp) return false;
   const int ld = tile_ld(hp);
   if (forward_smem(ld) > smem_optin()) return false;
@@ -556,7 +553,7 @@ bool tiled_flash_backward(float* dq, float* dk, float* dv, const float* dout, co
                           const float* k, const float* v, const float* out, const float* lse,
                           const AttentionDims& d, FlashLanes lanes) {
   if (d.hs > kMaxHp) return false;
-  const int hp = padded_hs(d.hs), ld = tile_ld(hp);
+  const int hp = static_cast<int>(padded_hs(d.hs)), ld = tile_ld(hp);
   if (dkv_smem(ld) > smem_optin()) return false;  // the larger of the two
   const int64_t rows = d.B * d.NH * d.T;
   Scratch dsum(static_cast<size_t>(rows) * sizeof(float));
