@@ -594,6 +594,7 @@ def snug_speed_row(rg, rep, tokens_per_step, **label):
 # run).
 SPEED_MODES = {"fp32": ("", {}), "fp32-simple-flash": ("", {"SNUG_CUDA_FLASH": "simple"}),
                "fp32-tiled-pairs": ("", {"SNUG_CUDA_FLASH": "tiled-pairs"}),
+               "fp32-tiled-rows": ("", {"SNUG_CUDA_FLASH": "tiled"}),
                "fp32-async": ("", {"SNUG_CUDA_ALLOC": "async"}),
                "bf16": ("--bf16", {}),
                "bf16-async": ("--bf16", {"SNUG_CUDA_ALLOC": "async"}),

@@ -7,7 +7,7 @@
 //   backward dkv one warp per key row of a kv head, over the query rows of every query head that
 //                reads it (so no float atomics: deterministic).
 // Straightforward rather than fast (no tensor cores, K/V read from L2): correctness first. These
-// are the "simple" variant of kernels/cuda/flash_variant.h; the default, "tiled", is
+// are the "simple" variant of kernels/cuda/flash_variant.h; the default, "tiled-pairs", is
 // flash_tiled.cu, which hands the cases outside it back to these. A --bf16 run's calls
 // (AttentionDims::bf16_operands) go to cuDNN first where the build has it
 // (kernels/cuda/cudnn_attention.h).
@@ -208,7 +208,7 @@ Variant parse_variant(const char* name, const char* where) {
 Variant& variant() {
   static Variant v = [] {
     const char* e = std::getenv("SNUG_CUDA_FLASH");
-    return e == nullptr || *e == '\0' ? Variant::tiled : parse_variant(e, "SNUG_CUDA_FLASH");
+    return e == nullptr || *e == '\0' ? Variant::tiled_pairs : parse_variant(e, "SNUG_CUDA_FLASH");
   }();
   return v;
 }
