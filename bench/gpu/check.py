@@ -55,6 +55,11 @@ PARITY = [
     ("llama-qlora", f"--model {FIX}/llama_gqa_sharded --seq-len 16 --qlora --load-in-4bit "
      "--lora-r 4 --target-modules all-linear"),
     ("gpt2-tiny-bf16", "--model gpt2-tiny --seq-len 64 --bf16"),
+    # nn.Linear layouts on the GPU's bf16 GEMMs (linear_nt_*_bf16); the GPU machine's snug has no
+    # oneDNN, so its cpu rows widen: the two differ by the order of the sums.
+    ("llama-bf16", f"--model {FIX}/llama_gqa_sharded --seq-len 16 --bf16"),
+    ("qwen2-bf16-base-lora", f"--model {FIX}/qwen2_bf16_tied --seq-len 16 --torch-dtype bfloat16 "
+     "--bf16 --lora-r 4 --target-modules all-linear"),
     ("gpt2-tiny-bf16-full", "--model gpt2-tiny --seq-len 64 --bf16-full"),
     ("gpt2-tiny-fp16", "--model gpt2-tiny --seq-len 64 --fp16"),
     ("gpt2-tiny-adamw8bit", "--model gpt2-tiny --seq-len 64 --optim adamw_bnb_8bit"),
@@ -96,6 +101,8 @@ MEMORY = [
     ("llama-qlora", f"--model {FIX}/llama_gqa_sharded --seq-len 16 --qlora --load-in-4bit "
      "--lora-r 4 --target-modules all-linear"),
     ("bert-cls", f"--model {FIX}/bert_cls --seq-len 16"),
+    ("qwen2-bf16-base-lora", f"--model {FIX}/qwen2_bf16_tied --seq-len 16 --torch-dtype bfloat16 "
+     "--bf16 --lora-r 4 --target-modules all-linear"),
     ("gpt2-350m-fp32", "--model gpt2-350m --seq-len 1024 --per-device-train-batch-size 4"),
 ]
 

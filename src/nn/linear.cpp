@@ -26,8 +26,9 @@ const LoraAdapter& Linear::add_lora(ParameterStore& ps, int64_t r, int64_t layer
 }
 
 bool Linear::bf16_path() const {
-  // gemm_bf16's Linear kernels take GPT-2's Conv1D layout; nn.Linear layouts widen.
-  return layout_ == LinearLayout::conv1d && ctx_->bf16_gemm(w_);
+  // Both layouts have 16-bit Linear ops (linear_forward_bf16 for GPT-2's Conv1D,
+  // linear_nt_forward_bf16 for nn.Linear).
+  return ctx_->bf16_gemm(w_);
 }
 
 void Linear::forward(const Tensor& in, const Tensor& out, Saved& s) const {
@@ -45,7 +46,9 @@ void Linear::forward(const Tensor& in, const Tensor& out, Saved& s) const {
     if (bf16_path()) {
       const uint16_t* W = c.gemm_weight16(w_, scratch);
       const Tensor in16 = c.to_bf16(in);
-      ops.linear_forward_bf16(f32(out), in16.data_u16(), W, gemm_bias, N, in_, out_);
+      const auto fwd16 =
+          layout_ == LinearLayout::conv1d ? ops.linear_forward_bf16 : ops.linear_nt_forward_bf16;
+      fwd16(f32(out), in16.data_u16(), W, gemm_bias, N, in_, out_);
     } else if (layout_ == LinearLayout::conv1d) {
       const float* W = c.gemm_weight(w_, scratch);
       ops.linear_forward(f32(out), f32(in), W, gemm_bias, N, in_, out_);
@@ -91,18 +94,23 @@ void Linear::backward(const Tensor& dout, Saved& s, const Tensor& din, bool accu
   {
     Tensor ws;
     if (bf16_path()) {
-      SNUG_ASSERT(!accumulate_din, "bf16 Linear backward accumulates no input gradient");
       const uint16_t* W = c.gemm_weight16(w_, ws);
       const Tensor dout16 = c.to_bf16(dout);
       const bool trains = w_->requires_grad;
       const Tensor in16 = trains ? c.to_bf16(s.in) : Tensor();  // frozen: no dW
-      ops.linear_backward_bf16(f32(din), dw, db, dout16.data_u16(),
-                               trains ? in16.data_u16() : nullptr, W, N, in_, out_);
+      const uint16_t* x16 = trains ? in16.data_u16() : nullptr;
+      if (layout_ == LinearLayout::linear) {
+        ops.linear_nt_backward_bf16(f32(din), dw, db, dout16.data_u16(), x16, W, N, in_, out_,
+                                    accumulate_din);
+      } else {
+        SNUG_ASSERT(!accumulate_din, "bf16 Conv1D backward accumulates no input gradient");
+        ops.linear_backward_bf16(f32(din), dw, db, dout16.data_u16(), x16, W, N, in_, out_);
+      }
     } else if (layout_ == LinearLayout::linear) {
       const float* W = c.gemm_weight(w_, ws);
-      // On the bf16 GEMM path the saved GEMM inputs stay bf16 (RunContext::
-      // gemm_inputs_stay_bf16) and dout may come bf16 (half_grad); nn.Linear layouts have no
-      // bf16 kernel yet: widen them (temporaries holding the same bf16 values).
+      // Off the bf16 GEMM path (a weight that bf16_gemm() leaves in fp32) the input and dout may
+      // still come bf16 (saved activations, half_grad): widen them (temporaries holding the
+      // same bf16 values).
       Tensor in = s.in, g = dout;
       if (in.dtype() != DType::f32) c.widen({&in}, false);
       if (g.dtype() != DType::f32) c.widen({&g}, false);

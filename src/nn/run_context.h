@@ -67,8 +67,10 @@ class RunContext {
   kernels::GemmPath gemm_path = kernels::GemmPath::widen;
   bool dequant_bf16 = false;  // quantized weights' values rounded to bf16 (bnb compute dtype)
   bool has_lora = false;      // some Linear has an adapter (LoRA reads its inputs in fp32)
-  // Some Linear has nn.Linear's (out, in) layout, which the bf16 GEMM path does not take (it
-  // widens): its inputs and output gradients stay fp32 as without that path.
+  // Some Linear has nn.Linear's (out, in) layout (every family but GPT-2). Its GEMMs take the
+  // bf16 path (linear_nt_*_bf16), but its GEMM inputs are still rounded in place and widened for
+  // backward as without that path: in BERT's post-norm layers the rounded norm output is also
+  // the residual stream, so keeping it unrounded would change what the layers compute.
   bool has_nn_linear = false;
   // Scratch of the chunked LM head (kernels/lm_head.h: larger chunks on a GPU).
   int64_t lm_head_budget_floats = kernels::kLmHeadScratchBudgetFloats;

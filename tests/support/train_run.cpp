@@ -4,8 +4,9 @@
 
 namespace snug::test {
 
-TrainRun::TrainRun(const TrainingArguments& a)
+TrainRun::TrainRun(const TrainingArguments& a, const Backend& kind, const OpTable* ops)
     : args(a),
+      dev(kind, ops),
       cfg(a.model_config()),
       model(create_model(cfg, dev, a.param_dtype(), a.weight_quant())),
       data(open_data(a.data_options(cfg.shape.vocab_size))) {

@@ -1,6 +1,8 @@
-// One training run of TrainingArguments on the cpu device, set up as `snug train` sets it up: the
-// model of a.model_config() (models/registry.h create_model) initialized from a.seed, the data of
-// a.data_options() (data/batches.h open_data: the training data and, with --eval-split or
+// One training run of TrainingArguments on the cpu device (or another backend: meta for the
+// dry run of the same arguments; or another op table, e.g. one that counts calls), set up as `snug
+// train` sets it up: the model of a.model_config() (models/registry.h create_model) initialized
+// from a.seed, the data of a.data_options() (data/batches.h open_data: the training data and, with
+// --eval-split or
 // --eval-data, the evaluation data) and a Trainer over them. Tests read the model, the data and
 // the pool after train().
 #pragma once
@@ -18,12 +20,13 @@
 namespace snug::test {
 
 struct TrainRun {
-  explicit TrainRun(const TrainingArguments& a);
+  explicit TrainRun(const TrainingArguments& a, const Backend& kind = cpu_backend(),
+                    const OpTable* ops = nullptr);
   // A Trainer over the model and data, trained; its result.
   TrainResult train();
 
   TrainingArguments args;
-  Device dev{cpu_backend()};
+  Device dev;
   ModelConfig cfg;
   std::unique_ptr<Model> model;
   OpenedData data;
