@@ -6,6 +6,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -81,11 +82,13 @@ void* tag(void* p) {
 
 // Pointer arguments an op takes in host memory by contract (bit i: argument i): host-only ops
 // take host pointers only; rope's inv_freq (argument 9) is a small host table (kernels/ops.inc);
-// so are the 8-bit code tables (by type, below).
+// so are the 8-bit code tables (by type, below), and sum_squares_each's four arrays (its
+// entries in xs are device memory: remote_sum_squares_each checks and untags them).
 // Every other pointer an op is given must be device memory: cpu-remote refuses a host pointer
 // there, which on a GPU would be an illegal address.
 constexpr uint32_t kAllHost = ~uint32_t{0};
 constexpr uint32_t host_args(std::string_view op) {
+  if (op == "sum_squares_each") return 0xfu;
   return op == "rope_forward" || op == "rope_backward" ? uint32_t{1} << 9 : 0;
 }
 
@@ -127,14 +130,30 @@ namespace names {
 #undef SNUG_OP
 }  // namespace names
 
-const OpTable kRemoteOps = {
-    "fast",
+// sum_squares_each's vectors, a host array of device pointers.
+void remote_sum_squares_each(double* out, const void* const* xs, const int64_t* ns,
+                             const bool* bf16, int64_t count) {
+  std::vector<const void*> bare(static_cast<size_t>(count > 0 ? count : 0));
+  for (size_t i = 0; i < bare.size(); ++i) {
+    check_device_arg(xs[i], 1, 0, "sum_squares_each");
+    bare[i] = untag(xs[i]);
+  }
+  Untagged<&kernels::sum_squares_each, host_args("sum_squares_each"), names::sum_squares_each>::run(
+      out, bare.data(), ns, bf16, count);
+}
+
+const OpTable kRemoteOps = [] {
+  OpTable t = {
+      "fast",
 #define SNUG_OP(ret, name, params) &Untagged<&kernels::name, host_args(#name), names::name>::run,
 #define SNUG_HOST_OP(ret, name, params) &Untagged<&kernels::name, kAllHost, names::name>::run,
 #include "kernels/all_ops.inc"
 #undef SNUG_HOST_OP
 #undef SNUG_OP
-};
+  };
+  t.sum_squares_each = &remote_sum_squares_each;
+  return t;
+}();
 
 class CpuRemoteBackend final : public Backend {
  public:

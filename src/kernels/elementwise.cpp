@@ -36,6 +36,13 @@ double sum_squares(const float* x, int64_t n) {
   return fixed_partial_sum(n, [x](int64_t i) { return static_cast<double>(x[i]) * x[i]; });
 }
 
+void sum_squares_each(double* out, const void* const* xs, const int64_t* ns, const bool* bf16,
+                      int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = bf16[i] ? sum_squares_bf16(static_cast<const uint16_t*>(xs[i]), ns[i])
+                     : sum_squares(static_cast<const float*>(xs[i]), ns[i]);
+}
+
 void scale(float* x, float s, int64_t n) {
 #pragma omp parallel for schedule(static)
   for (int64_t i0 = 0; i0 < n; i0 += kGrain) {

@@ -31,6 +31,13 @@ double sum_squares(const float* x, int64_t n) {
   return acc;
 }
 
+void sum_squares_each(double* out, const void* const* xs, const int64_t* ns, const bool* bf16,
+                      int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = bf16[i] ? sum_squares_bf16(static_cast<const uint16_t*>(xs[i]), ns[i])
+                     : sum_squares(static_cast<const float*>(xs[i]), ns[i]);
+}
+
 void scale(float* x, float s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }

@@ -1,9 +1,11 @@
 #include "train/grad_scaler.h"
 
 #include <cmath>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/op_table.h"
+#include "train/grad_norm.h"
 
 namespace snug {
 
@@ -15,16 +17,18 @@ GradScaler::GradScaler(const GradScalerOptions& o) : o_(o), scale_(o.init_scale)
 
 bool GradScaler::unscale_and_check(const ParameterList& params) {
   const auto inv = static_cast<float>(1.0 / scale_);
-  bool found_inf = false;
+  std::vector<const Tensor*> grads;
   for (Parameter* p : params) {
     if (!p->grad.defined() || p->grad.is_meta()) continue;
-    const OpTable& ops = p->grad.device().ops();
-    float* g = p->grad.data<float>();
-    ops.scale(g, inv, p->grad.numel());
-    // sum of squares is inf/NaN exactly when some element is (or the sum overflows double,
-    // which needs values beyond 1e150: not finite in fp16 terms either).
-    if (!std::isfinite(ops.sum_squares(g, p->grad.numel()))) found_inf = true;
+    p->grad.device().ops().scale(p->grad.data<float>(), inv, p->grad.numel());
+    grads.push_back(&p->grad);
   }
+  // A sum of squares is inf/NaN exactly when some element is (or the sum overflows double,
+  // which needs values beyond 1e150: not finite in fp16 terms either). All of them come back
+  // together (grad_sums_of_squares).
+  bool found_inf = false;
+  for (const double s : grad_sums_of_squares(grads))
+    if (!std::isfinite(s)) found_inf = true;
   return found_inf;
 }
 

@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <memory>
+#include <vector>
 
+#include "core/dtype.h"
 #include "kernels/kernels.h"
 #include "support/gpu.h"
 #include "support/random.h"
@@ -76,6 +79,36 @@ TEST(CudaOps, MissingOpsAreNamed) {
   const std::vector<std::string> missing = cuda_missing_ops();
   for (const std::string& m : missing) std::printf("no CUDA kernel yet: %s\n", m.c_str());
   SUCCEED() << missing.size() << " ops without a CUDA kernel";
+}
+
+// sum_squares_each (one wait for every sum) gives the single ops' sums bit for bit: the same
+// grid and order per vector. fp32 and bf16 mixed, an empty vector among them.
+TEST(CudaElementwise, SumSquaresEachIsEachSingleSumBitForBit) {
+  SNUG_REQUIRE_GPU(gpu);
+  const OpTable& ops = gpu.ops();
+  const std::vector<int64_t> sizes = {1, 0, 1000, 300001, 7, 70001};
+  const bool bf16[] = {false, false, false, false, true, true};
+  std::vector<std::unique_ptr<GpuBuffer<float>>> f32;
+  std::vector<std::unique_ptr<GpuBuffer<uint16_t>>> h16;
+  std::vector<const void*> xs;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const auto f = random_floats(sizes[i], 60 + i, -3.0f, 3.0f);
+    std::vector<uint16_t> h;
+    for (const float v : f) h.push_back(f32_to_bf16(v));
+    f32.push_back(std::make_unique<GpuBuffer<float>>(gpu, f));
+    h16.push_back(std::make_unique<GpuBuffer<uint16_t>>(gpu, h));
+    xs.push_back(bf16[i] ? static_cast<const void*>(h16.back()->get())
+                         : static_cast<const void*>(f32.back()->get()));
+  }
+  std::vector<double> got(sizes.size(), -1.0);
+  ops.sum_squares_each(got.data(), xs.data(), sizes.data(), bf16,
+                       static_cast<int64_t>(sizes.size()));
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const double want =
+        bf16[i] ? ops.sum_squares_bf16(*h16[i], sizes[i]) : ops.sum_squares(*f32[i], sizes[i]);
+    EXPECT_EQ(got[i], want) << "vector " << i;
+  }
+  EXPECT_EQ(got[1], 0.0);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/gemm_library.h"
 #include "kernels/kernels.h"
@@ -321,6 +322,35 @@ TEST(KernelsVsRef, SoftmaxXentRejectsOutOfRangeTarget) {
   EXPECT_THROW(
       ref::softmax_xent_forward(losses.data(), probs.data(), logits.data(), targets.data(), 2, 5),
       Error);
+}
+
+// sum_squares_each gives each vector's single-op sum bit for bit, fp32 and bf16 mixed, empty
+// vectors included; fast against ref as the single ops are.
+TEST(KernelsVsRef, SumSquaresEachIsEachSingleSum) {
+  const std::vector<int64_t> sizes = {0, 1, 37, 100003, 5, 70001};
+  const bool bf16[] = {false, false, false, false, true, true};
+  std::vector<Vec> f32(sizes.size());
+  std::vector<std::vector<uint16_t>> h16(sizes.size());
+  std::vector<const void*> xs;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    f32[i] = random_floats(sizes[i], 40 + i, -3.0f, 3.0f);
+    for (const float v : f32[i]) h16[i].push_back(f32_to_bf16(v));
+    xs.push_back(bf16[i] ? static_cast<const void*>(h16[i].data()) : f32[i].data());
+  }
+  const auto count = static_cast<int64_t>(sizes.size());
+  std::vector<double> fast(sizes.size(), -1.0), slow(sizes.size(), -1.0);
+  kernels::sum_squares_each(fast.data(), xs.data(), sizes.data(), bf16, count);
+  ref::sum_squares_each(slow.data(), xs.data(), sizes.data(), bf16, count);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    SCOPED_TRACE("vector " + std::to_string(i));
+    const int64_t n = sizes[i];
+    EXPECT_EQ(fast[i], bf16[i] ? kernels::sum_squares_bf16(h16[i].data(), n)
+                               : kernels::sum_squares(f32[i].data(), n));
+    EXPECT_EQ(slow[i], bf16[i] ? ref::sum_squares_bf16(h16[i].data(), n)
+                               : ref::sum_squares(f32[i].data(), n));
+    EXPECT_NEAR(fast[i], slow[i], 1e-12 * slow[i]);
+  }
+  EXPECT_EQ(fast[0], 0.0);
 }
 
 TEST(KernelsVsRef, Elementwise) {

@@ -1,4 +1,4 @@
-// Elementwise ops and reductions of kernels/ops.inc: add, scale, sum_squares.
+// Elementwise ops and reductions of kernels/ops.inc: add, scale, sum_squares, sum_squares_each.
 #include "kernels/cuda/context.cuh"
 #include "kernels/cuda/sum_squares.cuh"
 
@@ -34,12 +34,30 @@ void scale(float* x, float s, int64_t n) {
   check_launch("scale");
 }
 
-struct AsIs {
-  __device__ float operator()(float v) const { return v; }
-};
-
 double sum_squares(const float* x, int64_t n) {
   return sum_squares_of(x, n, AsIs{}, "sum_squares");
+}
+
+// Each vector's partials and sum in its own kBlocks-double slot of one scratch, then the sums
+// (every slot's first double) come back in one strided copy and one wait.
+void sum_squares_each(double* out, const void* const* xs, const int64_t* ns, const bool* bf16,
+                      int64_t count) {
+  if (count <= 0) return;
+  constexpr int64_t slot = sum_squares_detail::kBlocks;
+  Scratch part(static_cast<size_t>(count * slot) * sizeof(double));
+  for (int64_t i = 0; i < count; ++i) {
+    double* p = part.as<double>() + i * slot;
+    if (bf16[i])
+      launch_sum_squares(static_cast<const uint16_t*>(xs[i]), ns[i], Bf16Widen{}, p,
+                         "sum_squares_each");
+    else
+      launch_sum_squares(static_cast<const float*>(xs[i]), ns[i], AsIs{}, p, "sum_squares_each");
+  }
+  check(cudaMemcpy2DAsync(out, sizeof(double), part.as<double>(), slot * sizeof(double),
+                          sizeof(double), static_cast<size_t>(count), cudaMemcpyDeviceToHost,
+                          stream()),
+        "sum_squares_each");
+  sync("sum_squares_each");
 }
 
 }  // namespace
@@ -48,6 +66,7 @@ void register_elementwise(OpTable& t) {
   t.add = &add;
   t.scale = &scale;
   t.sum_squares = &sum_squares;
+  t.sum_squares_each = &sum_squares_each;
 }
 
 }  // namespace snug::cuda

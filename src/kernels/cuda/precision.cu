@@ -95,10 +95,6 @@ void scale_bf16(uint16_t* x, float s, int64_t n) {
   check_launch("scale_bf16");
 }
 
-struct Bf16Widen {
-  __device__ float operator()(uint16_t v) const { return bf16_to_f32(v); }
-};
-
 double sum_squares_bf16(const uint16_t* x, int64_t n) {
   return sum_squares_of(x, n, Bf16Widen{}, "sum_squares_bf16");
 }

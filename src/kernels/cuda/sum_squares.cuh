@@ -1,9 +1,11 @@
-// Sum of squares in double for gradient norms (sum_squares, sum_squares_bf16), deterministic: a
-// grid fixed by n writes one partial per block, and one thread adds the partials in order (no
-// atomics), so two runs give the same norm. `widen` turns an element into float.
+// Sum of squares in double for gradient norms (sum_squares, sum_squares_bf16, sum_squares_each),
+// deterministic: a grid fixed by n writes one partial per block, and one thread adds the partials
+// in order (no atomics), so two runs give the same norm, and sum_squares_each's sums are those of
+// the single ops bit for bit. `widen` turns an element into float.
 #pragma once
 
 #include "kernels/cuda/context.cuh"
+#include "kernels/cuda/half_bits.cuh"
 
 namespace snug::cuda {
 
@@ -38,16 +40,34 @@ __global__ inline void add_partials_kernel(double* part, int count) {
 
 }  // namespace sum_squares_detail
 
+// The widenings of the two gradient dtypes.
+struct AsIs {
+  __device__ float operator()(float v) const { return v; }
+};
+struct Bf16Widen {
+  __device__ float operator()(uint16_t v) const { return bf16_to_f32(v); }
+};
+
+// Launches the sum of squares of x(n) into part[0], without waiting; part holds
+// sum_squares_detail::kBlocks doubles. n <= 0 gives 0.
+template <typename T, typename Widen>
+void launch_sum_squares(const T* x, int64_t n, Widen widen, double* part, const char* what) {
+  using namespace sum_squares_detail;
+  const unsigned blocks = n > 0 ? capped_blocks(n, kBlocks, kThreads) : 0u;
+  if (blocks > 0) {
+    partials_kernel<<<blocks, kThreads, 0, stream()>>>(x, n, part, widen);
+    check_launch(what);
+  }
+  add_partials_kernel<<<1, 1, 0, stream()>>>(part, static_cast<int>(blocks));
+  check_launch(what);
+}
+
 template <typename T, typename Widen>
 double sum_squares_of(const T* x, int64_t n, Widen widen, const char* what) {
   using namespace sum_squares_detail;
   if (n <= 0) return 0.0;
-  const unsigned blocks = capped_blocks(n, kBlocks, kThreads);
-  Scratch part(blocks * sizeof(double));
-  partials_kernel<<<blocks, kThreads, 0, stream()>>>(x, n, part.as<double>(), widen);
-  check_launch(what);
-  add_partials_kernel<<<1, 1, 0, stream()>>>(part.as<double>(), static_cast<int>(blocks));
-  check_launch(what);
+  Scratch part(capped_blocks(n, kBlocks, kThreads) * sizeof(double));
+  launch_sum_squares(x, n, widen, part.as<double>(), what);
   double h = 0.0;
   check(cudaMemcpyAsync(&h, part.as<double>(), sizeof(double), cudaMemcpyDeviceToHost, stream()),
         what);
