@@ -15,6 +15,7 @@
 #include "kernels/kernels.h"
 #include "kernels/lm_head.h"
 #include "support/compare.h"
+#include "support/gemm_paths.h"
 #include "support/random.h"
 
 namespace snug {
@@ -36,12 +37,6 @@ Vec widen(const Bits& b) {
   for (size_t i = 0; i < b.size(); ++i) v[i] = bf16_to_f32(b[i]);
   return v;
 }
-
-#define SKIP_WITHOUT_BF16_MATMUL()                                                             \
-  do {                                                                                         \
-    if (!kernels::bf16_matmul_support().available)                                             \
-      GTEST_SKIP() << "no oneDNN bf16 matmul here: " << kernels::bf16_matmul_support().reason; \
-  } while (0)
 
 struct Gemm {
   bool ta, tb;

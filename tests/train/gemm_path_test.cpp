@@ -20,6 +20,7 @@
 #include "models/gpt2/gpt2.h"
 #include "support/compare.h"
 #include "support/configs.h"
+#include "support/gemm_paths.h"
 #include "support/memory_checks.h"
 #include "support/random.h"
 #include "train/trainer.h"
@@ -29,12 +30,6 @@ namespace {
 
 using test::odd_config;
 using test::rel_l2;
-
-#define SKIP_WITHOUT_BF16_MATMUL()                                                             \
-  do {                                                                                         \
-    if (!kernels::bf16_matmul_support().available)                                             \
-      GTEST_SKIP() << "no oneDNN bf16 matmul here: " << kernels::bf16_matmul_support().reason; \
-  } while (0)
 
 TrainingArguments bf16_args(const std::string& path) {
   TrainingArguments a;
@@ -134,11 +129,7 @@ TEST(GemmPathRun, BothPathsTrainAlike) {
     TrainingArguments a = widen[i], b = onednn[i];
     a.max_steps = b.max_steps = 4;
     const Outcome w = run(cpu_backend(), a), o = run(cpu_backend(), b);
-    ASSERT_EQ(w.result.loss.size(), o.result.loss.size());
-    // Step 1 sees the same weights: the losses differ by the sum order of the GEMMs only.
-    EXPECT_NEAR(o.result.loss[0], w.result.loss[0], 1e-3 * w.result.loss[0]);
-    for (size_t s = 0; s < w.result.loss.size(); ++s)
-      EXPECT_NEAR(o.result.loss[s], w.result.loss[s], 5e-3 * w.result.loss[s]) << "step " << s;
+    test::expect_paths_train_alike(o.result.loss, w.result.loss);
   }
 }
 
