@@ -8,13 +8,6 @@
 
 namespace snug {
 
-double grad_sum_squares(const Parameter& p) {
-  if (!p.grad.defined() || p.grad.is_meta()) return 0.0;
-  const OpTable& ops = p.grad.device().ops();
-  if (p.grad.dtype() == DType::bf16) return ops.sum_squares_bf16(p.grad.data_u16(), p.grad.numel());
-  return ops.sum_squares(p.grad.data<float>(), p.grad.numel());
-}
-
 std::vector<double> grad_sums_of_squares(const std::vector<const Tensor*>& grads) {
   std::vector<double> out(grads.size(), 0.0);
   std::vector<const Tensor*> live;  // defined and not meta, grouped below by device
@@ -45,6 +38,10 @@ std::vector<double> grad_sums_of_squares(const std::vector<const Tensor*>& grads
     b = e;
   }
   return out;
+}
+
+double grad_sum_squares(const Parameter& p) {
+  return grad_sums_of_squares({&p.grad})[0];
 }
 
 double grad_sum_squares(const ParameterList& params) {

@@ -1,10 +1,9 @@
-// One training run of TrainingArguments on the cpu device (or another backend: meta for the
-// dry run of the same arguments; or another op table, e.g. one that counts calls), set up as `snug
-// train` sets it up: the model of a.model_config() (models/registry.h create_model) initialized
-// from a.seed, the data of a.data_options() (data/batches.h open_data: the training data and, with
-// --eval-split or
-// --eval-data, the evaluation data) and a Trainer over them. Tests read the model, the data and
-// the pool after train().
+// One training run of TrainingArguments, set up as `snug train` sets it up: the model of
+// a.model_config() (models/registry.h create_model) initialized from a.seed, the data of
+// a.data_options() (data/batches.h open_data: the training data and, with --eval-split or
+// --eval-data, the evaluation data) and a Trainer over them. It runs on the cpu device, or on
+// another backend (meta: the dry run of the same arguments) or op table (one that counts calls).
+// Tests read the model, the data and the pool after train().
 #pragma once
 
 #include <memory>
