@@ -17,6 +17,7 @@
 #include <vector>
 
 namespace {
+namespace layering_test {
 
 namespace fs = std::filesystem;
 
@@ -123,4 +124,5 @@ TEST(Layering, EveryIncludeInSrcPointsDownTheLayerOrder) {
         << ": remove its entry from kAllowedUpward (tests/layering_test.cpp)";
 }
 
+}  // namespace layering_test
 }  // namespace

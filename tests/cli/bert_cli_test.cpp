@@ -11,6 +11,7 @@
 
 namespace snug {
 namespace {
+namespace bert_cli_test {
 
 using test::CliResult;
 using test::run_snug;
@@ -80,5 +81,6 @@ TEST(BertCli, SeedsTablePlanOnly) {
     EXPECT_NE(r.out.find(line), std::string::npos) << "missing: " << line << "\n" << r.out;
 }
 
+}  // namespace bert_cli_test
 }  // namespace
 }  // namespace snug

@@ -23,6 +23,7 @@
 
 namespace snug::test {
 namespace {
+namespace bert_family_cli_test {
 
 const std::array<const char*, 2> kTasks = {
     " --task masked-lm --data builtin",
@@ -119,5 +120,6 @@ TEST(BertFamilyCli, EveryOptimizerPlanEqualsTheMeasuredPeak) {
   }
 }
 
+}  // namespace bert_family_cli_test
 }  // namespace
 }  // namespace snug::test

@@ -12,6 +12,7 @@
 
 namespace snug::test {
 namespace {
+namespace bf16_full_cli_test {
 
 TEST(PlanCli, PeakEqualsARealRunsMeasuredPeakWithBf16Full) {
   TempDir tmp;
@@ -70,5 +71,6 @@ TEST(PlanCli, SeventyBLineOfSeed004WithBf16Full) {
       4e-9 * static_cast<double>(P));
 }
 
+}  // namespace bf16_full_cli_test
 }  // namespace
 }  // namespace snug::test

@@ -12,6 +12,7 @@
 
 namespace snug::test {
 namespace {
+namespace bounded_message_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -122,5 +123,6 @@ TEST(HostileRoundTwoCli, EachQuotedValueIsAnExcerpt) {
   EXPECT_LT(r.out.size(), 400u) << r.out.substr(0, 2000);
 }
 
+}  // namespace bounded_message_cli_test
 }  // namespace
 }  // namespace snug::test

@@ -14,6 +14,7 @@
 
 namespace snug::test {
 namespace {
+namespace bounded_work_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -124,5 +125,6 @@ TEST(HostileRoundTwoCli, ManyLayersPlanWithoutQuadraticSetup) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+}  // namespace bounded_work_cli_test
 }  // namespace
 }  // namespace snug::test

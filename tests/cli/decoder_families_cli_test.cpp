@@ -20,6 +20,7 @@
 
 namespace snug::test {
 namespace {
+namespace decoder_families_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -138,5 +139,6 @@ TEST(DecoderFamiliesCli, UnsupportedConfigsAreRefusedByName) {
   EXPECT_THAT(y.err, HasSubstr("'yarn'"));
 }
 
+}  // namespace decoder_families_cli_test
 }  // namespace
 }  // namespace snug::test

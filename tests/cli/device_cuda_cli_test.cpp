@@ -13,6 +13,7 @@
 
 namespace snug {
 namespace {
+namespace device_cuda_cli_test {
 
 using test::run_snug;
 using test::run_snug_env;
@@ -122,5 +123,6 @@ TEST(DeviceCudaCli, InfoListsGpusOrSaysWhyNone) {
   }
 }
 
+}  // namespace device_cuda_cli_test
 }  // namespace
 }  // namespace snug

@@ -11,6 +11,7 @@
 
 namespace snug {
 namespace {
+namespace eval_accuracy_cli_test {
 
 using test::CliResult;
 using test::read_json;
@@ -91,5 +92,6 @@ TEST(EvalAccuracyCli, CausalLmRefusesEvalAccuracyByName) {
       << r.err;
 }
 
+}  // namespace eval_accuracy_cli_test
 }  // namespace
 }  // namespace snug

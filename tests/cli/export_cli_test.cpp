@@ -20,6 +20,7 @@
 
 namespace snug::test {
 namespace {
+namespace export_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -236,5 +237,6 @@ TEST_F(ExportCli, MistakesGetOneClearMessage) {
   EXPECT_THAT(r.err, HasSubstr("neither a checkpoint"));
 }
 
+}  // namespace export_cli_test
 }  // namespace
 }  // namespace snug::test

@@ -10,6 +10,7 @@
 
 namespace snug::test {
 namespace {
+namespace export_init_cli_test {
 
 TEST(ExportInitCli, ShapeFlagsAndConfigOverrideShapeTheWrittenWeights) {
   TempDir tmp;
@@ -30,5 +31,6 @@ TEST(ExportInitCli, ShapeFlagsAndConfigOverrideShapeTheWrittenWeights) {
   EXPECT_EQ(t.exit_code, 0) << t.err;
 }
 
+}  // namespace export_init_cli_test
 }  // namespace
 }  // namespace snug::test

@@ -22,6 +22,7 @@
 
 namespace snug::cli {
 namespace {
+namespace flag_range_test {
 
 using ::testing::EndsWith;
 using ::testing::HasSubstr;
@@ -219,5 +220,6 @@ TEST(FlagRange, IntegersAreDecimalAndNeverSaturate) {
   }
 }
 
+}  // namespace flag_range_test
 }  // namespace
 }  // namespace snug::cli

@@ -11,6 +11,7 @@
 
 namespace snug::test {
 namespace {
+namespace freeze_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -53,5 +54,6 @@ TEST(FreezeCli, TrainReportListsPatternsAndPatternMatchingNothingFails) {
   EXPECT_THAT(r.err, HasSubstr("--freeze 'h.0.*' matches no parameter"));
 }
 
+}  // namespace freeze_cli_test
 }  // namespace
 }  // namespace snug::test

@@ -12,6 +12,7 @@
 
 namespace snug {
 namespace {
+namespace gemm_path_cli_test {
 
 using test::read_json;
 using test::run_snug;
@@ -90,5 +91,6 @@ TEST(GemmPathCli, EmulatedBf16IsNotChosenAutomaticallyButCanBeForced) {
   EXPECT_NE(bf16.find("emulated"), std::string::npos) << bf16;
 }
 
+}  // namespace gemm_path_cli_test
 }  // namespace
 }  // namespace snug

@@ -15,6 +15,7 @@
 
 namespace snug {
 namespace {
+namespace generate_adapter_cli_test {
 
 namespace fs = std::filesystem;
 using test::CliResult;
@@ -175,5 +176,6 @@ TEST(GenerateAdapterCli, BadAdapterFoldersAreOneClearMessage) {
   }
 }
 
+}  // namespace generate_adapter_cli_test
 }  // namespace
 }  // namespace snug

@@ -13,6 +13,7 @@
 
 namespace snug {
 namespace {
+namespace generate_cli_test {
 
 using test::run_snug;
 using test::TempDir;
@@ -128,5 +129,6 @@ TEST(GenerateCli, BadRequestsAreClearErrors) {
   EXPECT_NE(e.err.find("--prompts '/nonexistent/p.txt': cannot open"), std::string::npos) << e.err;
 }
 
+}  // namespace generate_cli_test
 }  // namespace
 }  // namespace snug

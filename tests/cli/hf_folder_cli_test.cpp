@@ -18,6 +18,7 @@
 
 namespace snug::test {
 namespace {
+namespace hf_folder_cli_test {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -236,5 +237,6 @@ TEST_F(HfFolderCli, MistakesAreNamed) {
   EXPECT_THAT(r.err, HasSubstr("transformer.h.2."));
 }
 
+}  // namespace hf_folder_cli_test
 }  // namespace
 }  // namespace snug::test

@@ -13,6 +13,7 @@
 
 namespace snug::test {
 namespace {
+namespace hostile_input_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -92,5 +93,6 @@ TEST(HostileInputCli, FifoAsDataIsRefusedNotWaitedOn) {
   EXPECT_THAT(r.err, HasSubstr("not a regular file"));
 }
 
+}  // namespace hostile_input_cli_test
 }  // namespace
 }  // namespace snug::test

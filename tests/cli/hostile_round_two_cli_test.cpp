@@ -11,6 +11,7 @@
 
 namespace snug::test {
 namespace {
+namespace hostile_round_two_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -102,5 +103,6 @@ TEST(HostileRoundTwoCli, NonFiniteOrDegenerateHyperparametersAreRefused) {
   }
 }
 
+}  // namespace hostile_round_two_cli_test
 }  // namespace
 }  // namespace snug::test

@@ -13,6 +13,7 @@
 
 namespace snug::test {
 namespace {
+namespace input_cause_cli_test {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -61,5 +62,6 @@ TEST(InputCauseCli, NonPositiveLayerNormEpsilonIsRefused) {
   }
 }
 
+}  // namespace input_cause_cli_test
 }  // namespace
 }  // namespace snug::test

@@ -19,6 +19,7 @@
 
 namespace snug::test {
 namespace {
+namespace lora_bf16_base_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -102,5 +103,6 @@ TEST(LoraBf16BaseCli, WhatCannotTrainIsRefusedByName) {
   }
 }
 
+}  // namespace lora_bf16_base_cli_test
 }  // namespace
 }  // namespace snug::test

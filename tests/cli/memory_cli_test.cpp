@@ -11,6 +11,7 @@
 
 namespace snug::test {
 namespace {
+namespace memory_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -191,5 +192,6 @@ TEST(MemoryCli, PlanWritesATimeline) {
   EXPECT_EQ(t["peak_bytes"], read_json(plan)["memory"]["peak_bytes"]);
 }
 
+}  // namespace memory_cli_test
 }  // namespace
 }  // namespace snug::test

@@ -14,6 +14,7 @@
 
 namespace snug::test {
 namespace {
+namespace no_signal_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -76,5 +77,6 @@ TEST(NoSignalCli, EveryHostileInputEndsWithItsDocumentedStatus) {
   }
 }
 
+}  // namespace no_signal_cli_test
 }  // namespace
 }  // namespace snug::test

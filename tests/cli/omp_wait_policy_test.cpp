@@ -14,6 +14,7 @@
 
 namespace snug {
 namespace {
+namespace omp_wait_policy_test {
 
 using test::run_snug_env;
 using ::testing::HasSubstr;
@@ -60,5 +61,6 @@ TEST(OmpWaitPolicy, TheUsersSettingWins) {
   EXPECT_THAT(spin.out, HasSubstr("GOMP_SPINCOUNT=1000"));
 }
 
+}  // namespace omp_wait_policy_test
 }  // namespace
 }  // namespace snug

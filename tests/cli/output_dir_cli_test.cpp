@@ -14,6 +14,7 @@
 
 namespace snug::test {
 namespace {
+namespace output_dir_cli_test {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -110,5 +111,6 @@ TEST(OutputDirCli, KillWhileReplacingACheckpointLeavesACompleteOne) {
   EXPECT_TRUE(fs::exists(out + "/checkpoint-7/trainer_state.json"));
 }
 
+}  // namespace output_dir_cli_test
 }  // namespace
 }  // namespace snug::test

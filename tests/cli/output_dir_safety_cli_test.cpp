@@ -16,6 +16,7 @@
 
 namespace snug::test {
 namespace {
+namespace output_dir_safety_cli_test {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -104,5 +105,6 @@ TEST(OutputDirSafetyCli, RanksOfOneJobShareTheLock) {
   ::unsetenv("SNUG_JOB_ID");
 }
 
+}  // namespace output_dir_safety_cli_test
 }  // namespace
 }  // namespace snug::test

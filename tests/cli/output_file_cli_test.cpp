@@ -12,6 +12,7 @@
 
 namespace snug::test {
 namespace {
+namespace output_file_cli_test {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -58,5 +59,6 @@ TEST(OutputFileCli, FailedReportLeavesNoTemporaryFile) {
   EXPECT_TRUE(fs::is_directory(dir));
 }
 
+}  // namespace output_file_cli_test
 }  // namespace
 }  // namespace snug::test

@@ -9,6 +9,7 @@
 
 namespace snug::test {
 namespace {
+namespace plan_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -68,5 +69,6 @@ TEST(PlanCli, AllGpusAddsTheRuntimeOverheadLine) {
   EXPECT_THAT(r.out, HasSubstr("runtime 1343"));
 }
 
+}  // namespace plan_cli_test
 }  // namespace
 }  // namespace snug::test

@@ -12,6 +12,7 @@
 
 namespace snug::test {
 namespace {
+namespace plan_data_cli_test {
 
 namespace fs = std::filesystem;
 
@@ -108,5 +109,6 @@ TEST(PlanData, FullRowsAreSaidAndAOneStepRunsWhatIfIsItsPeak) {
   expect_what_if_baseline(c.train);
 }
 
+}  // namespace plan_data_cli_test
 }  // namespace
 }  // namespace snug::test

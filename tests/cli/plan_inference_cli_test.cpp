@@ -24,6 +24,7 @@
 
 namespace snug::test {
 namespace {
+namespace plan_inference_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -235,5 +236,6 @@ TEST(PlanInferenceCli, RefusalsNameTheProblem) {
   EXPECT_THAT(r.err, HasSubstr("--advise searches training configurations"));
 }
 
+}  // namespace plan_inference_cli_test
 }  // namespace
 }  // namespace snug::test

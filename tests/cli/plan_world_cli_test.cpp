@@ -12,6 +12,7 @@
 
 namespace snug::test {
 namespace {
+namespace plan_world_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -89,5 +90,6 @@ TEST(PlanWorldCli, ZeroStageThreeShardsTheParametersToo) {
   EXPECT_THAT(bad.err, HasSubstr("--zero-stage"));
 }
 
+}  // namespace plan_world_cli_test
 }  // namespace
 }  // namespace snug::test

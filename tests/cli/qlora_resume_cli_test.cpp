@@ -12,6 +12,7 @@
 
 namespace snug::test {
 namespace {
+namespace qlora_resume_cli_test {
 
 // gpt2-tiny, QLoRA (nf4 base, double quant, bf16 compute, LoRA r 8 on c_attn), seed 1: the base
 // comes from a file written with seed 7, so the seed alone does not give it back.
@@ -39,5 +40,6 @@ TEST(QloraResumeCli, InitFromBaseResumesAndExportsBitForBit) {
       << "export without --init-from merged onto another base";
 }
 
+}  // namespace qlora_resume_cli_test
 }  // namespace
 }  // namespace snug::test

@@ -17,6 +17,7 @@
 
 namespace snug::test {
 namespace {
+namespace quantize_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -197,5 +198,6 @@ TEST(QuantizeCli, BadMethodAndBlockSizeGetOneMessageEach) {
   EXPECT_THAT(r.err, HasSubstr("/nonexistent/w.safetensors"));
 }
 
+}  // namespace quantize_cli_test
 }  // namespace
 }  // namespace snug::test

@@ -9,6 +9,7 @@
 
 namespace snug::test {
 namespace {
+namespace range_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -55,5 +56,6 @@ TEST(RangeCli, MaxStepsZeroTrainsByEpochsAndHelpSaysSo) {
   EXPECT_GT(read_json(report)["total_steps"].get<int64_t>(), 1);
 }
 
+}  // namespace range_cli_test
 }  // namespace
 }  // namespace snug::test

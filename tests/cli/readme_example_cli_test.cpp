@@ -20,6 +20,7 @@
 
 namespace snug {
 namespace {
+namespace readme_example_cli_test {
 
 // What follows `key` on each line of `text` that contains it (std::regex is avoided: GCC 12
 // warns maybe-uninitialized inside it under the sanitizers, which -Werror turns into a failure).
@@ -114,5 +115,6 @@ TEST(ReadmeExample, FineTuningEndToEndOfflineRunsAsWritten) {
   EXPECT_NE(err.find("from the adapter tiny-adapter"), std::string::npos) << err;
 }
 
+}  // namespace readme_example_cli_test
 }  // namespace
 }  // namespace snug

@@ -14,6 +14,7 @@
 
 namespace snug::test {
 namespace {
+namespace resume_config_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -111,5 +112,6 @@ TEST(ResumeConfigCliQuantized, AnotherQuantizedBaseIsRefused) {
   EXPECT_THAT(r.err, HasSubstr("this run \"int8_blockwise"));
 }
 
+}  // namespace resume_config_cli_test
 }  // namespace
 }  // namespace snug::test

@@ -14,6 +14,7 @@
 
 namespace snug::test {
 namespace {
+namespace resume_record_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -98,5 +99,6 @@ TEST(HostileRoundTwoCli, ResumeFromADirTakesTheCheckpointSavedLast) {
   EXPECT_THAT(r.out, HasSubstr("resuming " + out + " at step 4\n"));
 }
 
+}  // namespace resume_record_cli_test
 }  // namespace
 }  // namespace snug::test

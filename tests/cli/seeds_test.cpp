@@ -14,6 +14,7 @@
 
 namespace snug {
 namespace {
+namespace seeds_test {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -190,5 +191,6 @@ TEST(BenchSeeds, CommandLineHelpAndErrors) {
   EXPECT_THAT(r.err, HasSubstr("SVG"));
 }
 
+}  // namespace seeds_test
 }  // namespace
 }  // namespace snug

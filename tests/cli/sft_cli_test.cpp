@@ -14,6 +14,7 @@
 
 namespace snug::test {
 namespace {
+namespace sft_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -144,5 +145,6 @@ TEST(SftCli, BadInputIsOneMessageNamingWhere) {
   EXPECT_THAT(r.err, HasSubstr("jsonl records need a tokenizer: pass --tokenizer"));
 }
 
+}  // namespace sft_cli_test
 }  // namespace
 }  // namespace snug::test

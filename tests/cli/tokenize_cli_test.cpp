@@ -11,6 +11,7 @@
 
 namespace snug::test {
 namespace {
+namespace tokenize_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -74,5 +75,6 @@ TEST(TokenizeCli, BadIdsAndBadFilesAreOneMessage) {
   EXPECT_THAT(r.err, HasSubstr("give --text or --file"));
 }
 
+}  // namespace tokenize_cli_test
 }  // namespace
 }  // namespace snug::test

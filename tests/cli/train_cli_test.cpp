@@ -10,6 +10,7 @@
 
 namespace snug::test {
 namespace {
+namespace train_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -112,5 +113,6 @@ TEST(TrainCli, DeviceMemoryBelowTheNeedIsOutOfMemory) {
   EXPECT_EQ(run_snug("train --max-steps 1 --device-memory lots").exit_code, 1);
 }
 
+}  // namespace train_cli_test
 }  // namespace
 }  // namespace snug::test

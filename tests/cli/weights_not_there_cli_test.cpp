@@ -19,6 +19,7 @@
 
 namespace snug::test {
 namespace {
+namespace weights_not_there_cli_test {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -100,5 +101,6 @@ TEST(HostileRoundTwoCli, AdaptersWithNonFiniteValuesAreRefused) {
                                "' holds nan at element 0; an adapter's weights must be finite"));
 }
 
+}  // namespace weights_not_there_cli_test
 }  // namespace
 }  // namespace snug::test

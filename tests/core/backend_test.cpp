@@ -22,6 +22,7 @@
 
 namespace snug {
 namespace {
+namespace backend_test {
 
 // An accelerator as the rest of snug sees one: host_addressable() is false. Its memory is host
 // heap so the fast kernels can still run on it; transfers are counted.
@@ -179,5 +180,6 @@ TEST(HostStaging, SafetensorsReadAndWriteAnAcceleratorsTensors) {
   EXPECT_GT(host.pool().stats().peak_total, 0);
 }
 
+}  // namespace backend_test
 }  // namespace
 }  // namespace snug

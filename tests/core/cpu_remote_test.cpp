@@ -17,6 +17,7 @@
 
 namespace snug {
 namespace {
+namespace cpu_remote_test {
 
 using test::run_snug;
 
@@ -126,5 +127,6 @@ TEST(CpuRemote, GenerationFromACheckpointMatchesTheCpu) {
   EXPECT_EQ(remote.out, cpu.out);
 }
 
+}  // namespace cpu_remote_test
 }  // namespace
 }  // namespace snug

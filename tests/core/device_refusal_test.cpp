@@ -13,6 +13,7 @@
 
 namespace snug {
 namespace {
+namespace device_refusal_test {
 
 // cpu memory up to a byte limit, then refusals (nullptr), as a full GPU's allocator.
 class FullAfter final : public Backend {
@@ -62,5 +63,6 @@ TEST(DeviceRefusal, GivesTheBudgetReportAndKeepsTheAccountsStraight) {
   EXPECT_EQ(dev.pool().stats().peak_total, 800);
 }
 
+}  // namespace device_refusal_test
 }  // namespace
 }  // namespace snug

@@ -9,6 +9,7 @@
 
 namespace snug {
 namespace {
+namespace dtype_test {
 
 TEST(DType, Bf16RoundsToNearestEven) {
   // 1 + 2^-8 is exactly halfway between bf16 1.0 and 1.0078125: ties to even -> 1.0.
@@ -115,5 +116,6 @@ TEST(DType, SizesAndNames) {
   EXPECT_STREQ(dtype_name(DType::u8), "u8");
 }
 
+}  // namespace dtype_test
 }  // namespace
 }  // namespace snug

@@ -11,6 +11,7 @@
 
 namespace snug {
 namespace {
+namespace host_heap_test {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 
@@ -92,5 +93,6 @@ TEST(HostHeap, MappedBytesStayWithinTheMostEverLive) {
   for (auto [p, k] : kept) host_release(p, k);
 }
 
+}  // namespace host_heap_test
 }  // namespace
 }  // namespace snug

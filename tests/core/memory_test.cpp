@@ -8,6 +8,7 @@
 
 namespace snug {
 namespace {
+namespace memory_test {
 
 TEST(MemoryPool, TracksLivePeakAndBreakdownAtPeak) {
   Device dev(cpu_backend());
@@ -82,5 +83,6 @@ TEST(MemoryPool, TimelineRecordsEveryEventWithPhase) {
   EXPECT_EQ(ev[1].live_total, 0);
 }
 
+}  // namespace memory_test
 }  // namespace
 }  // namespace snug

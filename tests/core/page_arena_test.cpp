@@ -23,6 +23,7 @@
 
 namespace snug {
 namespace {
+namespace page_arena_test {
 
 using testing_data::error_message;
 using testing_data::HasSubstr;
@@ -217,5 +218,6 @@ TEST(PageArena, TrainingOnPagedMemoryGivesTheCpuLossesAndThePlannedPages) {
                 2.0 * kPageArenaRanges * kPage);
 }
 
+}  // namespace page_arena_test
 }  // namespace
 }  // namespace snug

@@ -11,6 +11,7 @@
 
 namespace snug {
 namespace {
+namespace attention_cudatest {
 
 using test::AttentionCase;
 using test::columns;
@@ -122,5 +123,6 @@ TEST(CudaAttention, QkvInterleavedSplitMerge) {
   }
 }
 
+}  // namespace attention_cudatest
 }  // namespace
 }  // namespace snug

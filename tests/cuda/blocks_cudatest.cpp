@@ -9,6 +9,7 @@
 
 namespace snug {
 namespace {
+namespace blocks_cudatest {
 
 using test::GpuBuffer;
 using test::random_floats;
@@ -190,5 +191,6 @@ TEST(CudaBlocks, AdamWUpdate) {
     }
 }
 
+}  // namespace blocks_cudatest
 }  // namespace
 }  // namespace snug

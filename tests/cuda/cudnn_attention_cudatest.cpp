@@ -21,6 +21,7 @@
 
 namespace snug {
 namespace {
+namespace cudnn_attention_cudatest {
 
 using test::AttentionCase;
 using test::columns;
@@ -113,5 +114,6 @@ TEST(CudnnAttention, DeclinesWhatItDoesNotCover) {
   EXPECT_FALSE(cuda::cudnn_attention_forward(gout, glse, gq, gk, gv, d));
 }
 
+}  // namespace cudnn_attention_cudatest
 }  // namespace
 }  // namespace snug

@@ -12,6 +12,7 @@
 
 namespace snug {
 namespace {
+namespace elementwise_cudatest {
 
 using test::GpuBuffer;
 using test::random_floats;
@@ -111,5 +112,6 @@ TEST(CudaElementwise, SumSquaresEachIsEachSingleSumBitForBit) {
   EXPECT_EQ(got[1], 0.0);
 }
 
+}  // namespace elementwise_cudatest
 }  // namespace
 }  // namespace snug

@@ -21,6 +21,7 @@
 
 namespace snug {
 namespace {
+namespace flash_cudatest {
 
 using test::AttentionCase;
 using test::columns;
@@ -245,5 +246,6 @@ TEST(CudaFlash, BadDimsThrowBeforeLaunch) {
   EXPECT_THROW(gpu.ops().flash_attention_forward(x, lse, x, 1, 8, 100, 12), Error);
 }
 
+}  // namespace flash_cudatest
 }  // namespace
 }  // namespace snug

@@ -14,6 +14,7 @@
 
 namespace snug {
 namespace {
+namespace kv_cache_cudatest {
 
 using test::GpuBuffer;
 using test::random_floats;
@@ -143,5 +144,6 @@ TEST(CudaKvCache, AttentionDecodeGqa) {
   }
 }
 
+}  // namespace kv_cache_cudatest
 }  // namespace
 }  // namespace snug

@@ -17,6 +17,7 @@
 
 namespace snug {
 namespace {
+namespace linear_cudatest {
 
 using test::GpuBuffer;
 using test::random_floats;
@@ -298,5 +299,6 @@ TEST(CudaGemm, DISABLED_TimeGpt2Shapes) {
   }
 }
 
+}  // namespace linear_cudatest
 }  // namespace
 }  // namespace snug

@@ -9,6 +9,7 @@
 
 namespace snug {
 namespace {
+namespace llama_cudatest {
 
 using test::GpuBuffer;
 using test::random_floats;
@@ -82,5 +83,6 @@ TEST(CudaLlama, SwigluForwardBackward) {
   }
 }
 
+}  // namespace llama_cudatest
 }  // namespace
 }  // namespace snug

@@ -12,6 +12,7 @@
 
 namespace snug {
 namespace {
+namespace lora_cudatest {
 
 using test::GpuBuffer;
 using test::random_floats;
@@ -107,5 +108,6 @@ TEST(CudaLora, NeftuneNoiseIsTheCpuDraws) {
   }
 }
 
+}  // namespace lora_cudatest
 }  // namespace
 }  // namespace snug

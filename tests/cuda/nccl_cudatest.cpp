@@ -19,6 +19,7 @@
 
 namespace snug {
 namespace {
+namespace nccl_cudatest {
 
 using test::GpuBuffer;
 
@@ -127,5 +128,6 @@ TEST(NcclWorldOfOne, TrainingGivesTheLossesOfNoCommunicator) {
   EXPECT_EQ(with_nccl, plain);  // bit for bit: a world of one sums nothing
 }
 
+}  // namespace nccl_cudatest
 }  // namespace
 }  // namespace snug

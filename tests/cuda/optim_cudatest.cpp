@@ -18,6 +18,7 @@
 
 namespace snug {
 namespace {
+namespace optim_cudatest {
 
 using test::GpuBuffer;
 using test::random_floats;
@@ -389,5 +390,6 @@ TEST(CudaOptim, AdalomoBf16) {
   }
 }
 
+}  // namespace optim_cudatest
 }  // namespace
 }  // namespace snug

@@ -26,6 +26,7 @@
 
 namespace snug {
 namespace {
+namespace pages_cudatest {
 
 constexpr int64_t kPageFloats = kDevicePageBytes / 4;
 
@@ -165,5 +166,6 @@ TEST(CudaPages, DISABLED_TimeMapAndTakeBack) {
       static_cast<long long>(kPages));
 }
 
+}  // namespace pages_cudatest
 }  // namespace
 }  // namespace snug

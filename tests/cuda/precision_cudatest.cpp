@@ -14,6 +14,7 @@
 
 namespace snug {
 namespace {
+namespace precision_cudatest {
 
 using test::GpuBuffer;
 
@@ -160,5 +161,6 @@ TEST(CudaPrecision, ScaleAndSumSquaresBf16) {
   EXPECT_EQ(ops.sum_squares_bf16(nullptr, 0), 0.0);
 }
 
+}  // namespace precision_cudatest
 }  // namespace
 }  // namespace snug

@@ -14,6 +14,7 @@
 
 namespace snug {
 namespace {
+namespace quant_cudatest {
 
 using test::GpuBuffer;
 using test::random_floats;
@@ -53,5 +54,6 @@ TEST(CudaQuant, DequantizeWeightCodesSameBits) {
     }
 }
 
+}  // namespace quant_cudatest
 }  // namespace
 }  // namespace snug

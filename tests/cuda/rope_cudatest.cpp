@@ -11,6 +11,7 @@
 
 namespace snug {
 namespace {
+namespace rope_cudatest {
 
 using test::GpuBuffer;
 using test::random_floats;
@@ -59,5 +60,6 @@ TEST(CudaRope, OddRotaryDimsThrow) {
   EXPECT_THROW(gpu.ops().rope_forward(x, 1, 1, 1, 64, 64, 7, 10000.0f, nullptr, nullptr), Error);
 }
 
+}  // namespace rope_cudatest
 }  // namespace
 }  // namespace snug

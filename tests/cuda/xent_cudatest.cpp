@@ -16,6 +16,7 @@
 
 namespace snug {
 namespace {
+namespace xent_cudatest {
 
 using test::GpuBuffer;
 using test::random_floats;
@@ -251,5 +252,6 @@ TEST(CudaXent, DISABLED_TimeLmHeadGpt2) {
   }
 }
 
+}  // namespace xent_cudatest
 }  // namespace
 }  // namespace snug

@@ -15,6 +15,7 @@
 
 namespace snug::test {
 namespace {
+namespace data_bounded_quotes_test {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -72,5 +73,6 @@ TEST(BoundedQuotes, FieldsOfTokenizerJson) {
   EXPECT_TRUE(refuses(j, {"tok.json", "model.vocab['zzz']: id \"xxxx"}));
 }
 
+}  // namespace data_bounded_quotes_test
 }  // namespace
 }  // namespace snug::test

@@ -18,6 +18,7 @@
 
 namespace snug {
 namespace {
+namespace chat_template_test {
 
 using nlohmann::json;
 using testing_data::error_message;
@@ -148,5 +149,6 @@ TEST(ChatTemplate, PythonStripIsStrStrip) {
   EXPECT_EQ(python_strip("   "), "");
 }
 
+}  // namespace chat_template_test
 }  // namespace
 }  // namespace snug

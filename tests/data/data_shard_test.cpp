@@ -21,6 +21,7 @@
 
 namespace snug {
 namespace {
+namespace data_shard_test {
 
 struct Rows {
   int64_t cols = 0;
@@ -163,5 +164,6 @@ TEST(DataShard, ARankOutsideTheWorldIsRefused) {
   EXPECT_NO_THROW(data.batches(1, 16, 0, true, {1, 2}));
 }
 
+}  // namespace data_shard_test
 }  // namespace
 }  // namespace snug

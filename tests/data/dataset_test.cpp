@@ -13,6 +13,7 @@
 
 namespace snug {
 namespace {
+namespace dataset_test {
 
 using testing_data::error_message;
 using testing_data::HasSubstr;
@@ -262,5 +263,6 @@ TEST(InMemoryTokenSource, ReportsRequiredVocabulary) {
   EXPECT_THROW(InMemoryTokenSource({1, -2}), Error);
 }
 
+}  // namespace dataset_test
 }  // namespace
 }  // namespace snug

@@ -12,6 +12,7 @@
 
 namespace snug {
 namespace {
+namespace loader_test {
 
 using testing_data::error_message;
 using testing_data::HasSubstr;
@@ -171,5 +172,6 @@ TEST(DataLoader, WorksOnBuiltinAndDummy) {
   }
 }
 
+}  // namespace loader_test
 }  // namespace
 }  // namespace snug

@@ -10,6 +10,7 @@
 
 namespace snug {
 namespace {
+namespace prefetch_test {
 
 TEST(Prefetcher, SameBatchesAsSynchronousLoading) {
   auto data = open_dataset("builtin", 256, 1);
@@ -48,5 +49,6 @@ TEST(Prefetcher, MetaDeviceAccountsSlotsButReadsNothing) {
   EXPECT_EQ(loader.position(), 0);
 }
 
+}  // namespace prefetch_test
 }  // namespace
 }  // namespace snug

@@ -22,6 +22,7 @@
 
 namespace snug {
 namespace {
+namespace sft_data_test {
 
 using nlohmann::json;
 using testing_data::error_message;
@@ -330,5 +331,6 @@ TEST(OpenData, SplitsAStreamAndJsonlForEvaluation) {
       HasSubstr(error_message([&] { open_data(o); }), "is outside the model's vocabulary (100)"));
 }
 
+}  // namespace sft_data_test
 }  // namespace
 }  // namespace snug

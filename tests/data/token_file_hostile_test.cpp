@@ -10,6 +10,7 @@
 
 namespace snug {
 namespace {
+namespace token_file_hostile_test {
 
 TEST(TokenFileHostile, TruncatedAfterOpenStillReadsTheValidatedTokens) {
   testing_data::TempDir tmp;
@@ -27,5 +28,6 @@ TEST(TokenFileHostile, TruncatedAfterOpenStillReadsTheValidatedTokens) {
   EXPECT_EQ(got, tokens);
 }
 
+}  // namespace token_file_hostile_test
 }  // namespace
 }  // namespace snug

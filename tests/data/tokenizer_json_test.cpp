@@ -16,6 +16,7 @@
 
 namespace snug {
 namespace {
+namespace tokenizer_json_test {
 
 using nlohmann::json;
 using testing_data::error_message;
@@ -394,5 +395,6 @@ TEST(JsonTokenizer, RefusesDeepNestingAndNonJson) {
                         "missing.json"));
 }
 
+}  // namespace tokenizer_json_test
 }  // namespace
 }  // namespace snug

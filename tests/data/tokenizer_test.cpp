@@ -7,6 +7,7 @@
 
 namespace snug {
 namespace {
+namespace tokenizer_test {
 
 TEST(ByteTokenizer, RoundTripsEveryByte) {
   std::string all;
@@ -30,5 +31,6 @@ TEST(ByteTokenizer, EncodeEmptyAndDecodeRejectsNonBytes) {
   EXPECT_TRUE(testing_data::HasSubstr(msg, "position 2"));
 }
 
+}  // namespace tokenizer_test
 }  // namespace
 }  // namespace snug

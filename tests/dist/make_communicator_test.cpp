@@ -14,6 +14,7 @@
 
 namespace snug::dist {
 namespace {
+namespace make_communicator_test {
 
 using testing_data::error_message;
 using testing_data::HasSubstr;
@@ -178,5 +179,6 @@ TEST(CollectiveMessages, NameTheCollectiveAndTheRanksWaitedFor) {
             "rank 0 of 3: barrier (collective 2) failed: x");
 }
 
+}  // namespace make_communicator_test
 }  // namespace
 }  // namespace snug::dist

@@ -11,6 +11,7 @@
 
 namespace snug::dist {
 namespace {
+namespace rank_order_test {
 
 TEST(RankOrder, ChunksAreContiguousWithTheRemainderFirst) {
   // 10 over 3: 4, 3, 3.
@@ -75,5 +76,6 @@ TEST(RankOrder, SumsIntegersExactly) {
   EXPECT_EQ(out, 3);
 }
 
+}  // namespace rank_order_test
 }  // namespace
 }  // namespace snug::dist

@@ -15,6 +15,7 @@
 
 namespace snug::dist {
 namespace {
+namespace single_process_test {
 
 using test::same_bits;
 
@@ -114,5 +115,6 @@ TEST(SingleProcess, RefusesOverlappingBuffersOtherThanInPlace) {
                         "slice 0"));
 }
 
+}  // namespace single_process_test
 }  // namespace
 }  // namespace snug::dist

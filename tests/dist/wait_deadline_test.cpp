@@ -8,6 +8,7 @@
 
 namespace snug::dist {
 namespace {
+namespace wait_deadline_test {
 
 using Clock = WaitDeadline::Clock;
 using std::chrono::milliseconds;
@@ -48,5 +49,6 @@ TEST(WaitDeadline, AnEndlessTimeoutNeverExpires) {
   EXPECT_FALSE(d.expired(t0 + std::chrono::hours(24 * 365 * 30)));
 }
 
+}  // namespace wait_deadline_test
 }  // namespace
 }  // namespace snug::dist

@@ -14,6 +14,7 @@
 
 namespace snug {
 namespace {
+namespace corpus_replay_test {
 
 namespace fs = std::filesystem;
 
@@ -80,5 +81,6 @@ TEST(FuzzCorpus, AdapterSeedsLoadOrAreRefusedAsWritten) {
     EXPECT_FALSE(loads(bad)) << bad;
 }
 
+}  // namespace corpus_replay_test
 }  // namespace
 }  // namespace snug

@@ -21,6 +21,7 @@
 
 namespace snug {
 namespace {
+namespace batch_generate_test {
 
 const std::string kDir = std::string(SNUG_TEST_DATA_DIR) + "/generate/gpt2";
 
@@ -271,5 +272,6 @@ TEST(InferencePlan, RefusesAnEmptyPromptAndAnEncoder) {
   }
 }
 
+}  // namespace batch_generate_test
 }  // namespace
 }  // namespace snug

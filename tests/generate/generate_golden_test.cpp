@@ -21,6 +21,7 @@
 
 namespace snug {
 namespace {
+namespace generate_golden_test {
 
 const std::string kDir = std::string(SNUG_TEST_DATA_DIR) + "/generate/gpt2";
 
@@ -166,5 +167,6 @@ TEST(GenerateGolden, BadRequestsAreClearErrors) {
   EXPECT_NE(message(g, {1, 200}).find("token id 200"), std::string::npos);
 }
 
+}  // namespace generate_golden_test
 }  // namespace
 }  // namespace snug

@@ -30,6 +30,7 @@
 
 namespace snug {
 namespace {
+namespace half_precision_generation_test {
 
 std::vector<float> randn(size_t n, uint64_t seed) {
   std::vector<float> v(n);
@@ -230,5 +231,6 @@ TEST(Generation, Fp16ParametersHoldTheSeededDrawsRounded) {
   EXPECT_EQ(n, cfg.num_params);
 }
 
+}  // namespace half_precision_generation_test
 }  // namespace
 }  // namespace snug

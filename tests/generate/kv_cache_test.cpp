@@ -30,6 +30,7 @@
 
 namespace snug {
 namespace {
+namespace kv_cache_test {
 
 using test::max_rel;
 
@@ -265,5 +266,6 @@ TEST(KVCache, ReorderMovesRowsAndRefusesBadIndices) {
   EXPECT_THROW(nn::KVCache(dev, m->kv_cache_shape(), 1, 100000), Error);
 }
 
+}  // namespace kv_cache_test
 }  // namespace
 }  // namespace snug

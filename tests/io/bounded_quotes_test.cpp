@@ -14,6 +14,7 @@
 
 namespace snug::test {
 namespace {
+namespace io_bounded_quotes_test {
 
 // A safetensors file of `header` and `data_bytes` zero bytes of data.
 std::string write_st(const TempDir& tmp, const std::string& name, const nlohmann::json& header,
@@ -67,5 +68,6 @@ TEST(BoundedQuotes, SafetensorsHeaderNamesAndValues) {
   EXPECT_TRUE(refuses_bounded([&] { (void)f.read_f32(big); }, {p, "not a float dtype"}));
 }
 
+}  // namespace io_bounded_quotes_test
 }  // namespace
 }  // namespace snug::test

@@ -15,6 +15,7 @@
 
 namespace snug {
 namespace {
+namespace output_file_test {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -106,5 +107,6 @@ TEST_F(OutputFileTest, DevNullIsWrittenNotReplaced) {
   EXPECT_TRUE(fs::is_character_file("/dev/null"));
 }
 
+}  // namespace output_file_test
 }  // namespace
 }  // namespace snug

@@ -14,6 +14,7 @@
 
 namespace snug {
 namespace {
+namespace safetensors_hostile_test {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -94,5 +95,6 @@ TEST_F(SafetensorsHostile, AContiguousFileWithEmptyTensorsStillOpens) {
   EXPECT_EQ(error_of(p), "(opened without error)");
 }
 
+}  // namespace safetensors_hostile_test
 }  // namespace
 }  // namespace snug

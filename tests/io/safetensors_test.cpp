@@ -18,6 +18,7 @@
 
 namespace snug {
 namespace {
+namespace safetensors_test {
 
 namespace fs = std::filesystem;
 
@@ -328,5 +329,6 @@ TEST_F(SafetensorsIo, ErrorUnknownTensor) {
   EXPECT_ERROR_CONTAINS(f.read_into("c", t), "no tensor named 'c'");
 }
 
+}  // namespace safetensors_test
 }  // namespace
 }  // namespace snug

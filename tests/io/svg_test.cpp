@@ -6,6 +6,7 @@
 
 namespace snug {
 namespace {
+namespace svg_test {
 
 TEST(Svg, EscapesTheFourCharactersThatBreakTextOrAttributes) {
   EXPECT_EQ(xml_escape("a <b> & \"c\" 'd'"), "a &lt;b&gt; &amp; &quot;c&quot; 'd'");
@@ -19,5 +20,6 @@ TEST(Svg, OpeningElementHasTheSizeAsViewBox) {
             "viewBox=\"0 0 960 410\" font-family=\"sans-serif\" font-size=\"12\">\n");
 }
 
+}  // namespace svg_test
 }  // namespace
 }  // namespace snug

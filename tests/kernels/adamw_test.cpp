@@ -9,6 +9,7 @@
 
 namespace snug {
 namespace {
+namespace adamw_test {
 
 struct AdamState {
   std::vector<double> p, m, v;
@@ -74,5 +75,6 @@ TEST(AdamW, FirstStepIsSignedLearningRate) {
   EXPECT_NEAR(p[2], 0.5 * 0.95 - 0.1, 1e-5);
 }
 
+}  // namespace adamw_test
 }  // namespace
 }  // namespace snug

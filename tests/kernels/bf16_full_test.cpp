@@ -21,6 +21,7 @@
 
 namespace snug {
 namespace {
+namespace kernels_bf16_full_test {
 
 std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
   std::vector<uint16_t> h(x.size());
@@ -209,5 +210,6 @@ TEST(Bf16Full, SumSquaresAndScaleMatchReference) {
   EXPECT_EQ(a, b);
 }
 
+}  // namespace kernels_bf16_full_test
 }  // namespace
 }  // namespace snug

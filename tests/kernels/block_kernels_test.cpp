@@ -20,6 +20,7 @@
 
 namespace snug {
 namespace {
+namespace block_kernels_test {
 
 using test::all_close;
 using test::AttnCase;
@@ -390,5 +391,6 @@ TEST(BlockKernels, EmbeddingWithoutPositions) {
   });
 }
 
+}  // namespace block_kernels_test
 }  // namespace
 }  // namespace snug

@@ -16,6 +16,7 @@
 
 namespace snug {
 namespace {
+namespace encoder_ops_test {
 
 using test::all_close;
 using Vec = std::vector<float>;
@@ -171,5 +172,6 @@ TEST(AttentionDropout, FiniteDifferences) {
   }
 }
 
+}  // namespace encoder_ops_test
 }  // namespace
 }  // namespace snug

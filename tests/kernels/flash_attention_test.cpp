@@ -17,6 +17,7 @@
 
 namespace snug {
 namespace {
+namespace flash_attention_test {
 
 using test::all_close;
 using test::max_abs;
@@ -217,5 +218,6 @@ TEST(FlashAttention, RejectsHeadsThatDoNotDivideC) {
                                                      out.data(), lse.data(), 1, 1, 10, 3));
 }
 
+}  // namespace flash_attention_test
 }  // namespace
 }  // namespace snug

@@ -11,6 +11,7 @@
 
 namespace snug::cuda {
 namespace {
+namespace flash_lanes_test {
 
 constexpr FlashLanes kLayouts[] = {FlashLanes::rows, FlashLanes::pairs};
 
@@ -68,5 +69,6 @@ TEST(FlashLanes, PairsMeetTheSharedLoadPairingRuleForBothOperands) {
   EXPECT_FALSE(pairs_share(FlashLanes::rows, false));
 }
 
+}  // namespace flash_lanes_test
 }  // namespace
 }  // namespace snug::cuda

@@ -20,6 +20,7 @@
 
 namespace snug {
 namespace {
+namespace gemm_bf16_test {
 
 using test::all_close;
 using test::random_floats;
@@ -342,5 +343,6 @@ TEST(GemmPath, ThisCpuIsProbedConsistently) {
   RecordProperty("onednn_isa", kernels::onednn_cpu_isa());
 }
 
+}  // namespace gemm_bf16_test
 }  // namespace
 }  // namespace snug

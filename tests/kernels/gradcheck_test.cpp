@@ -20,6 +20,7 @@
 
 namespace snug {
 namespace {
+namespace gradcheck_test {
 
 using test::expect_grad_close;
 using test::numerical_grad;
@@ -189,5 +190,6 @@ TEST(GradCheck, SoftmaxXent) {
   });
 }
 
+}  // namespace gradcheck_test
 }  // namespace
 }  // namespace snug

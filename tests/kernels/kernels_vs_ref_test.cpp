@@ -16,6 +16,7 @@
 
 namespace snug {
 namespace {
+namespace kernels_vs_ref_test {
 
 using test::all_close;
 using test::max_abs;
@@ -393,5 +394,6 @@ TEST(KernelsVsRef, AdamW) {
   EXPECT_TRUE(all_close(v_fast, v_ref, kRtol, 1e-6 * max_abs(v_ref)));
 }
 
+}  // namespace kernels_vs_ref_test
 }  // namespace
 }  // namespace snug

@@ -19,6 +19,7 @@
 
 namespace snug {
 namespace {
+namespace lm_head_test {
 
 using test::all_close;
 using test::expect_grad_close;
@@ -322,5 +323,6 @@ TEST(LmHead, GradCheck) {
   }
 }
 
+}  // namespace lm_head_test
 }  // namespace
 }  // namespace snug

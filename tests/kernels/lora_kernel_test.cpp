@@ -12,6 +12,7 @@
 
 namespace snug {
 namespace {
+namespace lora_kernel_test {
 
 using Vec = std::vector<float>;
 using test::random_floats;
@@ -72,5 +73,6 @@ TEST(LoraKernel, FastMatchesReference) {
   for (size_t i = 0; i < dB_r.size(); ++i) EXPECT_NEAR(dB_f[i], dB_r[i], 1e-3f) << i;
 }
 
+}  // namespace lora_kernel_test
 }  // namespace
 }  // namespace snug

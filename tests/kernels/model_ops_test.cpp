@@ -12,6 +12,7 @@
 
 namespace snug {
 namespace {
+namespace model_ops_test {
 
 using Vec = std::vector<float>;
 
@@ -63,5 +64,6 @@ TEST(ModelOps, LoraDropoutKeepsTheFractionAndBackwardUsesTheSameMask) {
   }
 }
 
+}  // namespace model_ops_test
 }  // namespace
 }  // namespace snug

@@ -16,6 +16,7 @@
 
 namespace snug {
 namespace {
+namespace op_table_test {
 
 TEST(OpTable, FastAndRefEntriesAreTheNamespacesFunctions) {
   const OpTable& fast = fast_op_table();
@@ -97,5 +98,6 @@ TEST(OpTable, DeviceCarriesTheTableOfItsBackend) {
   EXPECT_THROW(Device(meta_backend(), &fast_op_table()), Error);
 }
 
+}  // namespace op_table_test
 }  // namespace
 }  // namespace snug

@@ -17,6 +17,7 @@
 
 namespace snug {
 namespace {
+namespace optim_ops_test {
 
 using test::random_floats;
 using Vec = std::vector<float>;
@@ -270,5 +271,6 @@ TEST(OptimOps, GaloreProjectorFastMatchesRef) {
   }
 }
 
+}  // namespace optim_ops_test
 }  // namespace
 }  // namespace snug

@@ -20,6 +20,7 @@
 
 namespace snug {
 namespace {
+namespace packed_attention_test {
 
 using test::all_close;
 using test::AttnCase;
@@ -164,5 +165,6 @@ TEST(PackedAttention, RopeRotatesEachDocumentFromPositionZero) {
     }
 }
 
+}  // namespace packed_attention_test
 }  // namespace
 }  // namespace snug

@@ -11,6 +11,7 @@
 
 namespace snug::kernels::detail {
 namespace {
+namespace parallel_loops_test {
 
 TEST(ParallelLoops, ColumnBlocksCoverEveryColumnOnceInBlocksOf64) {
   for (const int64_t C : {0, 1, 63, 64, 65, 130, 768}) {
@@ -40,5 +41,6 @@ TEST(ParallelLoops, ChunksCoverEveryElementOnce) {
   }
 }
 
+}  // namespace parallel_loops_test
 }  // namespace
 }  // namespace snug::kernels::detail

@@ -14,6 +14,7 @@
 
 namespace snug {
 namespace {
+namespace precision_test {
 
 using test::same_bits;
 
@@ -104,5 +105,6 @@ TEST(Precision, HalfRangeEdges) {
   EXPECT_EQ(b[4], 1.0f);      // tie to even at bf16's 7-bit mantissa
 }
 
+}  // namespace precision_test
 }  // namespace
 }  // namespace snug

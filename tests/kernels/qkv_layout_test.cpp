@@ -10,6 +10,7 @@
 
 namespace snug {
 namespace {
+namespace qkv_layout_test {
 
 using Vec = std::vector<float>;
 
@@ -43,5 +44,6 @@ TEST(QkvLayout, FastEqualsRefAndMergeInvertsSplit) {
   EXPECT_EQ(mr, qkv);
 }
 
+}  // namespace qkv_layout_test
 }  // namespace
 }  // namespace snug

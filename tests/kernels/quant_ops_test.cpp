@@ -15,6 +15,7 @@
 
 namespace snug {
 namespace {
+namespace quant_ops_test {
 
 // The buffers of one quantized weight.
 struct Buffers {
@@ -99,5 +100,6 @@ TEST(QuantOps, QuantizeStagesTheDoubleQuantAbsmaxWhenGivenNone) {
   EXPECT_EQ(got.dq_offset, want.dq_offset);
 }
 
+}  // namespace quant_ops_test
 }  // namespace
 }  // namespace snug

@@ -18,6 +18,7 @@
 
 namespace snug {
 namespace {
+namespace sliding_window_test {
 
 using test::AttnCase;
 using test::AttnResult;
@@ -122,5 +123,6 @@ TEST(SlidingWindow, NeedsTheCausalMaskAndANonNegativeSize) {
   EXPECT_THROW(run_attention(fast_op_table(), c, false), Error);
 }
 
+}  // namespace sliding_window_test
 }  // namespace
 }  // namespace snug

@@ -26,6 +26,7 @@
 
 namespace snug {
 namespace {
+namespace bert_checkpoints_test {
 
 namespace fs = std::filesystem;
 using test::TempDir;
@@ -294,5 +295,6 @@ TEST(BertCheckpoints, TrainFromAPretrainingFolderSaysWhatItInitialized) {
       << r.err;
 }
 
+}  // namespace bert_checkpoints_test
 }  // namespace
 }  // namespace snug

@@ -20,6 +20,7 @@
 
 namespace snug {
 namespace {
+namespace bert_parity_test {
 
 std::string folder(const std::string& c) {
   return std::string(SNUG_TEST_DATA_DIR) + "/hf/" + c;
@@ -118,11 +119,13 @@ TEST(BertParity, ConfigsParse) {
   EXPECT_EQ(no_dropout("bert_cls").num_labels, 3);
 }
 
+}  // namespace bert_parity_test
 }  // namespace
 }  // namespace snug
 
 namespace snug {
 namespace {
+namespace bert_parity_test {
 
 TEST(BertParity, MaskedLMNaive) {
   check_case("bert_mlm", AttentionImpl::naive);
@@ -137,5 +140,6 @@ TEST(BertParity, SequenceClassificationFlash) {
   check_case("bert_cls", AttentionImpl::flash);
 }
 
+}  // namespace bert_parity_test
 }  // namespace
 }  // namespace snug

@@ -28,6 +28,7 @@
 
 namespace snug {
 namespace {
+namespace bert_test {
 
 ModelConfig tiny(ModelTask task, int64_t labels = 3) {
   // Odd sizes; dropout probabilities high enough that masks matter.
@@ -429,5 +430,6 @@ TEST(Bert, PlanEqualsTheMeasuredPeakToTheByte) {
     }
 }
 
+}  // namespace bert_test
 }  // namespace
 }  // namespace snug

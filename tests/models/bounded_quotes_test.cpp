@@ -20,6 +20,7 @@
 
 namespace snug::test {
 namespace {
+namespace models_bounded_quotes_test {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -133,5 +134,6 @@ TEST(BoundedQuotes, TensorAndShardNamesOfAModelFolder) {
   EXPECT_TRUE(bounded_naming(load_error(*m, file), {file, "2 tensor(s)", "'xxxx", "'yxxx"}));
 }
 
+}  // namespace models_bounded_quotes_test
 }  // namespace
 }  // namespace snug::test

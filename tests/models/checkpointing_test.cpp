@@ -11,6 +11,7 @@
 
 namespace snug {
 namespace {
+namespace checkpointing_test {
 
 struct Result {
   float loss = 0;
@@ -89,5 +90,6 @@ TEST(GradientCheckpointing, PolicyParsing) {
   EXPECT_THROW(parse_checkpoint_policy("sometimes", 12), Error);
 }
 
+}  // namespace checkpointing_test
 }  // namespace
 }  // namespace snug

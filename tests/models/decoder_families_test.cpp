@@ -23,6 +23,7 @@
 
 namespace snug {
 namespace {
+namespace decoder_families_test {
 
 using ::testing::HasSubstr;
 
@@ -404,5 +405,6 @@ TEST(DecoderFamilies, DefaultLoraTargetsArePeftsPerModelType) {
   EXPECT_STREQ(architecture("gpt_neox").default_lora_targets, "query_key_value");
 }
 
+}  // namespace decoder_families_test
 }  // namespace
 }  // namespace snug

@@ -30,6 +30,7 @@
 
 namespace snug {
 namespace {
+namespace decoder_lm_test {
 
 DecoderLMSpec tiny_spec(AttentionImpl kernel, bool neox = false) {
   test::BlockLMConfig c{
@@ -343,5 +344,6 @@ TEST(DecoderLM, NeftuneNoiseChangesTrainingForwardsOnly) {
   EXPECT_EQ(m.forward(b.tokens.data(), b.targets.data(), B, T, false), eval);
 }
 
+}  // namespace decoder_lm_test
 }  // namespace
 }  // namespace snug

@@ -18,6 +18,7 @@
 
 namespace snug {
 namespace {
+namespace gpt2_golden_test {
 
 std::string golden_path() {
   return std::string(SNUG_TEST_DATA_DIR) + "/gpt2_golden.safetensors";
@@ -164,5 +165,6 @@ TEST(GoldenGpt2, DeterministicAndFreesActivations) {
     EXPECT_TRUE(grads[0][i] == grads[1][i]) << params[i]->name << ": gradients differ run to run";
 }
 
+}  // namespace gpt2_golden_test
 }  // namespace
 }  // namespace snug

@@ -24,6 +24,7 @@
 
 namespace snug {
 namespace {
+namespace gpt2_weights_test {
 
 using test::TempDir;
 
@@ -191,5 +192,6 @@ TEST(Gpt2Weights, ExportInitThenTrainInitFromStartsFromThoseWeights) {
   EXPECT_NE(cli.err.find("-o FILE.safetensors"), std::string::npos) << cli.err;
 }
 
+}  // namespace gpt2_weights_test
 }  // namespace
 }  // namespace snug

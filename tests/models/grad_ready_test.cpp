@@ -18,6 +18,7 @@
 
 namespace snug {
 namespace {
+namespace grad_ready_test {
 
 TEST(GradReadyListeners, CallInSubscriptionOrderUntilOneConsumesTheGradient) {
   Device dev(cpu_backend());
@@ -94,5 +95,6 @@ TEST(GradReadyListeners, AccumulationTellsEachBackwardItsMicroBatch) {
   EXPECT_TRUE(after.last_micro_batch);
 }
 
+}  // namespace grad_ready_test
 }  // namespace
 }  // namespace snug

@@ -28,6 +28,7 @@
 
 namespace snug {
 namespace {
+namespace hf_family_parity_test {
 
 constexpr float kTolerance = 1e-4f;
 
@@ -176,5 +177,6 @@ TEST(HfFamilyParityFixtures, CoverEveryCausalFamilyShardedAndBf16) {
   EXPECT_TRUE(bf16);
 }
 
+}  // namespace hf_family_parity_test
 }  // namespace
 }  // namespace snug

@@ -26,6 +26,7 @@
 
 namespace snug {
 namespace {
+namespace hf_folder_test {
 
 namespace fs = std::filesystem;
 using test::read_json;
@@ -273,5 +274,6 @@ TEST(HfFolder, BadFoldersAreNamed) {
             tmp.path("file") + ": exists and is not a folder (a model folder is written there)");
 }
 
+}  // namespace hf_folder_test
 }  // namespace
 }  // namespace snug

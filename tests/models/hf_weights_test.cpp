@@ -24,6 +24,7 @@
 
 namespace snug {
 namespace {
+namespace hf_weights_test {
 
 using test::TempDir;
 
@@ -149,5 +150,6 @@ TEST(HfWeights, FoldersThatDoNotAddUpAreClearErrors) {
   EXPECT_NE(msg.find("no 'weight_map' object"), std::string::npos) << msg;
 }
 
+}  // namespace hf_weights_test
 }  // namespace
 }  // namespace snug

@@ -11,6 +11,7 @@
 
 namespace snug {
 namespace {
+namespace logits_mode_test {
 
 struct Result {
   float loss = 0;
@@ -78,5 +79,6 @@ TEST(LogitsMode, ChunkedNeverHoldsTheLogits) {
   EXPECT_GT(full.mem.max_by_category[static_cast<int>(Category::activations)], logits_bytes);
 }
 
+}  // namespace logits_mode_test
 }  // namespace
 }  // namespace snug

@@ -16,6 +16,7 @@
 
 namespace snug {
 namespace {
+namespace lora_test {
 
 LoraConfig lora(int64_t r, const std::vector<std::string>& targets, double dropout = 0.0) {
   LoraConfig c;
@@ -254,5 +255,6 @@ TEST(Lora, LossFallsOnTheBuiltInData) {
   EXPECT_LT(r.loss.back(), 0.9 * r.loss.front()) << r.loss.front() << " -> " << r.loss.back();
 }
 
+}  // namespace lora_test
 }  // namespace
 }  // namespace snug

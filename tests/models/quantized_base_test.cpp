@@ -19,6 +19,7 @@
 
 namespace snug {
 namespace {
+namespace quantized_base_test {
 
 int64_t cat(const MemoryStats& m, Category c) {
   return m.max_by_category[static_cast<int>(c)];
@@ -200,5 +201,6 @@ TEST(QuantizedBase, QloraResumeIsBitExact) {
   std::filesystem::remove_all(out);
 }
 
+}  // namespace quantized_base_test
 }  // namespace
 }  // namespace snug

@@ -25,6 +25,7 @@
 
 namespace snug {
 namespace {
+namespace toy_family_test {
 
 struct ToyConfig {
   std::string name;
@@ -153,5 +154,6 @@ TEST(ToyFamily, RegistrationEndsWithItsScopeAndRefusesATakenType) {
   EXPECT_THROW(architecture("toy"), Error);
 }
 
+}  // namespace toy_family_test
 }  // namespace
 }  // namespace snug

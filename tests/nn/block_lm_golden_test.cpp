@@ -21,6 +21,7 @@
 
 namespace snug {
 namespace {
+namespace block_lm_golden_test {
 
 int64_t meta_int(const SafetensorsFile& f, const std::string& key) {
   const auto m = f.metadata();
@@ -90,5 +91,6 @@ TEST(GoldenBlockLM, LossAndGradientsMatchLlamaForCausalLM) {
   }
 }
 
+}  // namespace block_lm_golden_test
 }  // namespace
 }  // namespace snug

@@ -23,6 +23,7 @@
 
 namespace snug {
 namespace {
+namespace composed_model_test {
 
 using test::BlockLM;
 using test::BlockLMConfig;
@@ -272,5 +273,6 @@ TEST(ComposedModel, MetaRunEqualsCpuRunToTheByte) {
   }
 }
 
+}  // namespace composed_model_test
 }  // namespace
 }  // namespace snug

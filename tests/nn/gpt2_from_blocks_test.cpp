@@ -17,6 +17,7 @@
 
 namespace snug {
 namespace {
+namespace gpt2_from_blocks_test {
 
 test::BlockLMSpec gpt2_style(const GPT2Config& c, AttentionImpl kernel) {
   test::BlockLMSpec s;
@@ -91,5 +92,6 @@ TEST(Gpt2FromBlocks, SameLossAndGradientsBitForBit) {
   }
 }
 
+}  // namespace gpt2_from_blocks_test
 }  // namespace
 }  // namespace snug

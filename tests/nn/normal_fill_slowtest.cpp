@@ -17,6 +17,7 @@
 
 namespace snug {
 namespace {
+namespace normal_fill_slowtest {
 
 bool same_float(float a, float b) {
   return std::memcmp(&a, &b, sizeof(a)) == 0;
@@ -75,5 +76,6 @@ TEST(NormalFillSweep, TwoHundredMillionValuesAreTheDefinition) {
   EXPECT_EQ(wrong_but_not_guarded, 0);
 }
 
+}  // namespace normal_fill_slowtest
 }  // namespace
 }  // namespace snug

@@ -19,6 +19,7 @@
 
 namespace snug {
 namespace {
+namespace normal_fill_test {
 
 // The index of the first differing float (bit patterns), or -1.
 int64_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
@@ -219,5 +220,6 @@ TEST(NormalFill, FastLogSinCosWithinTheGuardsBounds) {
   EXPECT_LE(libm_sincos_max, 0x1p-52L);
 }
 
+}  // namespace normal_fill_test
 }  // namespace
 }  // namespace snug

@@ -21,6 +21,7 @@
 
 namespace snug {
 namespace {
+namespace packed_documents_test {
 
 using test::BlockBatch;
 using test::BlockLM;
@@ -160,5 +161,6 @@ TEST(PackedDocuments, BadPositionIdsAreRefusedOnBothDevices) {
   }
 }
 
+}  // namespace packed_documents_test
 }  // namespace
 }  // namespace snug

@@ -22,6 +22,7 @@
 
 namespace snug {
 namespace {
+namespace parallel_init_test {
 
 TEST(ParallelInit, GeneratorAtKIsTheKthNormalOfTheStream) {
   NormalGenerator serial(77);
@@ -109,5 +110,6 @@ TEST(ParallelInit, ProgressLineReportsTheElementsFilled) {
   nn::init_progress_add(5);
 }
 
+}  // namespace parallel_init_test
 }  // namespace
 }  // namespace snug

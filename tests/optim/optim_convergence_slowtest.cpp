@@ -15,6 +15,7 @@
 
 namespace snug {
 namespace {
+namespace optim_convergence_slowtest {
 
 struct Case {
   std::string optim;
@@ -68,5 +69,6 @@ INSTANTIATE_TEST_SUITE_P(OptimGpt2Tiny, OptimConvergence,
                            return pi.param.label.empty() ? pi.param.optim : pi.param.label;
                          });
 
+}  // namespace optim_convergence_slowtest
 }  // namespace
 }  // namespace snug

@@ -22,6 +22,7 @@
 
 namespace snug {
 namespace {
+namespace optim_golden_extra_test {
 
 SafetensorsFile golden() {
   return SafetensorsFile(std::string(SNUG_TEST_DATA_DIR) + "/optim_golden_extra.safetensors");
@@ -268,5 +269,6 @@ TEST(OptimGoldenExtra, GaloreAdamWThreeStepsMatchGaloreTorch) {
   EXPECT_EQ(state_named(*opt, right.name + ".exp_avg")->shape(), (Shape{40, 8}));
 }
 
+}  // namespace optim_golden_extra_test
 }  // namespace
 }  // namespace snug

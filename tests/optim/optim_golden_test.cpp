@@ -16,6 +16,7 @@
 
 namespace snug {
 namespace {
+namespace optim_golden_test {
 
 struct GoldenCase {
   std::string key;    // tensor name prefix in the golden file
@@ -125,5 +126,6 @@ TEST(OptimGoldenSkips, ParameterWithoutGradIsUntouched) {
   }
 }
 
+}  // namespace optim_golden_test
 }  // namespace
 }  // namespace snug

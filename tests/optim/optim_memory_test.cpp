@@ -12,6 +12,7 @@
 
 namespace snug {
 namespace {
+namespace optim_memory_test {
 
 int64_t measure(const std::string& optim, const OptimizerOptions& o, int64_t* formula,
                 int64_t* params) {
@@ -150,5 +151,6 @@ TEST(OptimMemoryFormula, FrozenParametersCostNothing) {
     EXPECT_EQ(state_bytes_formula(name, model.parameters(), OptimizerOptions{}), 0) << name;
 }
 
+}  // namespace optim_memory_test
 }  // namespace
 }  // namespace snug

@@ -25,6 +25,7 @@
 
 namespace snug {
 namespace {
+namespace optim_registry_test {
 
 using test::at;
 
@@ -118,5 +119,6 @@ TEST(OptimRegistry, AdvisorAndWhatIfProposeInTheirOrder) {
             (std::vector<std::string>{"adafactor", "adamw_bnb_8bit", "lion", "sgd"}));
 }
 
+}  // namespace optim_registry_test
 }  // namespace
 }  // namespace snug

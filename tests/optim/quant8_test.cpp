@@ -20,6 +20,7 @@
 
 namespace snug {
 namespace {
+namespace quant8_test {
 
 std::vector<float> randn(int64_t n, float scale, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -219,5 +220,6 @@ TEST(OptimQuant8, SmallTensorsAndEmbeddingsKeepFp32States) {
   EXPECT_EQ(AdamW8bit::state_bytes(wte, o), 2 * 6400 + 2 * 4 * 25);
 }
 
+}  // namespace quant8_test
 }  // namespace
 }  // namespace snug

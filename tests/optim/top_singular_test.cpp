@@ -11,6 +11,7 @@
 
 namespace snug {
 namespace {
+namespace top_singular_test {
 
 // k orthonormal columns of length len, as a (len, k) row-major matrix.
 std::vector<double> orthonormal(int64_t len, int64_t k, uint32_t seed) {
@@ -110,5 +111,6 @@ TEST(TopSingular, RankOutsideRangeIsAnError) {
   EXPECT_ANY_THROW(top_right_singular_vectors(G.data(), 3, 4, 0, out.data()));
 }
 
+}  // namespace top_singular_test
 }  // namespace
 }  // namespace snug

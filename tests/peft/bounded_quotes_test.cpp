@@ -22,6 +22,7 @@
 
 namespace snug::test {
 namespace {
+namespace peft_bounded_quotes_test {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -94,5 +95,6 @@ TEST(BoundedQuotes, AdapterTargetsAndTensorNames) {
                                           "tensor 'base_model.model.yyyy", "not a LoRA weight"}));
 }
 
+}  // namespace peft_bounded_quotes_test
 }  // namespace
 }  // namespace snug::test

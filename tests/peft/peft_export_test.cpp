@@ -22,6 +22,7 @@
 
 namespace snug {
 namespace {
+namespace peft_export_test {
 
 LoraConfig lora(int64_t r, const std::vector<std::string>& targets) {
   LoraConfig c;
@@ -238,5 +239,6 @@ TEST(PeftExport, TaskTypeAndModulesToSaveArePeftsPerTask) {
     EXPECT_EQ(p->requires_grad, p->name.find("lora_") != std::string::npos) << p->name;
 }
 
+}  // namespace peft_export_test
 }  // namespace
 }  // namespace snug

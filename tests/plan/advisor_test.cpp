@@ -10,6 +10,7 @@
 
 namespace snug {
 namespace {
+namespace advisor_test {
 
 TEST(Advisor, DimensionsAreTheSplitsCheckpointingOptimizersAndPrecision) {
   TrainingArguments a;
@@ -184,5 +185,6 @@ TEST(Advisor, CliTopLineIsTheCommand) {
   EXPECT_EQ(no_capacity.exit_code, 2);
 }
 
+}  // namespace advisor_test
 }  // namespace
 }  // namespace snug

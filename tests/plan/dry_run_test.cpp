@@ -17,6 +17,7 @@
 
 namespace snug {
 namespace {
+namespace dry_run_test {
 
 // `n` examples of 2..max_len tokens of ids < 256 (llama-tiny's vocabulary), their first token
 // masked from the loss.
@@ -109,5 +110,6 @@ TEST(ReplayMemo, SkipsAStepWhoseMicroBatchShapesAllOccurredAfterTheFirstStep) {
   EXPECT_FALSE(off.skip_step({10}, true));
 }
 
+}  // namespace dry_run_test
 }  // namespace
 }  // namespace snug

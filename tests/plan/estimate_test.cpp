@@ -12,6 +12,7 @@
 
 namespace snug {
 namespace {
+namespace estimate_test {
 
 using test::at;
 
@@ -99,5 +100,6 @@ TEST(Estimate, Fp32FlashActivationsAreCloseToThePlan) {
   EXPECT_NEAR(ratio, 1.0, 0.05);
 }
 
+}  // namespace estimate_test
 }  // namespace
 }  // namespace snug

@@ -12,6 +12,7 @@
 
 namespace snug {
 namespace {
+namespace fit_search_test {
 
 using test::at;
 
@@ -111,5 +112,6 @@ TEST(FitSearch, NothingFitsGivesZero) {
   EXPECT_GT(r.above_peak, 1000);
 }
 
+}  // namespace fit_search_test
 }  // namespace
 }  // namespace snug

@@ -18,6 +18,7 @@
 
 namespace snug {
 namespace {
+namespace switches_test {
 
 // `line` parsed as `snug train` parses it, on top of `a` (flags not given keep its values).
 TrainingArguments parse(const std::string& line, TrainingArguments a = {}) {
@@ -76,5 +77,6 @@ TEST(Switches, WhatIfTriesOnlySwitchesThatAreOffInTheRun) {
       }
 }
 
+}  // namespace switches_test
 }  // namespace
 }  // namespace snug

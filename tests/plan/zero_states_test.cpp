@@ -11,6 +11,7 @@
 
 namespace snug {
 namespace {
+namespace zero_states_test {
 
 TrainingArguments llama_7_5b() {
   TrainingArguments a;
@@ -89,5 +90,6 @@ TEST(ZeroStates, AdvisorFindsTheSmallestWorldPerStageAndReplaysStagesOneAndTwo) 
   EXPECT_EQ(ds[1].peak, 75470578176);
 }
 
+}  // namespace zero_states_test
 }  // namespace
 }  // namespace snug

@@ -11,6 +11,7 @@
 
 namespace snug::quant {
 namespace {
+namespace dynamic_map_test {
 
 TEST(DynamicMap, OptimizerCodesAreTheQuantMaps) {
   for (bool is_signed : {true, false}) {
@@ -79,5 +80,6 @@ TEST(QuantWorkspace, QuantileSortsACopyOrASample) {
     EXPECT_EQ(quantize_workspace_bytes(f, 12345), 0) << format_name(f);
 }
 
+}  // namespace dynamic_map_test
 }  // namespace
 }  // namespace snug::quant

@@ -20,6 +20,7 @@
 
 namespace snug::quant {
 namespace {
+namespace quant_formats_test {
 
 using testdata::kAll;
 using testdata::normal;
@@ -287,5 +288,6 @@ TEST(QuantFormats, BadInputsGiveClearErrors) {
             std::string::npos);
 }
 
+}  // namespace quant_formats_test
 }  // namespace
 }  // namespace snug::quant

@@ -17,6 +17,7 @@
 
 namespace snug::quant {
 namespace {
+namespace quant_golden_test {
 
 const std::string kGolden = std::string(SNUG_TEST_DATA_DIR) + "/quant_golden.safetensors";
 
@@ -165,5 +166,6 @@ TEST_F(QuantGolden, ZeroPointMatchesTorchQuint8) {
   EXPECT_TRUE(test::all_close(dequantize(q), f32("zp_deq"), 0.0, 1e-6));
 }
 
+}  // namespace quant_golden_test
 }  // namespace
 }  // namespace snug::quant

@@ -20,6 +20,7 @@
 
 namespace snug::quant {
 namespace {
+namespace quant_inner_test {
 
 // nf4's 15 midpoints, as the quantizer sorts them (the code book is ascending).
 std::array<float, 15> nf4_bounds() {
@@ -121,5 +122,6 @@ TEST(QuantInner, CountBelowIsLowerBound) {
   }
 }
 
+}  // namespace quant_inner_test
 }  // namespace
 }  // namespace snug::quant

@@ -17,6 +17,7 @@
 
 namespace snug::quant {
 namespace {
+namespace quant_table_slowtest {
 
 using testdata::kAll;
 using testdata::normal;
@@ -116,5 +117,6 @@ TEST(QuantTable, NormalMillionAsDocumented) {
   }
 }
 
+}  // namespace quant_table_slowtest
 }  // namespace
 }  // namespace snug::quant

@@ -25,6 +25,7 @@
 
 namespace snug {
 namespace {
+namespace weight_quant_test {
 
 using quant::Format;
 
@@ -297,5 +298,6 @@ TEST(WeightQuant, ClearErrors) {
             "quantize_weight p: no data for a weight of shape (8) on cpu");
 }
 
+}  // namespace weight_quant_test
 }  // namespace
 }  // namespace snug

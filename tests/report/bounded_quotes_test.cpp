@@ -12,6 +12,7 @@
 
 namespace snug::test {
 namespace {
+namespace report_bounded_quotes_test {
 
 using nlohmann::json;
 
@@ -47,5 +48,6 @@ TEST(BoundedQuotes, MemoryTimelineActionsCategoriesAndSteps) {
                       {"t.json", "no events in step 5", "1000003, 2000006", "100000 steps"}));
 }
 
+}  // namespace report_bounded_quotes_test
 }  // namespace
 }  // namespace snug::test

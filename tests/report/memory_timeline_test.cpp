@@ -11,6 +11,7 @@
 
 namespace snug {
 namespace {
+namespace memory_timeline_test {
 
 MemoryEvent ev(int64_t bytes, Category c, int64_t live, const char* phase) {
   return {0.0, bytes, c, live, phase};
@@ -113,5 +114,6 @@ TEST(MemoryTimeline, RejectsWhatIsNotATimeline) {
                Error);
 }
 
+}  // namespace memory_timeline_test
 }  // namespace
 }  // namespace snug

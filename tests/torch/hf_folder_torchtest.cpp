@@ -46,6 +46,7 @@
 
 namespace snug::test {
 namespace {
+namespace hf_folder_torchtest {
 
 namespace fs = std::filesystem;
 
@@ -325,5 +326,6 @@ TEST(HfFolderTorch, RealMiniLMWeightsAndTokenizerAgreeWithTransformers) {
   EXPECT_NE(r.err.find("newly initialized from --seed"), std::string::npos) << r.err;
 }
 
+}  // namespace hf_folder_torchtest
 }  // namespace
 }  // namespace snug::test

@@ -36,6 +36,7 @@
 
 namespace snug::test {
 namespace {
+namespace lora_bf16_base_torchtest {
 
 constexpr double kTolFp32 = 1e-5;  // the fp32 upcast: as for an fp32 base
 constexpr double kTolBf16 = 3e-2;  // two bf16 computations (see above)
@@ -118,5 +119,6 @@ TEST(LoraBf16BaseTorch, AdapterOfABf16BaseRunLoadsInPeftWithSnugsLogits) {
   }
 }
 
+}  // namespace lora_bf16_base_torchtest
 }  // namespace
 }  // namespace snug::test

@@ -20,6 +20,7 @@
 
 namespace snug::test {
 namespace {
+namespace peft_roundtrip_torchtest {
 
 // rsLoRA with alpha != r, dropout (training only), three target keys: every field of the
 // config matters for PEFT to rebuild the same model.
@@ -84,5 +85,6 @@ TEST(PeftRoundTrip, AdapterLoadsWithPeftAndReproducesSnugsLogits) {
   EXPECT_THAT(out, ::testing::HasSubstr("PASS"));
 }
 
+}  // namespace peft_roundtrip_torchtest
 }  // namespace
 }  // namespace snug::test

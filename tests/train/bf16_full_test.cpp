@@ -37,6 +37,7 @@
 
 namespace snug {
 namespace {
+namespace train_bf16_full_test {
 
 namespace fs = std::filesystem;
 using test::odd_config;
@@ -384,5 +385,6 @@ TEST(Bf16Full, EstimateIsWithinTenPercentOfThePlanOnModelStates) {
     }
 }
 
+}  // namespace train_bf16_full_test
 }  // namespace
 }  // namespace snug

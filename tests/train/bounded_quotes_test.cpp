@@ -11,6 +11,7 @@
 
 namespace snug::test {
 namespace {
+namespace train_bounded_quotes_test {
 
 using nlohmann::json;
 
@@ -48,5 +49,6 @@ TEST(BoundedQuotes, TrainerStateFileRecords) {
                               {kPath, "files[\"xxxx", ".size is negative"}));
 }
 
+}  // namespace train_bounded_quotes_test
 }  // namespace
 }  // namespace snug::test

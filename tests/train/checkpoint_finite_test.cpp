@@ -18,6 +18,7 @@
 
 namespace snug {
 namespace {
+namespace checkpoint_finite_test {
 
 namespace fs = std::filesystem;
 
@@ -52,5 +53,6 @@ TEST(CheckpointFinite, NonFiniteWeightsAreNotSaved) {
   EXPECT_FALSE(fs::exists(fs::path(a.output_dir) / "checkpoint-1.tmp"));
 }
 
+}  // namespace checkpoint_finite_test
 }  // namespace
 }  // namespace snug

@@ -25,6 +25,7 @@
 
 namespace snug {
 namespace {
+namespace checkpoint_state_test {
 
 namespace fs = std::filesystem;
 
@@ -164,5 +165,6 @@ TEST(CheckpointState, MessagesQuoteNoLongValueFromTheFile) {
   EXPECT_LT(err.size(), 1000u) << "the message must not quote the whole value";
 }
 
+}  // namespace checkpoint_state_test
 }  // namespace
 }  // namespace snug

@@ -28,6 +28,7 @@
 
 namespace snug {
 namespace {
+namespace checkpoint_test {
 
 namespace fs = std::filesystem;
 
@@ -257,5 +258,6 @@ TEST(Checkpoint, OptimizerMismatchIsRefused) {
   }
 }
 
+}  // namespace checkpoint_test
 }  // namespace
 }  // namespace snug

@@ -19,6 +19,7 @@
 
 namespace snug {
 namespace {
+namespace config_override_test {
 
 using ::testing::HasSubstr;
 
@@ -154,5 +155,6 @@ TEST(ConfigOverride, TrainGivesTheSameLossesAsTheShapeFlag) {
   EXPECT_EQ(ja["memory"]["peak_bytes"], jg["memory"]["peak_bytes"]);
 }
 
+}  // namespace config_override_test
 }  // namespace
 }  // namespace snug

@@ -17,6 +17,7 @@
 
 namespace snug {
 namespace {
+namespace deepspeed_config_test {
 
 using testing_data::error_message;
 using testing_data::HasSubstr;
@@ -236,5 +237,6 @@ TEST(DeepSpeedConfig, TrainBatchSizeMustMultiplyOut) {
   apply_deepspeed_config(nlohmann::json::parse(R"({"train_batch_size": 16})"), "ds", {}, 2, a);
 }
 
+}  // namespace deepspeed_config_test
 }  // namespace
 }  // namespace snug

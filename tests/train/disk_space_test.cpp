@@ -21,6 +21,7 @@
 
 namespace snug {
 namespace {
+namespace disk_space_test {
 
 namespace fs = std::filesystem;
 
@@ -121,5 +122,6 @@ TEST(DiskSpace, ModelExportThatDoesNotFitIsRefused) {
   EXPECT_TRUE(fs::exists(path));
 }
 
+}  // namespace disk_space_test
 }  // namespace
 }  // namespace snug

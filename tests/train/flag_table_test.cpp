@@ -20,6 +20,7 @@
 
 namespace snug {
 namespace {
+namespace flag_table_test {
 
 using test::shell_split;
 
@@ -158,5 +159,6 @@ TEST(FlagTable, AdvisorCommandLineParsesBackToTheRun) {
     }
 }
 
+}  // namespace flag_table_test
 }  // namespace
 }  // namespace snug

@@ -20,6 +20,7 @@
 
 namespace snug {
 namespace {
+namespace freeze_test {
 
 using ::testing::HasSubstr;
 
@@ -141,5 +142,6 @@ TEST(Freeze, RealRunKeepsFrozenWeightsBitwiseAndStillLearns) {
   EXPECT_EQ(at(mem.max_by_category, Category::optimizer_state), 8 * trainable);
 }
 
+}  // namespace freeze_test
 }  // namespace
 }  // namespace snug

@@ -18,6 +18,7 @@
 
 namespace snug {
 namespace {
+namespace gemm_path_nn_linear_test {
 
 std::string fixture(const std::string& name) {
   return std::string(SNUG_TEST_DATA_DIR) + "/hf/" + name;
@@ -169,5 +170,6 @@ TEST(GemmPathNnLinear, Bf16PathTakesTheBf16OpsForEveryLinear) {
   EXPECT_LE(o.widened + 28, w.widened);
 }
 
+}  // namespace gemm_path_nn_linear_test
 }  // namespace
 }  // namespace snug

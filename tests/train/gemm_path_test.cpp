@@ -27,6 +27,7 @@
 
 namespace snug {
 namespace {
+namespace gemm_path_test {
 
 using test::odd_config;
 using test::rel_l2;
@@ -193,5 +194,6 @@ TEST(GemmPathRun, Bf16PathMakesNoFp32CopyOfAWeight) {
             w.mem.max_by_category[static_cast<int>(Category::weights)]);
 }
 
+}  // namespace gemm_path_test
 }  // namespace
 }  // namespace snug

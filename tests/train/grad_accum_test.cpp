@@ -15,6 +15,7 @@
 
 namespace snug {
 namespace {
+namespace grad_accum_test {
 
 struct Outcome {
   std::vector<double> losses;
@@ -71,5 +72,6 @@ TEST(GradientAccumulation, EightByOneEqualsTwoByFourWithUnevenIgnoredTargets) {
   EXPECT_LT(std::sqrt(diff2 / norm2), 1e-5);
 }
 
+}  // namespace grad_accum_test
 }  // namespace
 }  // namespace snug

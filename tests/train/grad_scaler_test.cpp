@@ -12,6 +12,7 @@
 
 namespace snug {
 namespace {
+namespace grad_scaler_test {
 
 TEST(GradScaler, DefaultsAndScheduleAsPyTorch) {
   GradScaler s;
@@ -47,5 +48,6 @@ TEST(GradScaler, UnscalesAndDetectsInjectedInf) {
   EXPECT_TRUE(s.unscale_and_check({&p}));
 }
 
+}  // namespace grad_scaler_test
 }  // namespace
 }  // namespace snug

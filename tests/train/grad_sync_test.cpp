@@ -16,6 +16,7 @@
 
 namespace snug {
 namespace {
+namespace grad_sync_test {
 
 // Two ranks that hold the same data: a sum doubles each element; counts what it was given.
 class TwoAlike final : public dist::Communicator {
@@ -137,5 +138,6 @@ TEST(MetaWorld, IsRankOfNAndRefusesRanksOutside) {
   EXPECT_THROW(w.broadcast(nullptr, 0, 3), Error);
 }
 
+}  // namespace grad_sync_test
 }  // namespace
 }  // namespace snug

@@ -34,6 +34,7 @@
 
 namespace snug {
 namespace {
+namespace lomo_bf16_test {
 
 std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
   std::vector<uint16_t> out(v.size());
@@ -337,5 +338,6 @@ TEST(LomoBf16, Fp16WithoutClippingStillChecksForOverflowFirst) {
   EXPECT_EQ(before, after);  // nothing updated
 }
 
+}  // namespace lomo_bf16_test
 }  // namespace
 }  // namespace snug

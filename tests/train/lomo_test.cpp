@@ -26,6 +26,7 @@
 
 namespace snug {
 namespace {
+namespace lomo_test {
 
 using test::at;
 
@@ -208,5 +209,6 @@ TEST(Lomo, GradientAccumulationIsRefused) {
   }
 }
 
+}  // namespace lomo_test
 }  // namespace
 }  // namespace snug

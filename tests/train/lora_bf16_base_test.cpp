@@ -33,6 +33,7 @@
 
 namespace snug {
 namespace {
+namespace lora_bf16_base_test {
 
 using test::at;
 
@@ -337,5 +338,6 @@ TEST(LoraBf16Base, LossFallsAsOnAnFp32BaseAndTheBaseStaysAsLoaded) {
   EXPECT_EQ(r.base_after, r.base_before);
 }
 
+}  // namespace lora_bf16_base_test
 }  // namespace
 }  // namespace snug

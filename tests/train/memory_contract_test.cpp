@@ -17,6 +17,7 @@
 
 namespace snug {
 namespace {
+namespace memory_contract_test {
 
 struct RunOutcome {
   MemoryStats mem;
@@ -149,5 +150,6 @@ TEST(MemoryContract, CapacityBelowTheNeedEndsTheRunWithOutOfMemory) {
   EXPECT_EQ(ok.mem.peak_total, meta.mem.peak_total);
 }
 
+}  // namespace memory_contract_test
 }  // namespace
 }  // namespace snug

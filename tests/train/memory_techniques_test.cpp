@@ -10,6 +10,7 @@
 
 namespace snug {
 namespace {
+namespace memory_techniques_test {
 
 int64_t activations(const TrainingArguments& a) {
   return dry_run(a).max_by_category[static_cast<int>(Category::activations)];
@@ -56,5 +57,6 @@ TEST(MemoryTechniques, FlashAttentionIsLinearInSequenceLength) {
   EXPECT_GT(ratio("naive"), 2.7);
 }
 
+}  // namespace memory_techniques_test
 }  // namespace
 }  // namespace snug

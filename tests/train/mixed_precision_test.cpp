@@ -24,6 +24,7 @@
 
 namespace snug {
 namespace {
+namespace mixed_precision_test {
 
 using test::at;
 
@@ -225,5 +226,6 @@ TEST(MixedPrecision, Fp16AndBf16TogetherIsAnError) {
   EXPECT_THROW(a.validate(), Error);
 }
 
+}  // namespace mixed_precision_test
 }  // namespace
 }  // namespace snug

@@ -26,6 +26,7 @@
 
 namespace snug {
 namespace {
+namespace offload_param_test {
 
 using test::same_bits;
 
@@ -156,5 +157,6 @@ TEST(OffloadParam, RefusalsNameTheFlags) {
                         "upload the shards from the host"));
 }
 
+}  // namespace offload_param_test
 }  // namespace
 }  // namespace snug

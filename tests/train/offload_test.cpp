@@ -27,6 +27,7 @@
 
 namespace snug {
 namespace {
+namespace offload_test {
 
 using test::same_bits;
 
@@ -178,5 +179,6 @@ TEST(OffloadOptimizer, RefusalsNameTheFlag) {
                         "--offload-optimizer: unknown device 'nvme' (known: none, cpu)"));
 }
 
+}  // namespace offload_test
 }  // namespace
 }  // namespace snug

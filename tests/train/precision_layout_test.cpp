@@ -40,6 +40,7 @@
 
 namespace snug {
 namespace {
+namespace precision_layout_test {
 
 namespace fs = std::filesystem;
 using test::odd_config;
@@ -497,5 +498,6 @@ TEST(PrecisionLayout, DeepSpeedConfigBf16DoesNotImplyTheLayout) {
                Error);
 }
 
+}  // namespace precision_layout_test
 }  // namespace
 }  // namespace snug

@@ -18,6 +18,7 @@
 
 namespace snug::test {
 namespace {
+namespace run_record_shards_test {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -106,5 +107,6 @@ TEST(RunRecordShards, AResumeNamesTheShardThatChanged) {
       "");
 }
 
+}  // namespace run_record_shards_test
 }  // namespace
 }  // namespace snug::test

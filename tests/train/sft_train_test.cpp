@@ -25,6 +25,7 @@
 
 namespace snug {
 namespace {
+namespace sft_train_test {
 
 // A Llama-shaped DecoderLM (rotary positions: it takes position ids).
 DecoderLMSpec rotary_spec() {
@@ -252,5 +253,6 @@ TEST(Evaluate, FlagsThatCannotWorkAreRefusedByName) {
   EXPECT_NE(msg(a).find("--load-best-model-at-end needs evaluations"), std::string::npos);
 }
 
+}  // namespace sft_train_test
 }  // namespace
 }  // namespace snug

@@ -24,6 +24,7 @@
 
 namespace snug {
 namespace {
+namespace task_eval_test {
 
 constexpr int64_t kLabels = 3;
 
@@ -217,5 +218,6 @@ TEST(EvalAccuracy, CausalLmRefusesAccuracyAsTheBestMetricByName) {
   }
 }
 
+}  // namespace task_eval_test
 }  // namespace
 }  // namespace snug

@@ -16,6 +16,7 @@
 
 namespace snug {
 namespace {
+namespace trainer_state_test {
 
 constexpr const char* kPath = "out/checkpoint-3/trainer_state.json";
 
@@ -170,5 +171,6 @@ TEST(TrainerState, CheckpointFolderNames) {
   EXPECT_FALSE(parse_checkpoint_name("ckpt-3", &step));
 }
 
+}  // namespace trainer_state_test
 }  // namespace
 }  // namespace snug

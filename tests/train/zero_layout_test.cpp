@@ -20,6 +20,7 @@
 
 namespace snug {
 namespace {
+namespace zero_layout_test {
 
 // Rank `r` of a world of `n` whose collectives do nothing (what a rank's own arithmetic needs).
 class Idle final : public dist::Communicator {
@@ -351,5 +352,6 @@ TEST(Zero3Parameters, OneRankStepsAsThePlainOptimizer) {
   z.release_all();
 }
 
+}  // namespace zero_layout_test
 }  // namespace
 }  // namespace snug
