@@ -19,10 +19,6 @@ namespace snug::cli {
 
 namespace {
 
-double mib(int64_t bytes) {
-  return static_cast<double>(bytes) / (1024.0 * 1024.0);
-}
-
 void run_advisor(const PlanExtras& x, const TrainingArguments& args,
                  const std::string& device_memory, const DryRunData& data, nlohmann::json& j) {
   SNUG_CHECK(x.target_batch >= 0, "--target-batch must be positive, got ", x.target_batch);

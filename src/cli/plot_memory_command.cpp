@@ -19,7 +19,7 @@ namespace snug::cli {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
+bool ends_with_ignoring_case(const std::string& s, const std::string& suffix) {
   if (s.size() < suffix.size()) return false;
   std::string tail = s.substr(s.size() - suffix.size());
   for (auto& ch : tail) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -57,8 +57,8 @@ Command add_plot_memory_command(CLI::App& app) {
       ->required()
       ->check(CLI::Validator(
           [](std::string& path) -> std::string {
-            if (ends_with(path, ".svg")) return {};
-            if (ends_with(path, ".png"))
+            if (ends_with_ignoring_case(path, ".svg")) return {};
+            if (ends_with_ignoring_case(path, ".png"))
               return "PNG output is not supported by this build (no rasterizer linked): write "
                      ".svg, then convert it if you need a PNG (e.g. rsvg-convert in.svg -o "
                      "out.png)";

@@ -35,14 +35,9 @@ struct QuantizeFlags {
   std::string json;
 };
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 int run_quantize(const QuantizeFlags& f) {
   if (!f.plot.empty())
-    SNUG_CHECK(ends_with(f.plot, ".svg") && f.plot.size() > 4, "--plot '", excerpt(f.plot),
+    SNUG_CHECK(f.plot.ends_with(".svg") && f.plot.size() > 4, "--plot '", excerpt(f.plot),
                "': only SVG is written (give a FILE.svg)");
   const std::optional<int64_t> block =
       f.block_given ? std::optional<int64_t>(f.block_size) : std::nullopt;

@@ -27,10 +27,6 @@ void set_precision(TrainingArguments& a, const std::string& precision) {
   a.bf16 = precision == "bf16";
 }
 
-double mib(int64_t bytes) {
-  return static_cast<double>(bytes) / (1024.0 * 1024.0);
-}
-
 bool has_optimizer(const std::string& name) {
   return find_optimizer(name) != nullptr;
 }

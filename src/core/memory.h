@@ -59,6 +59,11 @@ inline constexpr Category category_at(int i) {
 
 using ByCategory = std::array<int64_t, kNumCategories>;
 
+// Bytes in MiB (2^20 bytes), for tables and messages.
+inline constexpr double mib(int64_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0);
+}
+
 // One allocation (+bytes) or free (-bytes) as recorded on the timeline.
 struct MemoryEvent {
   double time_s;  // since the pool was created

@@ -26,11 +26,6 @@ constexpr const char* kIndex = "model.safetensors.index.json";
 constexpr const char* kSingle = "model.safetensors";
 constexpr size_t kMaxShardName = 255;  // NAME_MAX of Linux file systems
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // The index's weight_map (tensor name -> shard file name), validated.
 std::map<std::string, std::string> read_index(const fs::path& index) {
   const std::string what = "index '" + index.string() + "'";
@@ -111,8 +106,7 @@ Parameter* find_parameter(Model& model, const std::string& name, const HfWeightR
     for (const auto& [from, to] :
          {std::pair<std::string, std::string>{"LayerNorm.gamma", "LayerNorm.weight"},
           {"LayerNorm.beta", "LayerNorm.bias"}})
-      if (ends_with(name, from))
-        spellings.push_back(name.substr(0, name.size() - from.size()) + to);
+      if (name.ends_with(from)) spellings.push_back(name.substr(0, name.size() - from.size()) + to);
   }
   const std::string& pre = rules.optional_prefix;
   for (const std::string& n : spellings) {
@@ -164,7 +158,7 @@ HfLoadReport load_hf_weights(Model& model, const std::string& path, const HfWeig
         report.unused.push_back(name);
       } else {
         bool ignored = false;
-        for (const std::string& s : rules.ignored_suffixes) ignored = ignored || ends_with(name, s);
+        for (const std::string& s : rules.ignored_suffixes) ignored = ignored || name.ends_with(s);
         if (!ignored) unexpected.push_back(name);
       }
     }
@@ -175,7 +169,7 @@ HfLoadReport load_hf_weights(Model& model, const std::string& path, const HfWeig
     if (found.count(name) == 0 && tied_at.count(name) == 0 &&
         std::find(report.unused.begin(), report.unused.end(), name) == report.unused.end()) {
       bool ignored = false;
-      for (const std::string& s : rules.ignored_suffixes) ignored = ignored || ends_with(name, s);
+      for (const std::string& s : rules.ignored_suffixes) ignored = ignored || name.ends_with(s);
       SNUG_CHECK(ignored, file, ": no tensor '", excerpt(name), "', which ", kIndex, " maps to it");
     }
   }

@@ -9,14 +9,6 @@
 
 namespace snug {
 
-namespace {
-
-double mib(int64_t bytes) {
-  return static_cast<double>(bytes) / (1024.0 * 1024.0);
-}
-
-}  // namespace
-
 std::vector<int> used_categories(const std::vector<PeakBar>& bars) {
   std::vector<int> used;
   for (int i = 0; i < kNumCategories; ++i)

@@ -28,7 +28,7 @@ nlohmann::json by_category(const ByCategory& b) {
 
 std::string mb(int64_t bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  std::snprintf(buf, sizeof buf, "%.1f", mib(bytes));
   return buf;
 }
 }  // namespace
