@@ -19,13 +19,11 @@ namespace unity_batches_test {
 
 namespace fs = std::filesystem;
 
+// The four test binaries' globs in tests/CMakeLists.txt.
 bool is_test_source(const fs::path& p) {
   const std::string name = p.filename().string();
-  for (const char* end : {"_test.cpp", "_cudatest.cpp", "_slowtest.cpp", "_torchtest.cpp"}) {
-    const std::string e = end;
-    if (name.size() > e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0)
-      return true;
-  }
+  for (const char* end : {"_test.cpp", "_cudatest.cpp", "_slowtest.cpp", "_torchtest.cpp"})
+    if (name.ends_with(end)) return true;
   return false;
 }
 
