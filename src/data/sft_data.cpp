@@ -38,7 +38,7 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
   return n;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
+bool ends_with_nonempty(const std::string& s, const std::string& suffix) {
   return !suffix.empty() && s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -214,7 +214,7 @@ Example tokenize_record(const SftRecord& r, const ModelTokenizer& tok, const Sft
     }
   };
   auto eos_appended = [&](const std::string& s) {
-    return ends_with(s, tok.eos_token) ? s : s + tok.eos_token;
+    return ends_with_nonempty(s, tok.eos_token) ? s : s + tok.eos_token;
   };
   size_t completion_start = 0;
   RenderedChat rendered;
@@ -273,7 +273,7 @@ Example tokenize_record(const SftRecord& r, const ModelTokenizer& tok, const Sft
 
 bool is_jsonl_spec(const std::string& spec) {
   std::error_code ec;
-  return ends_with(spec, ".jsonl") || fs::is_directory(spec, ec);
+  return ends_with_nonempty(spec, ".jsonl") || fs::is_directory(spec, ec);
 }
 
 SftData load_sft_data(const std::string& path, const ModelTokenizer& tok, const SftOptions& o,
@@ -282,7 +282,7 @@ SftData load_sft_data(const std::string& path, const ModelTokenizer& tok, const 
   std::vector<std::string> files;
   if (fs::is_directory(path, ec)) {
     for (const auto& e : fs::directory_iterator(path, ec))
-      if (e.is_regular_file() && ends_with(e.path().filename().string(), ".jsonl"))
+      if (e.is_regular_file() && ends_with_nonempty(e.path().filename().string(), ".jsonl"))
         files.push_back(e.path().string());
     std::sort(files.begin(), files.end());
     SNUG_CHECK(!files.empty(), "--data ", path, ": the folder holds no .jsonl file");

@@ -16,10 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string errno_str() {
-  return std::strerror(errno);
-}
-
 // `path` with every symbolic link along the final component followed (not the directories: a
 // rename onto "dir-link/name" lands in the linked directory anyway).
 std::string resolve_links(const std::string& path, const std::string& what) {
@@ -57,7 +53,7 @@ OutputFile::OutputFile(const std::string& path, const std::string& what) : what_
     direct_ = true;
     // O_NONBLOCK: a FIFO with no reader fails (ENXIO) instead of blocking; cleared after.
     fd_ = ::open(target_.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
-    SNUG_CHECK(fd_ >= 0, what, ": cannot open '", target_, "': ", errno_str());
+    SNUG_CHECK(fd_ >= 0, what, ": cannot open '", target_, "': ", std::strerror(errno));
     const int flags = ::fcntl(fd_, F_GETFL);
     if (flags >= 0) (void)::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
     return;
@@ -65,7 +61,7 @@ OutputFile::OutputFile(const std::string& path, const std::string& what) : what_
   tmp_ = target_ + ".tmp." + std::to_string(::getpid());
   const mode_t mode = exists ? (st.st_mode & 07777) : 0644;
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  SNUG_CHECK(fd_ >= 0, what, ": cannot create '", tmp_, "': ", errno_str());
+  SNUG_CHECK(fd_ >= 0, what, ": cannot create '", tmp_, "': ", std::strerror(errno));
 }
 
 OutputFile::~OutputFile() {
@@ -79,7 +75,7 @@ void OutputFile::write(const void* data, size_t bytes) {
   while (bytes > 0) {
     const ssize_t n = ::write(fd_, p, bytes);
     if (n < 0 && errno == EINTR) continue;
-    SNUG_CHECK(n > 0, what_, ": writing '", writing_to(), "' failed: ", errno_str());
+    SNUG_CHECK(n > 0, what_, ": writing '", writing_to(), "' failed: ", std::strerror(errno));
     p += n;
     bytes -= static_cast<size_t>(n);
   }
@@ -88,16 +84,17 @@ void OutputFile::write(const void* data, size_t bytes) {
 void OutputFile::commit() {
   SNUG_ASSERT(fd_ >= 0 && !committed_, "commit twice");
   if (!direct_)
-    SNUG_CHECK(::fsync(fd_) == 0, what_, ": fsync of '", tmp_, "' failed: ", errno_str());
+    SNUG_CHECK(::fsync(fd_) == 0, what_, ": fsync of '", tmp_, "' failed: ", std::strerror(errno));
   const int fd = fd_;
   fd_ = -1;
-  SNUG_CHECK(::close(fd) == 0, what_, ": closing '", writing_to(), "' failed: ", errno_str());
+  SNUG_CHECK(::close(fd) == 0, what_, ": closing '", writing_to(),
+             "' failed: ", std::strerror(errno));
   if (direct_) {
     committed_ = true;
     return;
   }
   SNUG_CHECK(::rename(tmp_.c_str(), target_.c_str()) == 0, what_, ": cannot rename '", tmp_,
-             "' onto '", target_, "': ", errno_str());
+             "' onto '", target_, "': ", std::strerror(errno));
   committed_ = true;
   fsync_parent(target_);
 }

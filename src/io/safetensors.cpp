@@ -62,10 +62,6 @@ const char* st_dtype_name(DType t) {
   SNUG_ASSERT(false, "unknown dtype");
 }
 
-std::string errno_str() {
-  return std::strerror(errno);
-}
-
 // A JSON non-negative integer as int64, or nullopt-like failure via the bool.
 bool nonneg_i64(const json& j, int64_t& out) {
   if (j.is_number_unsigned()) {
@@ -95,7 +91,7 @@ void pread_all(int fd, void* dst, int64_t bytes, int64_t offset, const std::stri
   while (bytes > 0) {
     const ssize_t n = ::pread(fd, p, static_cast<size_t>(bytes), static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
-    SNUG_CHECK(n >= 0, path, ": reading tensor '", excerpt(name), "': ", errno_str());
+    SNUG_CHECK(n >= 0, path, ": reading tensor '", excerpt(name), "': ", std::strerror(errno));
     SNUG_CHECK(n > 0, path, ": reading tensor '", excerpt(name), "': unexpected end of file");
     p += n;
     bytes -= n;
@@ -136,10 +132,10 @@ void pread_converted(int fd, const std::string& file_dtype, int64_t n, int64_t o
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   // O_NONBLOCK: a FIFO must be refused below, not waited on (no effect on a regular file).
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  SNUG_CHECK(fd_ >= 0, path, ": cannot open safetensors file: ", errno_str());
+  SNUG_CHECK(fd_ >= 0, path, ": cannot open safetensors file: ", std::strerror(errno));
   try {
     struct stat st {};
-    SNUG_CHECK(::fstat(fd_, &st) == 0, path, ": cannot stat: ", errno_str());
+    SNUG_CHECK(::fstat(fd_, &st) == 0, path, ": cannot stat: ", std::strerror(errno));
     SNUG_CHECK(S_ISREG(st.st_mode), path, ": not a regular file");
     const int64_t file_size = st.st_size;
     SNUG_CHECK(file_size >= 8, path, ": not a safetensors file: ", file_size,
@@ -250,13 +246,13 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
 
 SafetensorsStamp safetensors_stamp(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO: refused
-  SNUG_CHECK(fd >= 0, path, ": cannot open safetensors file: ", errno_str());
+  SNUG_CHECK(fd >= 0, path, ": cannot open safetensors file: ", std::strerror(errno));
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat st {};
-  SNUG_CHECK(::fstat(fd, &st) == 0, path, ": cannot stat: ", errno_str());
+  SNUG_CHECK(::fstat(fd, &st) == 0, path, ": cannot stat: ", std::strerror(errno));
   SNUG_CHECK(S_ISREG(st.st_mode), path, ": not a regular file");
   SafetensorsStamp s;
   s.size = st.st_size;

@@ -11,13 +11,12 @@
 namespace snug::kernels {
 
 namespace {
-constexpr int64_t kGrain = 4096;  // elements per parallel chunk
 constexpr float kInvSqrt2 = 0.70710678118654752440f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 }  // namespace
 
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
-  detail::for_chunks(n, kGrain, [&](int64_t i0, int64_t i1) {
+  detail::for_chunks(n, detail::kMathGrain, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) {
       const float g = gate[i];
@@ -28,7 +27,7 @@ void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
 
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
                      const float* up, int64_t n) {
-  detail::for_chunks(n, kGrain, [&](int64_t i0, int64_t i1) {
+  detail::for_chunks(n, detail::kMathGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const float g = gate[i];
       const float s = 1.0f / (1.0f + detail::fast_exp(-g));
@@ -40,7 +39,7 @@ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* g
 }
 
 void gelu_erf_forward(float* out, const float* inp, int64_t n) {
-  detail::for_chunks(n, kGrain, [&](int64_t i0, int64_t i1) {
+  detail::for_chunks(n, detail::kMathGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const float x = inp[i];
       out[i] = 0.5f * x * (1.0f + std::erf(x * kInvSqrt2));
@@ -49,7 +48,7 @@ void gelu_erf_forward(float* out, const float* inp, int64_t n) {
 }
 
 void gelu_erf_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
-  detail::for_chunks(n, kGrain, [&](int64_t i0, int64_t i1) {
+  detail::for_chunks(n, detail::kMathGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const float x = inp[i];
       const float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));

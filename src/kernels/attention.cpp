@@ -5,7 +5,7 @@
 // packing. GQA: query head h reads kv head h / (NH/NKV) in place, nothing is expanded; the
 // backward runs one job per (batch, kv head) and sums the gradients of its NH/NKV query heads into
 // dk and dv (the first overwrites, the rest accumulate). The causal structure is exploited by
-// blocks of kBlock query rows: rows [t0, t1) only ever see keys [0, t1), so the products are
+// blocks of kQueryBlock query rows: rows [t0, t1) only ever see keys [0, t1), so the products are
 // computed on that rectangle only (the waste is the upper triangle of one diagonal block, not
 // half the matrix); bidirectional attention computes the full rows. With position ids
 // (kernels/attention_dims.h) a block also skips the keys before its first row's document, and
@@ -14,7 +14,7 @@
 // gemm_f32 is called from inside the OpenMP loop over (batch, head[, row block]) jobs, where
 // oneDNN runs single-threaded per call.
 //
-// Scratch: attention_backward keeps one thread-local buffer of kBlock * T floats (the
+// Scratch: attention_backward keeps one thread-local buffer of kQueryBlock * T floats (the
 // gradient of a block of attention rows before the softmax backward); attention_forward
 // needs none (the scores are computed in place in att).
 #include <algorithm>
@@ -31,7 +31,7 @@ namespace snug::kernels {
 
 namespace {
 
-constexpr int64_t kBlock = 32;
+constexpr int64_t kQueryBlock = 32;
 
 // row[lo..n) <- softmax(row[lo..n)); row[0..lo) and row[n..T) <- 0.
 void masked_softmax_row(float* row, int64_t lo, int64_t n, int64_t T) {
@@ -49,10 +49,10 @@ void attention_forward_gqa(float* out, float* att, const float* q, const float* 
   check_attention_dims(d, "attention");
   const int64_t T = d.T, hs = d.hs;
   const float scale = detail::attention_scale(d);
-  const int64_t jobs = detail::query_block_jobs(d, kBlock);  // largest blocks first
+  const int64_t jobs = detail::query_block_jobs(d, kQueryBlock);  // largest blocks first
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t job = 0; job < jobs; ++job) {
-    const detail::QueryBlock blk = detail::query_block(d, kBlock, job, q, k, v, out);
+    const detail::QueryBlock blk = detail::query_block(d, kQueryBlock, job, q, k, v, out);
     const int64_t t0 = blk.t0, t1 = blk.t1, kend = blk.kend, b = blk.bh / d.NH;
     // Keys before row t0's document are visible to no row of the block (documents start in
     // order): kb = 0 without position ids.
@@ -90,7 +90,7 @@ void attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout, 
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t bkv = 0; bkv < d.B * d.NKV; ++bkv) {
     thread_local std::vector<float> scratch;
-    if (scratch.size() < static_cast<size_t>(kBlock * T)) scratch.resize(kBlock * T);
+    if (scratch.size() < static_cast<size_t>(kQueryBlock * T)) scratch.resize(kQueryBlock * T);
     float* datt = scratch.data();
 
     const detail::KvHeadJob job = detail::kv_head_job(d, bkv, k, v, dk, dv);
@@ -110,16 +110,16 @@ void attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout, 
       const float inv = drop ? static_cast<float>(1.0 / (1.0 - d.dropout_p)) : 1.0f;
 
       // dv = w^T d. Keys [s0, s1) receive from queries [s0, T) only (causal) or from all.
-      for (int64_t s0 = 0; s0 < T; s0 += kBlock) {
-        const int64_t s1 = std::min(T, s0 + kBlock);
+      for (int64_t s0 = 0; s0 < T; s0 += kQueryBlock) {
+        const int64_t s1 = std::min(T, s0 + kQueryBlock);
         const int64_t r0 = d.causal ? s0 : 0;
         gemm_f32(true, false, s1 - s0, hs, T - r0, 1.0f, w + r0 * T + s0, T, dd + r0 * d.ldo, d.ldo,
                  beta_kv, dvp + s0 * d.ldv, d.ldv);
       }
       // Per block of query rows: datt = d v^T, then the softmax backward in place in a
       // (a becomes dpreatt, with the 1/sqrt(hs) scale folded in), then dq = dpreatt k.
-      for (int64_t t0 = 0; t0 < T; t0 += kBlock) {
-        const int64_t t1 = std::min(T, t0 + kBlock);
+      for (int64_t t0 = 0; t0 < T; t0 += kQueryBlock) {
+        const int64_t t1 = std::min(T, t0 + kQueryBlock);
         const int64_t kend = d.causal ? t1 : T;
         gemm_f32(false, true, t1 - t0, kend, hs, 1.0f, dd + t0 * d.ldo, d.ldo, vp, d.ldv, 0.0f,
                  datt, kend);
@@ -140,8 +140,8 @@ void attention_backward_gqa(float* dq, float* dk, float* dv, const float* dout, 
                  dqp + t0 * d.ldq, d.ldq);
       }
       // dk = dpreatt^T q, again skipping the zeros above the diagonal.
-      for (int64_t s0 = 0; s0 < T; s0 += kBlock) {
-        const int64_t s1 = std::min(T, s0 + kBlock);
+      for (int64_t s0 = 0; s0 < T; s0 += kQueryBlock) {
+        const int64_t s1 = std::min(T, s0 + kQueryBlock);
         const int64_t r0 = d.causal ? s0 : 0;
         gemm_f32(true, false, s1 - s0, hs, T - r0, 1.0f, a + r0 * T + s0, T, qp + r0 * d.ldq, d.ldq,
                  beta_kv, dkp + s0 * d.ldk, d.ldk);

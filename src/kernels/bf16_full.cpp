@@ -1,20 +1,19 @@
-// --bf16-full optimizer steps and gradient reductions on bf16 storage: chunks of kGrain elements
-// in parallel, branch-free inner loops the compiler vectorizes. Each element's arithmetic and
-// random bits depend only on its index, so the result is the same at any thread count and bit
+// --bf16-full optimizer steps and gradient reductions on bf16 storage: chunks of detail::kGrain
+// elements in parallel, branch-free inner loops the compiler vectorizes. Each element's arithmetic
+// and random bits depend only on its index, so the result is the same at any thread count and bit
 // for bit that of ref_bf16_full.cpp.
 #include <algorithm>
 #include <cmath>
 
 #include "kernels/adamw_math.h"
 #include "kernels/kernels.h"
+#include "kernels/parallel_loops.h"
 #include "kernels/partial_sum.h"
 #include "kernels/stochastic_round.h"
 
 namespace snug::kernels {
 
 namespace {
-
-constexpr int64_t kGrain = 8192;
 
 inline float widen(uint16_t h) {
   return bf16_to_f32(h);
@@ -36,8 +35,8 @@ void adamw_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v,
   const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, t);
   const uint64_t key_v = rounding_substream(key, 1);
 #pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = std::min(n, i0 + kGrain);
+  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
+    const int64_t i1 = std::min(n, i0 + detail::kGrain);
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) {
       float mi = widen(m[i]), vi = widen(v[i]), pi = widen(p[i]);
@@ -54,8 +53,8 @@ void adamw_update_master(uint16_t* p, const uint16_t* g, float* master, float* m
                          float weight_decay, int64_t t, bool fp16) {
   const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, t);
 #pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = std::min(n, i0 + kGrain);
+  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
+    const int64_t i1 = std::min(n, i0 + detail::kGrain);
     if (fp16) {
       for (int64_t i = i0; i < i1; ++i) {
         adamw_element(s, f16_to_f32(g[i]), m[i], v[i], master[i]);
@@ -76,8 +75,8 @@ void sgd_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, f
   const float wd = weight_decay;
   const float mu = momentum;
 #pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = std::min(n, i0 + kGrain);
+  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
+    const int64_t i1 = std::min(n, i0 + detail::kGrain);
     for (int64_t i = i0; i < i1; ++i) {
       const float w = widen(p[i]);
       float d = widen(g[i]);
@@ -93,8 +92,8 @@ void sgd_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, f
 
 void round_bf16_stochastic(uint16_t* dst, const float* src, int64_t n, uint64_t key) {
 #pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = std::min(n, i0 + kGrain);
+  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
+    const int64_t i1 = std::min(n, i0 + detail::kGrain);
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) dst[i] = f32_to_bf16_stochastic(src[i], random_bits(key, i));
   }
@@ -109,8 +108,8 @@ double sum_squares_bf16(const uint16_t* x, int64_t n) {
 
 void scale_bf16(uint16_t* x, float s, int64_t n) {
 #pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = std::min(n, i0 + kGrain);
+  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
+    const int64_t i1 = std::min(n, i0 + detail::kGrain);
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) x[i] = nearest(widen(x[i]) * s);
   }

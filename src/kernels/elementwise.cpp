@@ -1,15 +1,14 @@
-// Elementwise ops: chunks of kGrain elements in parallel, vectorizable inner loops.
+// Elementwise ops: chunks of detail::kGrain elements in parallel, vectorizable inner loops.
 #include <algorithm>
 
 #include "core/random.h"
 #include "kernels/kernels.h"
+#include "kernels/parallel_loops.h"
 #include "kernels/partial_sum.h"
 
 namespace snug::kernels {
 
-namespace {
-constexpr int64_t kGrain = 8192;
-}  // namespace
+namespace {}  // namespace
 
 int64_t count_valid_targets(const int32_t* targets, int64_t n) {
   int64_t count = 0;
@@ -25,8 +24,8 @@ void add_uniform_noise(float* x, int64_t n, uint64_t seed, double m) {
 
 void add(float* out, const float* a, const float* b, int64_t n) {
 #pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = std::min(n, i0 + kGrain);
+  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
+    const int64_t i1 = std::min(n, i0 + detail::kGrain);
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) out[i] = a[i] + b[i];
   }
@@ -45,8 +44,8 @@ void sum_squares_each(double* out, const void* const* xs, const int64_t* ns, con
 
 void scale(float* x, float s, int64_t n) {
 #pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = std::min(n, i0 + kGrain);
+  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
+    const int64_t i1 = std::min(n, i0 + detail::kGrain);
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) x[i] *= s;
   }

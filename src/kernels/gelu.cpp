@@ -12,11 +12,10 @@ namespace snug::kernels {
 namespace {
 constexpr float kSqrt2OverPi = 0.79788456080286535588f;
 constexpr float kCubic = 0.044715f;
-constexpr int64_t kGrain = 4096;  // elements per parallel chunk
 }  // namespace
 
 void gelu_forward(float* out, const float* inp, int64_t n) {
-  detail::for_chunks(n, kGrain, [&](int64_t i0, int64_t i1) {
+  detail::for_chunks(n, detail::kMathGrain, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) {
       const float x = inp[i];
@@ -27,7 +26,7 @@ void gelu_forward(float* out, const float* inp, int64_t n) {
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
-  detail::for_chunks(n, kGrain, [&](int64_t i0, int64_t i1) {
+  detail::for_chunks(n, detail::kMathGrain, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) {
       const float x = inp[i];

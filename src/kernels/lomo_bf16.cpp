@@ -9,14 +9,13 @@
 
 #include "kernels/kernels.h"
 #include "kernels/optim_math.h"
+#include "kernels/parallel_loops.h"
 #include "kernels/partial_sum.h"
 #include "kernels/stochastic_round.h"
 
 namespace snug::kernels {
 
 namespace {
-
-constexpr int64_t kGrain = 8192;
 constexpr int64_t kColBlock = 256;
 
 inline uint16_t store(float f, bool stochastic, uint64_t key, int64_t i) {
@@ -73,8 +72,8 @@ void lomo_update_bf16(uint16_t* p, const uint16_t* g, int64_t n, float lr, float
   const float neg_lr = -lr;
   const ClippedGrad gc{g, grad_coef};
 #pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = std::min(n, i0 + kGrain);
+  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
+    const int64_t i1 = std::min(n, i0 + detail::kGrain);
     for (int64_t i = i0; i < i1; ++i) {
       float wi = bf16_to_f32(p[i]);
       if (wd > 0.0) wi = wi * decay;
@@ -119,8 +118,8 @@ void adalomo_update_bf16(uint16_t* w, const uint16_t* g, float* R, float* C, flo
   });
   const float denom = clip_denominator(ss, n);
 #pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = std::min(n, i0 + kGrain);
+  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
+    const int64_t i1 = std::min(n, i0 + detail::kGrain);
     for (int64_t i = i0; i < i1; ++i) {
       float wi = bf16_to_f32(w[i]);
       if (apply_decay) wi = wi * decay;

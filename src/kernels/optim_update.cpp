@@ -7,21 +7,21 @@
 #include "kernels/kernels.h"
 #include "kernels/optim_math.h"
 #include "kernels/optim_ops.h"
+#include "kernels/parallel_loops.h"
 #include "kernels/top_singular.h"
 
 namespace snug::kernels {
 
 namespace {
 
-constexpr int64_t kGrain = 8192;
-constexpr int64_t kBlock = quant8::kOptimizerBlock;
+constexpr int64_t kStateBlock = quant8::kOptimizerBlock;
 
 // Block b of an 8-bit state of n elements: [begin, end).
 struct BlockRange {
   int64_t begin, end;
 };
 inline BlockRange block_range(int64_t b, int64_t n) {
-  return {b * kBlock, std::min(n, b * kBlock + kBlock)};
+  return {b * kStateBlock, std::min(n, b * kStateBlock + kStateBlock)};
 }
 
 // The new absmax of a block of fp32 values x (len) and its codes q, quantized against it with
@@ -77,8 +77,8 @@ void factored_scales(const float* R, const float* C, int64_t rows, int64_t cols,
 void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum,
                 float weight_decay, bool first) {
 #pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = std::min(n, i0 + kGrain);
+  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
+    const int64_t i1 = std::min(n, i0 + detail::kGrain);
     for (int64_t i = i0; i < i1; ++i)
       sgd_element(g[i], p[i], buf ? buf + i : nullptr, lr, momentum, weight_decay, first);
   }
@@ -88,8 +88,8 @@ void lion_update(float* p, const float* g, float* m, int64_t n, float lr, float 
                  float weight_decay) {
   const LionScalars s = lion_scalars(lr, beta1, beta2, weight_decay);
 #pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += kGrain) {
-    const int64_t i1 = std::min(n, i0 + kGrain);
+  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
+    const int64_t i1 = std::min(n, i0 + detail::kGrain);
     for (int64_t i = i0; i < i1; ++i) lion_element(s, g[i], m[i], p[i]);
   }
 }
@@ -105,11 +105,11 @@ void lion_bnb_update_8bit(float* p, const float* g, uint8_t* qm, float* absmax_m
                           float lr, float beta1, float beta2, float weight_decay,
                           const quant8::Code* code) {
   const LionScalars s = lion_scalars(lr, beta1, beta2, weight_decay);
-  const int64_t nb = (n + kBlock - 1) / kBlock;
+  const int64_t nb = (n + kStateBlock - 1) / kStateBlock;
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < nb; ++b) {
     const auto [i0, i1] = block_range(b, n);
-    float m[kBlock];
+    float m[kStateBlock];
     for (int64_t i = i0; i < i1; ++i) {
       m[i - i0] = code->value(qm[i]) * absmax_m[b];
       lion_bnb_element(s, g[i], m[i - i0], p[i]);
@@ -131,11 +131,11 @@ void adamw_bnb_update_8bit(float* p, const float* g, uint8_t* qm, uint8_t* qv, f
                            float eps, float weight_decay, int64_t t, const quant8::Code* code_m,
                            const quant8::Code* code_v) {
   const AdamBnbScalars s = adam_bnb_scalars(lr, beta1, beta2, eps, weight_decay, t);
-  const int64_t nb = (n + kBlock - 1) / kBlock;
+  const int64_t nb = (n + kStateBlock - 1) / kStateBlock;
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < nb; ++b) {
     const auto [i0, i1] = block_range(b, n);
-    float m[kBlock], v[kBlock];
+    float m[kStateBlock], v[kStateBlock];
     for (int64_t i = i0; i < i1; ++i) {
       m[i - i0] = code_m->value(qm[i]) * absmax_m[b];
       v[i - i0] = code_v->value(qv[i]) * absmax_v[b];

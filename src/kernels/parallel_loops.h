@@ -13,6 +13,11 @@ namespace snug::kernels::detail {
 
 inline constexpr int64_t kColumnBlock = 64;
 
+// Elements per chunk of an elementwise loop: kGrain where an element costs a few flops (the
+// optimizer updates, bf16 reductions), kMathGrain where it costs a transcendental (activations).
+inline constexpr int64_t kGrain = 8192;
+inline constexpr int64_t kMathGrain = 4096;
+
 // body(c0, width) for each block of columns [c0, c0 + width) of [0, C), width <= kColumnBlock.
 template <typename Body>
 void for_column_blocks(int64_t C, const Body& body) {

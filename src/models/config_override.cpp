@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "io/excerpt.h"
 #include "io/json_input.h"
+#include "models/config_reader.h"
 #include "models/registry.h"
 
 namespace snug {
@@ -12,7 +13,6 @@ namespace snug {
 namespace {
 
 // Each dimension a shape flag sets fits an int32 index.
-constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
 
 struct Override {
   std::string key;  // the family's config.json key
@@ -54,7 +54,8 @@ ModelConfig apply_config_overrides(const Architecture& arch, const ModelConfig& 
                    const char* generic) {
     if (!v) return;
     SNUG_CHECK(*v > 0, flag, " must be positive, got ", *v);
-    SNUG_CHECK(*v <= kMaxDim, flag, " ", *v, " is out of range (at most ", kMaxDim, ")");
+    SNUG_CHECK(*v <= kMaxConfigDim, flag, " ", *v, " is out of range (at most ", kMaxConfigDim,
+               ")");
     all.push_back({key, *v, detail::concat(generic, "=", *v), flag});
   };
   alias(shape.n_layer, arch.keys.n_layer, "--n-layer", "n_layer");

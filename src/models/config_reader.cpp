@@ -76,9 +76,8 @@ void ConfigReader::fail(const std::string& key, const std::string& what) const {
 }
 
 void ConfigReader::dimension(const std::string& key, int64_t v) const {
-  constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
-  if (v <= 0 || v > kMaxDim)
-    fail(key, detail::concat(v, " must be positive (and at most ", kMaxDim, ")"));
+  if (v <= 0 || v > kMaxConfigDim)
+    fail(key, detail::concat(v, " must be positive (and at most ", kMaxConfigDim, ")"));
 }
 
 void ConfigReader::dimensions(std::initializer_list<std::pair<const char*, int64_t>> dims) const {

@@ -24,6 +24,9 @@
 
 namespace snug {
 
+// The largest dimension a config may give (a hidden size, a layer count, a vocabulary): int32's.
+inline constexpr int64_t kMaxConfigDim = (int64_t{1} << 31) - 1;
+
 class ConfigReader {
  public:
   // `family`: the model_type, for messages.

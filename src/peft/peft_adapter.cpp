@@ -19,7 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kPeftPrefix = "base_model.model.";  // peft_export.cpp writes the same
 constexpr int64_t kMaxConfigBytes = int64_t{1} << 20;
 
 // Keys of PEFT's LoraConfig whose non-default value changes what the adapted model computes in
@@ -48,7 +47,7 @@ bool neutral(const nlohmann::json& v) {
          ((v.is_array() || v.is_object() || v.is_string()) && v.empty());
 }
 
-std::string joined(const std::vector<std::string>& v) {
+std::string comma_joined(const std::vector<std::string>& v) {
   std::string s;
   for (const std::string& x : v) s += (s.empty() ? "" : ",") + x;
   return s;
@@ -56,7 +55,7 @@ std::string joined(const std::vector<std::string>& v) {
 
 // The adapter's target_modules for a message: the file's list can be nearly a megabyte.
 std::string targets_shown(const std::vector<std::string>& v) {
-  return excerpt(joined(v));
+  return excerpt(comma_joined(v));
 }
 
 }  // namespace
@@ -163,12 +162,12 @@ void adopt_peft_adapter(TrainingArguments& args, const PeftAdapterConfig& a,
   args.lora_r = a.r;
   args.lora_alpha = a.alpha;
   args.use_rslora = a.use_rslora;
-  args.target_modules = joined(a.target_modules);
+  args.target_modules = comma_joined(a.target_modules);
 }
 
 std::string load_peft_adapter(Model& model, const TrainingArguments& args,
                               const PeftAdapterConfig& a) {
-  SNUG_ASSERT(args.lora_r == a.r && args.target_modules == joined(a.target_modules),
+  SNUG_ASSERT(args.lora_r == a.r && args.target_modules == comma_joined(a.target_modules),
               "load_peft_adapter: adopt_peft_adapter first");
   try {
     prepare_model(model, args);

@@ -30,6 +30,8 @@ namespace snug {
 
 inline constexpr const char* kPeftConfigFile = "adapter_config.json";
 inline constexpr const char* kPeftWeightsFile = "adapter_model.safetensors";
+// The prefix of every tensor name in kPeftWeightsFile (PEFT's PeftModel wrapping the model).
+inline constexpr const char* kPeftPrefix = "base_model.model.";
 
 struct PeftAdapterConfig {
   std::string dir;          // the adapter folder

@@ -15,6 +15,7 @@
 #include "io/output_file.h"
 #include "io/safetensors.h"
 #include "models/registry.h"
+#include "peft/peft_adapter.h"
 #include "train/checkpoint.h"
 #include "train/flag_table.h"
 #include "train/quantized_base_file.h"
@@ -25,13 +26,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kModelFile = "model.safetensors";  // train/checkpoint.h's layout
-constexpr const char* kStateFile = "trainer_state.json";
-constexpr const char* kPeftPrefix = "base_model.model.";
-
 // The checkpoint's record of model.safetensors (size, FNV-1a 64) against the file itself.
 void verify_model_file(const fs::path& dir, const TrainerState& state) {
-  verify_checkpoint_file(dir.string(), kModelFile, state.files);
+  verify_checkpoint_file(dir.string(), kCheckpointModelFile, state.files);
 }
 
 // The run's flags that change the exported values must be this export's: a different
@@ -128,11 +125,11 @@ std::string load_checkpoint_values(Model& model, const std::string& dir,
     if (msg.rfind(flag, 0) == 0) msg = "--checkpoint" + msg.substr(flag.size());
     throw Error(msg);
   }
-  const std::string state_path = (ckpt / kStateFile).string();
+  const std::string state_path = (ckpt / kTrainerStateFile).string();
   const TrainerState state = read_trainer_state(ckpt.string());
   verify_model_file(ckpt, state);
   check_run_config(state.config, args, state_path);
-  load_values_by_name(model, (ckpt / kModelFile).string());
+  load_values_by_name(model, (ckpt / kCheckpointModelFile).string());
   // The quantized base the run trained on, not the one --init-from or the seed gave this export.
   if (has_quantized_base(model)) {
     verify_checkpoint_file(ckpt.string(), kQuantizedBaseFile, state.files);
@@ -214,9 +211,8 @@ void save_peft_adapter(const Model& model, const std::string& dir) {
                  dtype_name(p->value.dtype()));
       tensors.emplace_back(kPeftPrefix + p->name, &p->value);
     }
-  save_safetensors((fs::path(dir) / "adapter_model.safetensors").string(), tensors,
-                   {{"format", "pt"}});
-  const fs::path cfg_path = fs::path(dir) / "adapter_config.json";
+  save_safetensors((fs::path(dir) / kPeftWeightsFile).string(), tensors, {{"format", "pt"}});
+  const fs::path cfg_path = fs::path(dir) / kPeftConfigFile;
   write_output_file(cfg_path.string(), config.dump(2) + "\n", cfg_path.string());
 }
 

@@ -15,9 +15,9 @@ namespace snug {
 namespace {
 
 // Tableau 10, one colour per category in report order.
-constexpr std::array<const char*, 8> kColors = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
-                                                "#59a14f", "#edc948", "#b07aa1", "#ff9da7"};
-static_assert(kColors.size() >= static_cast<size_t>(kNumCategories));
+constexpr std::array<const char*, 8> kCategoryColors = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
+                                                        "#59a14f", "#edc948", "#b07aa1", "#ff9da7"};
+static_assert(kCategoryColors.size() >= static_cast<size_t>(kNumCategories));
 
 struct PhaseStyle {
   const char* name;
@@ -187,7 +187,7 @@ std::string memory_timeline_svg(const Timeline& t, const MemoryPlotOptions& opts
       if (i > 0)
         pts << num(X(cols[i].first)) << "," << num(Y(level(*cols[i - 1].second, ci - 1))) << " ";
     }
-    os << "<polygon fill=\"" << kColors[ci] << "\" stroke=\"none\" points=\"" << pts.str()
+    os << "<polygon fill=\"" << kCategoryColors[ci] << "\" stroke=\"none\" points=\"" << pts.str()
        << "\"/>\n";
   }
 
@@ -227,7 +227,7 @@ std::string memory_timeline_svg(const Timeline& t, const MemoryPlotOptions& opts
     for (const auto& [x, s] : cols) present = present || s->live[ci] > 0;
     if (!present) continue;
     os << "<rect x=\"" << left + pw + 20 << "\" y=\"" << ly << "\" width=\"14\" height=\"14\" "
-       << "fill=\"" << kColors[ci] << "\"/>\n";
+       << "fill=\"" << kCategoryColors[ci] << "\"/>\n";
     os << "<text x=\"" << left + pw + 40 << "\" y=\"" << ly + 11 << "\">"
        << category_name(category_at(ci)) << " " << xml_escape(format_bytes(peak.live[ci]))
        << "</text>\n";

@@ -32,7 +32,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kModelFile = kCheckpointModelFile;
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kStateFile = kTrainerStateFile;
 
@@ -107,7 +107,7 @@ void verify_file(const fs::path& dir, const std::string& name, const nlohmann::j
 }
 
 // The safetensors spelling of the dtypes checkpoints hold.
-const char* st_dtype(DType t) {
+const char* saved_dtype(DType t) {
   switch (t) {
     case DType::u8:
       return "U8";
@@ -398,7 +398,7 @@ CheckpointState load_checkpoint(const std::string& dir, Model& model, Optimizer&
       SNUG_CHECK(f.contains(p->name), f.path(), ": no tensor '", p->name, "'");
       // F32 parameters, or 16-bit ones (--bf16-full, --torch-dtype): stored as they are, loaded
       // bit for bit.
-      const char* want = st_dtype(p->value.dtype());
+      const char* want = saved_dtype(p->value.dtype());
       SNUG_CHECK(
           f.info(p->name).dtype == want, f.path(), ": tensor '", p->name, "' is ",
           f.info(p->name).dtype, ", the run's parameters are ", want,
@@ -417,7 +417,7 @@ CheckpointState load_checkpoint(const std::string& dir, Model& model, Optimizer&
     for (const auto& [name, t] : tensors) {
       SNUG_CHECK(f.contains(name), f.path(), ": no tensor '", name, "'");
       const SafetensorsFile::Info& inf = f.info(name);
-      const char* want = st_dtype(t->dtype());
+      const char* want = saved_dtype(t->dtype());
       SNUG_CHECK(inf.dtype == want, f.path(), ": tensor '", name, "' is ", inf.dtype, ", expected ",
                  want);
       SNUG_CHECK(inf.shape == std::vector<int64_t>(t->shape().begin(), t->shape().end()), f.path(),

@@ -20,7 +20,7 @@ std::string join(const std::string& path, const std::string& key) {
 }
 
 // A value as the message quotes it.
-std::string shown(const json& v) {
+std::string value_shown(const json& v) {
   return excerpt(v.dump(), 48);
 }
 
@@ -42,7 +42,7 @@ class Reader {
             std::initializer_list<const char*> known) const {
     if (!j.is_object())
       refuse(path.empty() ? std::string("the file") : path,
-             detail::concat("must be a JSON object, got ", shown(j)));
+             detail::concat("must be a JSON object, got ", value_shown(j)));
     for (const auto& [k, v] : j.items()) {
       bool ok = false;
       for (const char* n : known) ok = ok || k == n;
@@ -72,7 +72,7 @@ class Reader {
     if (is_auto(v)) return;
     if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
       refuse(path, detail::concat("must be an integer in [", lo, ", ", hi, "] or \"auto\", got ",
-                                  shown(v)));
+                                  value_shown(v)));
     const int64_t x = v.get<int64_t>();
     agree(x != a_.*m, path, std::to_string(x), key, std::to_string(a_.*m));
     a_.*m = static_cast<Int>(x);
@@ -82,7 +82,7 @@ class Reader {
   void set_string(const json& v, const std::string& path, std::string TA::*m,
                   const std::string& key) {
     const std::string x = v.get<std::string>();
-    agree(x != a_.*m, path, shown(v), key, a_.*m);
+    agree(x != a_.*m, path, value_shown(v), key, a_.*m);
     a_.*m = x;
   }
 
@@ -92,7 +92,7 @@ class Reader {
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < lo ||
         v.get<double>() > hi)
       refuse(path, detail::concat("must be a number in [", shown_double(lo), ", ", shown_double(hi),
-                                  "] or \"auto\", got ", shown(v)));
+                                  "] or \"auto\", got ", value_shown(v)));
     const double x = v.get<double>();
     agree(x != a_.*m, path, shown_double(x), key, shown_double(a_.*m));
     a_.*m = x;
@@ -102,7 +102,7 @@ class Reader {
   void set_bool(const json& v, const std::string& path, bool TA::*m, const std::string& key) {
     if (is_auto(v)) return;
     if (!v.is_boolean())
-      refuse(path, detail::concat("must be true, false or \"auto\", got ", shown(v)));
+      refuse(path, detail::concat("must be true, false or \"auto\", got ", value_shown(v)));
     const bool x = v.get<bool>();
     agree(x != a_.*m, path, x ? "true" : "false", key, a_.*m ? "(given)" : "(not given)");
     a_.*m = x;
@@ -112,7 +112,7 @@ class Reader {
   void only(const json& v, const std::string& path, double value, const std::string& what) const {
     if (is_auto(v)) return;
     if (!v.is_number() || v.get<double>() != value)
-      refuse(path, detail::concat("is ", shown(v), "; snug's loss scaler ", what,
+      refuse(path, detail::concat("is ", value_shown(v), "; snug's loss scaler ", what,
                                   " (torch's GradScaler), so only ", shown_double(value),
                                   " or \"auto\" is accepted"));
   }
@@ -136,10 +136,10 @@ void read_zero(Reader& r, const json& z) {
     const json& d = z[part]["device"];
     if (!d.is_string() || (d != "none" && d != "cpu" && d != "nvme"))
       r.refuse(q + ".device",
-               detail::concat("must be \"none\", \"cpu\" or \"nvme\", got ", shown(d)));
+               detail::concat("must be \"none\", \"cpu\" or \"nvme\", got ", value_shown(d)));
     const bool optimizer = std::string(part) == "offload_optimizer";
     if (d == "nvme")
-      r.refuse(q + ".device", detail::concat("is ", shown(d), ": snug does not offload ",
+      r.refuse(q + ".device", detail::concat("is ", value_shown(d), ": snug does not offload ",
                                              optimizer ? "the optimizer" : "parameters",
                                              " to nvme (\"none\" or \"cpu\" are accepted)"));
     // --offload-optimizer, --offload-param (train/offload.h): "none" or "cpu".
@@ -168,7 +168,7 @@ void read_fp16(Reader& r, const json& f) {
     const json& m = f["min_loss_scale"];
     if (!Reader::is_auto(m) && (!m.is_number() || m.get<double>() > 1))
       r.refuse(p + ".min_loss_scale",
-               detail::concat("is ", shown(m),
+               detail::concat("is ", value_shown(m),
                               "; snug's loss scaler has no floor (torch's GradScaler), so only a "
                               "value <= 1 or \"auto\" is accepted"));
   }
@@ -179,10 +179,11 @@ void read_optimizer(Reader& r, const json& o, TA& a, const std::set<std::string>
   r.keys(o, p, {"type", "params"});
   if (!o.contains("type") || !o["type"].is_string() ||
       (o["type"] != "AdamW" && o["type"] != "adamw"))
-    r.refuse(p + ".type", detail::concat("is ", o.contains("type") ? shown(o["type"]) : "missing",
-                                         ": snug maps only \"AdamW\" (to --optim adamw_torch); "
-                                         "for another optimizer leave the block out and give "
-                                         "--optim"));
+    r.refuse(p + ".type",
+             detail::concat("is ", o.contains("type") ? value_shown(o["type"]) : "missing",
+                            ": snug maps only \"AdamW\" (to --optim adamw_torch); "
+                            "for another optimizer leave the block out and give "
+                            "--optim"));
   if (given.count("optim") != 0 && a.optim != "adamw_torch" && a.optim != "adamw")
     r.refuse(p + ".type", detail::concat("is AdamW, but the command line gives --optim ", a.optim,
                                          " (drop one, or make them agree)"));
@@ -202,7 +203,8 @@ void read_optimizer(Reader& r, const json& o, TA& a, const std::set<std::string>
     const json& b = ps["betas"];
     if (Reader::is_auto(b)) return;
     if (!b.is_array() || b.size() != 2)
-      r.refuse(q + ".betas", detail::concat("must be [beta1, beta2] or \"auto\", got ", shown(b)));
+      r.refuse(q + ".betas",
+               detail::concat("must be [beta1, beta2] or \"auto\", got ", value_shown(b)));
     r.set_double(b[0], q + ".betas[0]", &TA::adam_beta1, "adam_beta1", 0, 1);
     r.set_double(b[1], q + ".betas[1]", &TA::adam_beta2, "adam_beta2", 0, 1);
   }
@@ -255,7 +257,7 @@ void apply_deepspeed_config(const json& config, const std::string& origin,
     if (!Reader::is_auto(t)) {
       if (!t.is_number_integer() || t.get<int64_t>() < 1)
         r.refuse("train_batch_size",
-                 detail::concat("must be a positive integer or \"auto\", got ", shown(t)));
+                 detail::concat("must be a positive integer or \"auto\", got ", value_shown(t)));
       if (t.get<int64_t>() != want)
         r.refuse("train_batch_size",
                  detail::concat("is ", t.get<int64_t>(), ", but micro-batch ",

@@ -22,7 +22,7 @@ namespace {
 constexpr const char* kTransientSuffixes[] = {".deleting", ".tmp"};
 constexpr const char* kDeletingSuffix = ".deleting";
 
-bool ends_with(const std::string& s, const std::string& suffix) {
+bool name_ends_with(const std::string& s, const std::string& suffix) {
   return s.size() > suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -35,11 +35,11 @@ bool written_by_snug(const fs::directory_entry& e) {
   std::string name = e.path().filename().string();
   bool transient = false;
   for (const char* suffix : kTransientSuffixes)  // ".deleting" after ".tmp": "X.tmp.deleting"
-    if (ends_with(name, suffix)) {
+    if (name_ends_with(name, suffix)) {
       name.resize(name.size() - std::strlen(suffix));
       transient = true;
     }
-  if (ends_with(name, ".replaced")) name.resize(name.size() - std::strlen(".replaced"));
+  if (name_ends_with(name, ".replaced")) name.resize(name.size() - std::strlen(".replaced"));
   int64_t step = 0;
   return parse_checkpoint_name(name, &step) &&
          (transient || fs::exists(e.path() / "trainer_state.json", ec));
@@ -75,7 +75,7 @@ void finish_removals(const std::string& dir) {
   std::error_code ec;
   std::vector<fs::path> left;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec))
-    if (ends_with(e.path().filename().string(), kDeletingSuffix) && written_by_snug(e))
+    if (name_ends_with(e.path().filename().string(), kDeletingSuffix) && written_by_snug(e))
       left.push_back(e.path());
   for (const fs::path& p : left) fs::remove_all(p, ec);
 }

@@ -27,7 +27,7 @@ std::vector<std::pair<std::string, Tensor*>> parts(const Parameter& p) {
   return out;
 }
 
-const char* st_dtype(DType t) {
+const char* base_file_dtype(DType t) {
   return t == DType::u8 ? "U8" : "F32";
 }
 
@@ -81,8 +81,8 @@ void load_quantized_base(const std::string& path, Model& model) {
     for (const auto& [name, t] : parts(*p)) {
       ++expected;
       SNUG_CHECK(f.contains(name), path, ": no tensor '", name, "'");
-      SNUG_CHECK(f.info(name).dtype == st_dtype(t->dtype()), path, ": tensor '", name, "' is ",
-                 f.info(name).dtype, ", expected ", st_dtype(t->dtype()));
+      SNUG_CHECK(f.info(name).dtype == base_file_dtype(t->dtype()), path, ": tensor '", name,
+                 "' is ", f.info(name).dtype, ", expected ", base_file_dtype(t->dtype()));
       read_raw_tensor(f, name, *t);
     }
   }

@@ -19,6 +19,8 @@
 namespace snug {
 
 inline constexpr const char* kTrainerStateFile = "trainer_state.json";
+// Every parameter of a checkpoint (train/checkpoint.h), under its Hugging Face name.
+inline constexpr const char* kCheckpointModelFile = "model.safetensors";
 inline constexpr int kTrainerStateFormatVersion = 2;  // 2: carries its own checksum
 
 // What a resume restores (the Trainer's loop position and what the run was); save_checkpoint

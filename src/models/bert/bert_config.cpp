@@ -11,19 +11,17 @@ namespace snug {
 
 namespace {
 
-struct Preset {
+struct BertPreset {
   const char* name;
   const char* alias;
   int64_t vocab, positions, hidden, layers, heads, intermediate;
 };
 // bert-tiny is ours (a test and demo size on the byte-level data); the others are Google's.
-constexpr Preset kPresets[] = {
+constexpr BertPreset kBertPresets[] = {
     {"bert-tiny", "", 256, 256, 128, 2, 4, 512},
     {"bert-base-uncased", "bert-base", 30522, 512, 768, 12, 12, 3072},
     {"bert-large-uncased", "bert-large", 30522, 512, 1024, 24, 16, 4096},
 };
-
-constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
 
 const char* arch_name(ModelTask t) {
   return t == ModelTask::sequence_classification ? "BertForSequenceClassification"
@@ -45,7 +43,8 @@ int64_t BertConfig::num_params() const {
 void BertConfig::validate() const {
   const std::string m = "model '" + name + "'";
   auto positive = [&](int64_t v, const char* key) {
-    SNUG_CHECK(v > 0 && v <= kMaxDim, m, ": ", key, " ", v, " must be in [1, ", kMaxDim, "]");
+    SNUG_CHECK(v > 0 && v <= kMaxConfigDim, m, ": ", key, " ", v, " must be in [1, ", kMaxConfigDim,
+               "]");
   };
   positive(vocab_size, "vocab_size");
   positive(hidden_size, "hidden_size");
@@ -68,7 +67,7 @@ void BertConfig::validate() const {
              initializer_range, " must be finite and not negative");
   SNUG_CHECK(pad_token_id >= 0 && pad_token_id < vocab_size, m, ": pad_token_id ", pad_token_id,
              " is outside the vocabulary [0, ", vocab_size, ")");
-  SNUG_CHECK(num_labels >= 2 && num_labels <= kMaxDim, m, ": num_labels ", num_labels,
+  SNUG_CHECK(num_labels >= 2 && num_labels <= kMaxConfigDim, m, ": num_labels ", num_labels,
              " must be at least 2 (single-label classification; regression is not supported)");
   SNUG_CHECK(task != ModelTask::causal_lm, m,
              ": BERT is an encoder: its tasks are masked-lm and sequence-classification");
@@ -173,12 +172,12 @@ nlohmann::json bert_config_json(const BertConfig& c) {
 }
 
 const std::vector<std::pair<std::string, std::string>>& bert_presets() {
-  static const auto names = preset_names(kPresets);
+  static const auto names = preset_names(kBertPresets);
   return names;
 }
 
 nlohmann::json bert_preset_config(const std::string& name) {
-  const Preset& p = find_preset(kPresets, name, "BERT");
+  const BertPreset& p = find_preset(kBertPresets, name, "BERT");
   return bert_config_json({.name = p.name,
                            .vocab_size = p.vocab,
                            .hidden_size = p.hidden,

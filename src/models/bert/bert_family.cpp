@@ -17,7 +17,8 @@ ModelConfig to_model_config(const BertConfig& c) {
   return m;
 }
 
-ModelConfig parse(const nlohmann::json& j, const std::string& spec, const std::string& name) {
+ModelConfig bert_from_json(const nlohmann::json& j, const std::string& spec,
+                           const std::string& name) {
   return to_model_config(parse_bert_config(j, spec, name));
 }
 
@@ -37,7 +38,7 @@ ModelConfig set_task(const ModelConfig& cfg, ModelTask task, int64_t num_labels)
 // BertModel (no "bert." prefix, no head). As BertFor*.from_pretrained does, the task's own head
 // may be absent (initialized from the seed) and the other heads are dropped, both reported; the
 // encoder itself must be complete.
-HfWeightRules weight_rules(const Model& model) {
+HfWeightRules bert_hf_rules(const Model& model) {
   const Bert& m = family_model<Bert>(model);
   HfWeightRules r;
   r.model_desc = m.config().name + " (BERT, " + task_name(m.config().task) + ")";
@@ -88,9 +89,9 @@ const Architecture& bert_architecture() {
   static const Architecture a{.model_type = "bert",
                               .presets = bert_presets(),
                               .preset_config = bert_preset_config,
-                              .parse = parse,
+                              .parse = bert_from_json,
                               .create = create_model_as<Bert, bert_config>,
-                              .weight_rules = weight_rules,
+                              .weight_rules = bert_hf_rules,
                               .flops_per_token = flops_per_token,
                               .layer_activation_bytes = gpt_block_activation_bytes,
                               .tasks = {ModelTask::masked_lm, ModelTask::sequence_classification},

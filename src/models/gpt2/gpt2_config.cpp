@@ -11,14 +11,14 @@
 namespace snug {
 
 namespace {
-struct Preset {
+struct Gpt2Preset {
   const char* name;
   const char* alias;
   int64_t vocab, positions, embd, layers, heads;
 };
 // gpt2-tiny is ours: byte-level vocabulary (the built-in dataset's tokenizer), small enough to
 // train in seconds on two cores. The others are OpenAI's GPT-2 sizes.
-constexpr Preset kPresets[] = {
+constexpr Gpt2Preset kGpt2Presets[] = {
     {"gpt2-tiny", "tiny", 256, 256, 128, 4, 4},
     {"gpt2-124m", "gpt2", 50257, 1024, 768, 12, 12},
     {"gpt2-350m", "gpt2-medium", 50257, 1024, 1024, 24, 16},
@@ -35,9 +35,8 @@ int64_t GPT2Config::num_params() const {
 namespace {
 // Each dimension fits an int32 index, and the parameter count (num_params(), and the bytes of
 // its weights, gradients and state at up to 16 bytes each) fits an int64.
-constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
 constexpr long double kMaxParams = 0x1p58L;
-long double params_exact(const GPT2Config& c) {
+long double gpt2_params_exact(const GPT2Config& c) {
   const long double C = static_cast<long double>(c.n_embd);
   return static_cast<long double>(c.vocab_size) * C + static_cast<long double>(c.n_positions) * C +
          static_cast<long double>(c.n_layer) * (12 * C * C + 13 * C) + 2 * C;
@@ -47,10 +46,12 @@ long double params_exact(const GPT2Config& c) {
 void GPT2Config::validate() const {
   SNUG_CHECK(vocab_size > 0 && n_positions > 0 && n_embd > 0 && n_layer > 0 && n_head > 0,
              "model '", name, "': every dimension must be positive");
-  SNUG_CHECK(n_positions <= kMaxDim && n_embd <= kMaxDim && n_layer <= kMaxDim && n_head <= kMaxDim,
-             "model '", name, "': a dimension is out of range (at most ", kMaxDim, ")");
-  SNUG_CHECK(params_exact(*this) <= kMaxParams, "model '", name, "': about ",
-             static_cast<double>(params_exact(*this)), " parameters, out of range (at most 2^58)");
+  SNUG_CHECK(n_positions <= kMaxConfigDim && n_embd <= kMaxConfigDim && n_layer <= kMaxConfigDim &&
+                 n_head <= kMaxConfigDim,
+             "model '", name, "': a dimension is out of range (at most ", kMaxConfigDim, ")");
+  SNUG_CHECK(gpt2_params_exact(*this) <= kMaxParams, "model '", name, "': about ",
+             static_cast<double>(gpt2_params_exact(*this)),
+             " parameters, out of range (at most 2^58)");
   // LayerNorm divides by sqrt(var + eps): eps <= 0 gives inf/nan on a constant row, which would
   // surface as a NaN loss blamed on the learning rate.
   SNUG_CHECK(std::isfinite(layer_norm_epsilon) && layer_norm_epsilon > 0, "model '", name,
@@ -61,7 +62,7 @@ void GPT2Config::validate() const {
 }
 
 const std::vector<std::pair<std::string, std::string>>& gpt2_presets() {
-  static const auto names = preset_names(kPresets);
+  static const auto names = preset_names(kGpt2Presets);
   return names;
 }
 
@@ -76,7 +77,7 @@ nlohmann::json gpt2_config_json(const GPT2Config& c) {
 }
 
 nlohmann::json gpt2_preset_config(const std::string& name) {
-  const Preset& p = find_preset(kPresets, name, "GPT-2");
+  const Gpt2Preset& p = find_preset(kGpt2Presets, name, "GPT-2");
   return gpt2_config_json({.vocab_size = p.vocab,
                            .n_positions = p.positions,
                            .n_embd = p.embd,

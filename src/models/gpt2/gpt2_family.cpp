@@ -8,11 +8,12 @@ namespace snug {
 
 namespace {
 
-ModelConfig parse(const nlohmann::json& j, const std::string& spec, const std::string& name) {
+ModelConfig gpt2_from_json(const nlohmann::json& j, const std::string& spec,
+                           const std::string& name) {
   return gpt2_model_config(parse_gpt2_config(j, spec, name));
 }
 
-HfWeightRules weight_rules(const Model& model) {
+HfWeightRules gpt2_hf_rules(const Model& model) {
   return gpt2_weight_rules(family_model<GPT2>(model).config());
 }
 
@@ -23,14 +24,14 @@ const Architecture& gpt2_architecture() {
       .model_type = "gpt2",
       .presets = gpt2_presets(),
       .preset_config = gpt2_preset_config,
-      .parse = parse,
+      .parse = gpt2_from_json,
       .keys = {.n_layer = "n_layer",
                .n_embd = "n_embd",
                .n_head = "n_head",
                .vocab_size = "vocab_size",
                .n_positions = "n_positions"},
       .create = create_model_as<GPT2, gpt2_config>,
-      .weight_rules = weight_rules,
+      .weight_rules = gpt2_hf_rules,
       // 12 C^2 weights per block in its four GEMMs (c_attn 3C^2, c_proj C^2, c_fc 4C^2, mlp
       // c_proj 4C^2), the tied head V C, causal attention 2 T C per block.
       .flops_per_token = decoder_flops<gpt2_spec>,

@@ -11,7 +11,7 @@ namespace snug {
 
 namespace {
 
-long double params_exact(const GPTNeoXConfig& c) {
+long double neox_params_exact(const GPTNeoXConfig& c) {
   const long double H = static_cast<long double>(c.hidden_size);
   const long double I = static_cast<long double>(c.intermediate_size);
   const long double V = static_cast<long double>(c.vocab_size);
@@ -21,14 +21,14 @@ long double params_exact(const GPTNeoXConfig& c) {
          static_cast<long double>(c.num_hidden_layers) * layer + 2 * H;
 }
 
-struct Preset {
+struct NeoxPreset {
   const char* name;
   const char* alias;
   const char* config;
 };
 // polyglot-ko-1.3b (EleutherAI): 24 layers of 2048, 16 heads, half of each head rotary, the
 // 30080-token padded vocabulary, parallel residual. gpt-neox-tiny: byte-level vocabulary.
-const Preset kPresets[] = {
+const NeoxPreset kNeoxPresets[] = {
     {"gpt-neox-tiny", "", R"({
       "vocab_size": 256, "hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 4,
       "num_attention_heads": 4, "max_position_embeddings": 256, "rotary_pct": 0.25,
@@ -45,7 +45,7 @@ const Preset kPresets[] = {
 }  // namespace
 
 int64_t GPTNeoXConfig::num_params() const {
-  return static_cast<int64_t>(params_exact(*this));
+  return static_cast<int64_t>(neox_params_exact(*this));
 }
 
 GPTNeoXConfig parse_gpt_neox_config(const nlohmann::json& j, const std::string& spec,
@@ -129,7 +129,7 @@ GPTNeoXConfig parse_gpt_neox_config(const nlohmann::json& j, const std::string& 
     r.fail("layer_norm_eps", detail::concat(c.layer_norm_eps, " must be positive"));
   if (!(c.initializer_range >= 0))
     r.fail("initializer_range", detail::concat(c.initializer_range, " must be >= 0"));
-  r.param_count(params_exact(c));
+  r.param_count(neox_params_exact(c));
   return c;
 }
 
@@ -144,12 +144,12 @@ ModelConfig gpt_neox_model_config(const GPTNeoXConfig& c) {
 }
 
 const std::vector<std::pair<std::string, std::string>>& gpt_neox_presets() {
-  static const auto names = preset_names(kPresets);
+  static const auto names = preset_names(kNeoxPresets);
   return names;
 }
 
 nlohmann::json gpt_neox_preset_config(const std::string& name) {
-  nlohmann::json j = nlohmann::json::parse(find_preset(kPresets, name, "gpt_neox").config);
+  nlohmann::json j = nlohmann::json::parse(find_preset(kNeoxPresets, name, "gpt_neox").config);
   j["model_type"] = "gpt_neox";
   return j;
 }

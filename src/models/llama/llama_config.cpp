@@ -11,8 +11,6 @@ namespace snug {
 
 namespace {
 
-constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
-
 // transformers' class defaults (configuration_{llama,mistral,qwen2}.py).
 struct Defaults {
   const char* type;
@@ -82,7 +80,7 @@ void read_rope(const ConfigReader& r, const std::string& key, const nlohmann::js
     if (!(rope.low_freq_factor > 0 && rope.high_freq_factor > rope.low_freq_factor))
       r.fail(key, detail::concat("needs 0 < low_freq_factor < high_freq_factor, got ",
                                  rope.low_freq_factor, " and ", rope.high_freq_factor));
-    if (!(orig >= 1 && orig <= kMaxDim && std::trunc(orig) == orig))
+    if (!(orig >= 1 && orig <= kMaxConfigDim && std::trunc(orig) == orig))
       r.fail(key, detail::concat("'original_max_position_embeddings' ", orig,
                                  " must be a positive integer"));
     rope.original_max_position_embeddings = static_cast<int64_t>(orig);
@@ -98,7 +96,7 @@ void read_rope(const ConfigReader& r, const std::string& key, const nlohmann::js
                             excerpt(type), "'"));
 }
 
-long double params_exact(const LlamaConfig& c) {
+long double llama_params_exact(const LlamaConfig& c) {
   const long double H = static_cast<long double>(c.hidden_size);
   const long double I = static_cast<long double>(c.intermediate_size);
   const long double V = static_cast<long double>(c.vocab_size);
@@ -121,7 +119,7 @@ int64_t LlamaConfig::rotary_dim() const {
 }
 
 int64_t LlamaConfig::num_params() const {
-  return static_cast<int64_t>(params_exact(*this));
+  return static_cast<int64_t>(llama_params_exact(*this));
 }
 
 std::vector<float> LlamaConfig::rope_inv_freq() const {
@@ -266,7 +264,7 @@ LlamaConfig parse_llama_config(LlamaVariant variant, const nlohmann::json& j,
                             " (and no head_dim is given)"));
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
-  if (c.num_attention_heads * c.head_dim > kMaxDim) r.fail("head_dim", "is out of range");
+  if (c.num_attention_heads * c.head_dim > kMaxConfigDim) r.fail("head_dim", "is out of range");
   const int64_t R = c.rotary_dim();
   if (R <= 0 || R % 2 != 0)
     r.fail(c.rope.partial_rotary_factor != 1.0 ? "partial_rotary_factor"
@@ -278,7 +276,7 @@ LlamaConfig parse_llama_config(LlamaVariant variant, const nlohmann::json& j,
     r.fail("rms_norm_eps", detail::concat(c.rms_norm_eps, " must be positive"));
   if (!(c.initializer_range >= 0))
     r.fail("initializer_range", detail::concat(c.initializer_range, " must be >= 0"));
-  r.param_count(params_exact(c));
+  r.param_count(llama_params_exact(c));
   return c;
 }
 

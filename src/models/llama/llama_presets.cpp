@@ -11,7 +11,7 @@ namespace snug {
 
 namespace {
 
-struct Preset {
+struct LlamaPreset {
   LlamaVariant variant;
   const char* name;
   const char* alias;
@@ -21,7 +21,7 @@ struct Preset {
 // Llama 2 (meta-llama/Llama-2-{7,13,70}b-hf): the 7B is 6,738,415,616 parameters, the 70B
 // uses 8 key/value heads. Mistral-7B-v0.1 (GQA 8, sliding_window 4096). Qwen2-0.5B (tied head)
 // and Qwen2-7B.
-const Preset kPresets[] = {
+const LlamaPreset kLlamaPresets[] = {
     {LlamaVariant::llama, "llama-tiny", "", R"({
       "vocab_size": 256, "hidden_size": 128, "intermediate_size": 352, "num_hidden_layers": 4,
       "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
@@ -76,7 +76,7 @@ const Preset kPresets[] = {
 const std::vector<std::pair<std::string, std::string>>& llama_presets(LlamaVariant v) {
   static const auto lists = [] {
     std::vector<std::vector<std::pair<std::string, std::string>>> l(3);
-    for (const Preset& p : kPresets)
+    for (const LlamaPreset& p : kLlamaPresets)
       l[static_cast<size_t>(p.variant)].emplace_back(p.name, p.alias);
     return l;
   }();
@@ -84,7 +84,7 @@ const std::vector<std::pair<std::string, std::string>>& llama_presets(LlamaVaria
 }
 
 nlohmann::json llama_preset_config(const std::string& name) {
-  const Preset& p = find_preset(kPresets, name, "llama/mistral/qwen2");
+  const LlamaPreset& p = find_preset(kLlamaPresets, name, "llama/mistral/qwen2");
   nlohmann::json j = nlohmann::json::parse(p.config);
   LlamaConfig c;
   c.variant = p.variant;
