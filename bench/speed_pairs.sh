@@ -4,10 +4,13 @@
 # median ratio new/old. For "within N% of before" claims (issue 16, acceptance 6); run it on an
 # idle machine, both builds on the same one.
 #   bench/speed_pairs.sh OLD_SNUG NEW_SNUG [PAIRS] [extra train flags...]
+# The job is gpt2-124m, B 4, T 256, 7 steps on dummy data plus the extra flags; extra flags that
+# name a --model give the whole job instead (snug takes each flag once).
 set -euo pipefail
 old=$1 new=$2 pairs=${3:-5}
 shift 3 || shift $#
 flags=(--model gpt2-124m --data dummy --per-device-train-batch-size 4 --seq-len 256 --max-steps 7 "$@")
+for f in "$@"; do [ "$f" = --model ] && flags=("$@"); done
 grep -m1 "model name" /proc/cpuinfo
 grep -m1 -E "^cpu family" /proc/cpuinfo; grep -m1 -E "^model\s" /proc/cpuinfo
 step_time() {
