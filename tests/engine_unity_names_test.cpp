@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -28,7 +29,8 @@ namespace engine_unity_names_test {
 namespace fs = std::filesystem;
 
 struct Definition {
-  std::string where;  // file:line
+  std::string file;
+  int line = 0;
   std::string kind;
 };
 
@@ -87,7 +89,7 @@ void scan(std::istream& text, const std::string& label, Names& names) {
     std::string enclosing;
     for (const std::string& s : stack)
       if (!s.empty()) enclosing += (enclosing.empty() ? "" : "::") + s;
-    names[{enclosing, name}].push_back({label + ":" + std::to_string(n), kind});
+    names[{enclosing, name}].push_back({label, n, kind});
   }
 }
 
@@ -95,14 +97,13 @@ void scan(std::istream& text, const std::string& label, Names& names) {
 std::vector<std::string> clashes(const Names& names) {
   std::vector<std::string> out;
   for (const auto& [key, defs] : names) {
-    std::string files;
-    bool two = false;
+    std::set<std::string> files;
+    std::string where;
     for (const Definition& d : defs) {
-      const std::string file = d.where.substr(0, d.where.rfind(':'));
-      two = two || file != defs.front().where.substr(0, defs.front().where.rfind(':'));
-      files += " " + d.where + " (" + d.kind + ")";
+      files.insert(d.file);
+      where += " " + d.file + ":" + std::to_string(d.line) + " (" + d.kind + ")";
     }
-    if (two) out.push_back(key.first + "::" + key.second + " defined in" + files);
+    if (files.size() > 1) out.push_back(key.first + "::" + key.second + " defined in" + where);
   }
   return out;
 }
