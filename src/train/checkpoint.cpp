@@ -33,7 +33,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kModelFile = kCheckpointModelFile;
-constexpr const char* kOptimizerFile = "optimizer.safetensors";
+constexpr const char* kOptimizerFile = kCheckpointOptimizerFile;
 constexpr const char* kStateFile = kTrainerStateFile;
 
 // Best effort: some filesystems refuse fsync on a directory.

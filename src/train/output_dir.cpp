@@ -42,7 +42,7 @@ bool written_by_snug(const fs::directory_entry& e) {
   if (name_ends_with(name, ".replaced")) name.resize(name.size() - std::strlen(".replaced"));
   int64_t step = 0;
   return parse_checkpoint_name(name, &step) &&
-         (transient || fs::exists(e.path() / "trainer_state.json", ec));
+         (transient || fs::exists(e.path() / kTrainerStateFile, ec));
 }
 
 // Test hook (tests/cli/hostile_round_two_cli_test.cpp): with SNUG_TEST_CRASH_DURING_ROTATE set,
@@ -51,7 +51,7 @@ bool written_by_snug(const fs::directory_entry& e) {
 void crash_while_rotating_for_tests(const fs::path& retiring) {
   if (std::getenv("SNUG_TEST_CRASH_DURING_ROTATE") == nullptr) return;
   std::error_code ec;
-  fs::remove(retiring / "model.safetensors", ec);
+  fs::remove(retiring / kCheckpointModelFile, ec);
   std::raise(SIGKILL);
 }
 
@@ -88,7 +88,7 @@ std::vector<std::string> prepare_output_dir(const std::string& dir, const nlohma
   if (!fs::is_directory(dir, ec)) return {};
   // A complete checkpoint recording this run (only a resume continues a run).
   auto this_runs = [&](const fs::path& path) {
-    if (!resuming || !fs::exists(path / "trainer_state.json", ec)) return false;
+    if (!resuming || !fs::exists(path / kTrainerStateFile, ec)) return false;
     try {
       return same_run(read_trainer_state(path.string()).run, record);
     } catch (const std::exception&) {

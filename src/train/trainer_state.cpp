@@ -16,7 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kStateChecksum = "state_fnv1a64";
-constexpr const char* kRequiredFiles[] = {"model.safetensors", "optimizer.safetensors"};
+constexpr const char* kRequiredFiles[] = {kCheckpointModelFile, kCheckpointOptimizerFile};
 
 // Field lookups that name the field and never quote the document (it is untrusted; a value
 // could be megabytes long).
@@ -134,7 +134,7 @@ TrainerState parse_trainer_state(std::string_view text, const std::string& path)
   // The optimizer's state: one file, or ZeRO's shards and their index (train/zero_checkpoint.h,
   // which checks the shards the index names).
   for (const char* name : kRequiredFiles)
-    SNUG_CHECK(st.files.contains(name) || (std::string(name) == "optimizer.safetensors" &&
+    SNUG_CHECK(st.files.contains(name) || (std::string(name) == kCheckpointOptimizerFile &&
                                            st.files.contains("optimizer.index.json")),
                path, ": no record of ", name);
   if (j.contains("save_index")) {

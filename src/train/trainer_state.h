@@ -21,6 +21,8 @@ namespace snug {
 inline constexpr const char* kTrainerStateFile = "trainer_state.json";
 // Every parameter of a checkpoint (train/checkpoint.h), under its Hugging Face name.
 inline constexpr const char* kCheckpointModelFile = "model.safetensors";
+// The optimizer's state of a checkpoint (a ZeRO run's rank-0 shard file keeps this name too).
+inline constexpr const char* kCheckpointOptimizerFile = "optimizer.safetensors";
 inline constexpr int kTrainerStateFormatVersion = 2;  // 2: carries its own checksum
 
 // What a resume restores (the Trainer's loop position and what the run was); save_checkpoint

@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kPlainOptimizerFile = "optimizer.safetensors";
+constexpr const char* kPlainOptimizerFile = kCheckpointOptimizerFile;
 
 // Objects merged by key (the first value of a key wins), anything else: the first.
 nlohmann::json merge(nlohmann::json a, const nlohmann::json& b) {
