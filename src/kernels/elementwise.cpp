@@ -8,8 +8,6 @@
 
 namespace snug::kernels {
 
-namespace {}  // namespace
-
 int64_t count_valid_targets(const int32_t* targets, int64_t n) {
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) count += targets[i] >= 0 ? 1 : 0;

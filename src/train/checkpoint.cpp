@@ -32,10 +32,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kModelFile = kCheckpointModelFile;
-constexpr const char* kOptimizerFile = kCheckpointOptimizerFile;
-constexpr const char* kStateFile = kTrainerStateFile;
-
 // Best effort: some filesystems refuse fsync on a directory.
 void fsync_dir(const fs::path& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
@@ -90,7 +86,7 @@ constexpr const char* kReplacedSuffix = ".replaced";
 // Checks size and checksum of `dir/name` against the trainer_state.json record.
 void verify_file(const fs::path& dir, const std::string& name, const nlohmann::json& files) {
   const fs::path path = dir / name;
-  SNUG_CHECK(files.contains(name), (dir / kStateFile).string(), ": no record of ", name);
+  SNUG_CHECK(files.contains(name), (dir / kTrainerStateFile).string(), ": no record of ", name);
   const nlohmann::json& rec = files.at(name);
   std::error_code ec;
   SNUG_CHECK(fs::is_regular_file(path, ec), path.string(), ": missing from the checkpoint");
@@ -249,19 +245,19 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   // A quantized frozen base goes to its own file (train/quantized_base_file.h), as it was held.
   for (const Parameter* p : model.parameters())
     if (!p->quantized()) weights.emplace_back(p->name, &p->value);
-  save_safetensors((tmp_dir / kModelFile).string(), weights, {{"format", "pt"}});
+  save_safetensors((tmp_dir / kCheckpointModelFile).string(), weights, {{"format", "pt"}});
   const bool quantized = has_quantized_base(model);
   if (quantized) save_quantized_base((tmp_dir / kQuantizedBaseFile).string(), model);
   crash_here_for_tests(state.step);
-  std::vector<std::string> names = {kModelFile};
+  std::vector<std::string> names = {kCheckpointModelFile};
   if (opt_files.save) {
     for (const std::string& n : opt_files.save(tmp_dir.string())) names.push_back(n);
   } else {
     std::vector<std::pair<std::string, const Tensor*>> opt_tensors;
     for (const auto& [name, t] : optimizer.state_tensors()) opt_tensors.emplace_back(name, t);
-    save_safetensors((tmp_dir / kOptimizerFile).string(), opt_tensors,
+    save_safetensors((tmp_dir / kCheckpointOptimizerFile).string(), opt_tensors,
                      {{"optimizer", optimizer.name()}});
-    names.push_back(kOptimizerFile);
+    names.push_back(kCheckpointOptimizerFile);
   }
   // A full fine-tune's checkpoint is a model folder too (see checkpoint.h).
   if (!hf.config.is_null()) {
@@ -292,7 +288,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   }
   j["files"] = files;
   j["state_fnv1a64"] = trainer_state_checksum(j);
-  write_file_atomic(tmp_dir / kStateFile, j.dump(2) + "\n");
+  write_file_atomic(tmp_dir / kTrainerStateFile, j.dump(2) + "\n");
   fsync_dir(tmp_dir);
 
   // Replacing a checkpoint of the same step: the old one is renamed aside, the new one renamed
@@ -328,7 +324,7 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
     if (aside) name.resize(name.size() - n);
     int64_t step = 0;
     if (!e.is_directory() || !parse_checkpoint_name(name, &step)) continue;
-    if (!fs::exists(e.path() / kStateFile, ec)) continue;  // incomplete
+    if (!fs::exists(e.path() / kTrainerStateFile, ec)) continue;  // incomplete
     (aside ? replaced : found)[step] = e.path();
   }
   // A checkpoint-<N>.replaced stands in for a checkpoint-<N> that is missing (a save killed
@@ -343,7 +339,7 @@ std::string resolve_checkpoint(const std::string& dir) {
   const fs::path d(dir);
   std::error_code ec;
   SNUG_CHECK(fs::is_directory(d, ec), "--resume-from ", dir, ": no such directory");
-  if (fs::exists(d / kStateFile, ec)) return d.string();
+  if (fs::exists(d / kTrainerStateFile, ec)) return d.string();
   const auto all = list_checkpoints(dir);
   SNUG_CHECK(!all.empty(), "--resume-from ", dir,
              ": neither a checkpoint (no trainer_state.json) nor an output directory holding a "
@@ -370,10 +366,10 @@ CheckpointState load_checkpoint(const std::string& dir, Model& model, Optimizer&
                                 const OptimizerStateFiles& opt_files) {
   SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");
   const fs::path d(dir);
-  const std::string state_path = (d / kStateFile).string();
+  const std::string state_path = (d / kTrainerStateFile).string();
   const TrainerState ts = read_trainer_state(dir);
-  verify_file(d, kModelFile, ts.files);
-  if (!opt_files.load) verify_file(d, kOptimizerFile, ts.files);
+  verify_file(d, kCheckpointModelFile, ts.files);
+  if (!opt_files.load) verify_file(d, kCheckpointOptimizerFile, ts.files);
   if (has_quantized_base(model)) verify_file(d, kQuantizedBaseFile, ts.files);
   // The model-folder files a full fine-tune's checkpoint records (by their known names only:
   // the record is read from a file).
@@ -388,7 +384,7 @@ CheckpointState load_checkpoint(const std::string& dir, Model& model, Optimizer&
              excerpt(st.optimizer), ", cannot resume with --optim ", optimizer.name());
 
   {
-    const SafetensorsFile f((d / kModelFile).string());
+    const SafetensorsFile f((d / kCheckpointModelFile).string());
     size_t stored = 0;
     for (const Parameter* p : model.parameters()) stored += p->quantized() ? 0 : 1;
     SNUG_CHECK(f.names().size() == stored, f.path(), ": holds ", f.names().size(),
@@ -410,7 +406,7 @@ CheckpointState load_checkpoint(const std::string& dir, Model& model, Optimizer&
   if (opt_files.load) {
     opt_files.load(dir, ts.files);
   } else {
-    const SafetensorsFile f((d / kOptimizerFile).string());
+    const SafetensorsFile f((d / kCheckpointOptimizerFile).string());
     const auto tensors = optimizer.state_tensors();
     SNUG_CHECK(f.names().size() == tensors.size(), f.path(), ": holds ", f.names().size(),
                " tensors, optimizer ", optimizer.name(), " has ", tensors.size());

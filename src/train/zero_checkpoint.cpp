@@ -22,8 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kPlainOptimizerFile = kCheckpointOptimizerFile;
-
 // Objects merged by key (the first value of a key wins), anything else: the first.
 nlohmann::json merge(nlohmann::json a, const nlohmann::json& b) {
   if (!a.is_object() || !b.is_object()) return a.is_null() ? b : a;
@@ -163,7 +161,7 @@ void load_recut_optimizer_state(const std::string& dir, const nlohmann::json& fi
     }
   } else {
     Source s;
-    s.name = kPlainOptimizerFile;
+    s.name = kCheckpointOptimizerFile;  // the unsharded file
     for (const Parameter* p : params)
       if (!p->quantized()) s.ranges[p->name] = {0, p->numel()};
     sources.push_back(std::move(s));
