@@ -2,7 +2,6 @@
 // elements in parallel, branch-free inner loops the compiler vectorizes. Each element's arithmetic
 // and random bits depend only on its index, so the result is the same at any thread count and bit
 // for bit that of ref_bf16_full.cpp.
-#include <algorithm>
 #include <cmath>
 
 #include "kernels/adamw_math.h"
@@ -34,9 +33,7 @@ void adamw_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v,
                        uint64_t key) {
   const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, t);
   const uint64_t key_v = rounding_substream(key, 1);
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
-    const int64_t i1 = std::min(n, i0 + detail::kGrain);
+  detail::for_chunks(n, detail::kGrain, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) {
       float mi = widen(m[i]), vi = widen(v[i]), pi = widen(p[i]);
@@ -45,38 +42,34 @@ void adamw_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v,
       v[i] = f32_to_bf16_stochastic(vi, random_bits(key_v, i));
       p[i] = f32_to_bf16_stochastic(pi, random_bits(key, i));
     }
-  }
+  });
 }
 
 void adamw_update_master(uint16_t* p, const uint16_t* g, float* master, float* m, float* v,
                          int64_t n, float lr, float beta1, float beta2, float eps,
                          float weight_decay, int64_t t, bool fp16) {
   const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, t);
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
-    const int64_t i1 = std::min(n, i0 + detail::kGrain);
+  detail::for_chunks(n, detail::kGrain, [&](int64_t i0, int64_t i1) {
     if (fp16) {
       for (int64_t i = i0; i < i1; ++i) {
         adamw_element(s, f16_to_f32(g[i]), m[i], v[i], master[i]);
         p[i] = f32_to_f16(master[i]);
       }
-      continue;
+      return;
     }
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) {
       adamw_element(s, widen(g[i]), m[i], v[i], master[i]);
       p[i] = nearest(master[i]);
     }
-  }
+  });
 }
 
 void sgd_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, float lr,
                      float momentum, float weight_decay, bool first, uint64_t key) {
   const float wd = weight_decay;
   const float mu = momentum;
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
-    const int64_t i1 = std::min(n, i0 + detail::kGrain);
+  detail::for_chunks(n, detail::kGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const float w = widen(p[i]);
       float d = widen(g[i]);
@@ -87,16 +80,14 @@ void sgd_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, f
       }
       p[i] = f32_to_bf16_stochastic(w + (-lr) * d, random_bits(key, i));
     }
-  }
+  });
 }
 
 void round_bf16_stochastic(uint16_t* dst, const float* src, int64_t n, uint64_t key) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
-    const int64_t i1 = std::min(n, i0 + detail::kGrain);
+  detail::for_chunks(n, detail::kGrain, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) dst[i] = f32_to_bf16_stochastic(src[i], random_bits(key, i));
-  }
+  });
 }
 
 double sum_squares_bf16(const uint16_t* x, int64_t n) {
@@ -107,12 +98,10 @@ double sum_squares_bf16(const uint16_t* x, int64_t n) {
 }
 
 void scale_bf16(uint16_t* x, float s, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
-    const int64_t i1 = std::min(n, i0 + detail::kGrain);
+  detail::for_chunks(n, detail::kGrain, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) x[i] = nearest(widen(x[i]) * s);
-  }
+  });
 }
 
 }  // namespace snug::kernels

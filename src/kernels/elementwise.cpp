@@ -1,6 +1,4 @@
 // Elementwise ops: chunks of detail::kGrain elements in parallel, vectorizable inner loops.
-#include <algorithm>
-
 #include "core/random.h"
 #include "kernels/kernels.h"
 #include "kernels/parallel_loops.h"
@@ -21,12 +19,10 @@ void add_uniform_noise(float* x, int64_t n, uint64_t seed, double m) {
 }
 
 void add(float* out, const float* a, const float* b, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
-    const int64_t i1 = std::min(n, i0 + detail::kGrain);
+  detail::for_chunks(n, detail::kGrain, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) out[i] = a[i] + b[i];
-  }
+  });
 }
 
 double sum_squares(const float* x, int64_t n) {
@@ -41,12 +37,10 @@ void sum_squares_each(double* out, const void* const* xs, const int64_t* ns, con
 }
 
 void scale(float* x, float s, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
-    const int64_t i1 = std::min(n, i0 + detail::kGrain);
+  detail::for_chunks(n, detail::kGrain, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) x[i] *= s;
-  }
+  });
 }
 
 }  // namespace snug::kernels

@@ -71,15 +71,13 @@ void lomo_update_bf16(uint16_t* p, const uint16_t* g, int64_t n, float lr, float
   const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * wd);
   const float neg_lr = -lr;
   const ClippedGrad gc{g, grad_coef};
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
-    const int64_t i1 = std::min(n, i0 + detail::kGrain);
+  detail::for_chunks(n, detail::kGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       float wi = bf16_to_f32(p[i]);
       if (wd > 0.0) wi = wi * decay;
       p[i] = store(wi + neg_lr * gc(i), stochastic, key, i);
     }
-  }
+  });
 }
 
 void adalomo_update_bf16(uint16_t* w, const uint16_t* g, float* R, float* C, float* V, int64_t rows,
@@ -117,15 +115,13 @@ void adalomo_update_bf16(uint16_t* w, const uint16_t* g, float* R, float* C, flo
     return u * u;
   });
   const float denom = clip_denominator(ss, n);
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
-    const int64_t i1 = std::min(n, i0 + detail::kGrain);
+  detail::for_chunks(n, detail::kGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       float wi = bf16_to_f32(w[i]);
       if (apply_decay) wi = wi * decay;
       w[i] = store(wi + neg_lr_t * (u_of(i) / denom), stochastic, key, i);
     }
-  }
+  });
 }
 
 }  // namespace snug::kernels

@@ -76,22 +76,18 @@ void factored_scales(const float* R, const float* C, int64_t rows, int64_t cols,
 
 void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum,
                 float weight_decay, bool first) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
-    const int64_t i1 = std::min(n, i0 + detail::kGrain);
+  detail::for_chunks(n, detail::kGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i)
       sgd_element(g[i], p[i], buf ? buf + i : nullptr, lr, momentum, weight_decay, first);
-  }
+  });
 }
 
 void lion_update(float* p, const float* g, float* m, int64_t n, float lr, float beta1, float beta2,
                  float weight_decay) {
   const LionScalars s = lion_scalars(lr, beta1, beta2, weight_decay);
-#pragma omp parallel for schedule(static)
-  for (int64_t i0 = 0; i0 < n; i0 += detail::kGrain) {
-    const int64_t i1 = std::min(n, i0 + detail::kGrain);
+  detail::for_chunks(n, detail::kGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) lion_element(s, g[i], m[i], p[i]);
-  }
+  });
 }
 
 void lion_bnb_update(float* p, const float* g, float* m, int64_t n, float lr, float beta1,
