@@ -38,24 +38,25 @@ double sum_squares(const float* x, int64_t n) {
   return sum_squares_of(x, n, AsIs{}, "sum_squares");
 }
 
-// Each vector's partials and sum in its own kBlocks-double slot of one scratch, then the sums
-// (every slot's first double) come back in one strided copy and one wait.
+// One partials buffer serves every vector in turn (the stream orders the launches), each sum
+// lands in its slot after it, and the sums come back in one copy and one wait.
 void sum_squares_each(double* out, const void* const* xs, const int64_t* ns, const bool* bf16,
                       int64_t count) {
   if (count <= 0) return;
-  constexpr int64_t slot = sum_squares_detail::kBlocks;
-  Scratch part(static_cast<size_t>(count * slot) * sizeof(double));
+  constexpr int64_t parts = sum_squares_detail::kBlocks;
+  Scratch scratch(static_cast<size_t>(parts + count) * sizeof(double));
+  double* part = scratch.as<double>();
+  double* sums = part + parts;
   for (int64_t i = 0; i < count; ++i) {
-    double* p = part.as<double>() + i * slot;
     if (bf16[i])
-      launch_sum_squares(static_cast<const uint16_t*>(xs[i]), ns[i], Bf16Widen{}, p,
+      launch_sum_squares(static_cast<const uint16_t*>(xs[i]), ns[i], Bf16Widen{}, part, sums + i,
                          "sum_squares_each");
     else
-      launch_sum_squares(static_cast<const float*>(xs[i]), ns[i], AsIs{}, p, "sum_squares_each");
+      launch_sum_squares(static_cast<const float*>(xs[i]), ns[i], AsIs{}, part, sums + i,
+                         "sum_squares_each");
   }
-  check(cudaMemcpy2DAsync(out, sizeof(double), part.as<double>(), slot * sizeof(double),
-                          sizeof(double), static_cast<size_t>(count), cudaMemcpyDeviceToHost,
-                          stream()),
+  check(cudaMemcpyAsync(out, sums, static_cast<size_t>(count) * sizeof(double),
+                        cudaMemcpyDeviceToHost, stream()),
         "sum_squares_each");
   sync("sum_squares_each");
 }

@@ -31,11 +31,11 @@ __global__ void partials_kernel(const T* x, int64_t n, double* part, Widen widen
   if (threadIdx.x == 0) part[blockIdx.x] = red[0];
 }
 
-// part[0] = sum of part[0, count), in order.
-__global__ inline void add_partials_kernel(double* part, int count) {
+// *sum = sum of part[0, count), in order (sum may be part itself).
+__global__ inline void add_partials_kernel(const double* part, int count, double* sum) {
   double s = 0.0;
   for (int i = 0; i < count; ++i) s += part[i];
-  part[0] = s;
+  *sum = s;
 }
 
 }  // namespace sum_squares_detail
@@ -48,17 +48,19 @@ struct Bf16Widen {
   __device__ float operator()(uint16_t v) const { return bf16_to_f32(v); }
 };
 
-// Launches the sum of squares of x(n) into part[0], without waiting; part holds
-// sum_squares_detail::kBlocks doubles. n <= 0 gives 0.
+// Launches the sum of squares of x(n) into *sum, without waiting; part holds the partials
+// (sum_squares_detail::kBlocks doubles at most) and may be reused by the next launch on the
+// stream. n <= 0 gives 0.
 template <typename T, typename Widen>
-void launch_sum_squares(const T* x, int64_t n, Widen widen, double* part, const char* what) {
+void launch_sum_squares(const T* x, int64_t n, Widen widen, double* part, double* sum,
+                        const char* what) {
   using namespace sum_squares_detail;
   const unsigned blocks = n > 0 ? capped_blocks(n, kBlocks, kThreads) : 0u;
   if (blocks > 0) {
     partials_kernel<<<blocks, kThreads, 0, stream()>>>(x, n, part, widen);
     check_launch(what);
   }
-  add_partials_kernel<<<1, 1, 0, stream()>>>(part, static_cast<int>(blocks));
+  add_partials_kernel<<<1, 1, 0, stream()>>>(part, static_cast<int>(blocks), sum);
   check_launch(what);
 }
 
@@ -67,7 +69,7 @@ double sum_squares_of(const T* x, int64_t n, Widen widen, const char* what) {
   using namespace sum_squares_detail;
   if (n <= 0) return 0.0;
   Scratch part(capped_blocks(n, kBlocks, kThreads) * sizeof(double));
-  launch_sum_squares(x, n, widen, part.as<double>(), what);
+  launch_sum_squares(x, n, widen, part.as<double>(), part.as<double>(), what);
   double h = 0.0;
   check(cudaMemcpyAsync(&h, part.as<double>(), sizeof(double), cudaMemcpyDeviceToHost, stream()),
         what);
