@@ -34,14 +34,16 @@ int run_estimate(TrainingArguments args, const std::string& json_path, int64_t w
               cfg.shape.name.c_str(), static_cast<double>(est.params) / 1e6,
               static_cast<double>(est.trainable_params) / 1e6, describe_step(args).c_str());
   std::printf("%s", estimate_table(est, plan).c_str());
-  // The plan beside ZeRO's formulas: this run's stage over `world` ranks (rank 0's replay; stage
-  // 3 is not replayed yet: no plan beside it).
+  // The plan beside ZeRO's formulas: this run's stage over `world` ranks (rank 0's replay). Not
+  // at stage 3: a rank builds the model whole before partitioning it, so its replay's largest
+  // weights are one process's, not the formula's shard (docs/distributed.md, stage 3).
   const bool sharded = world > 1 || args.zero_stage > 0;
   const int plan_stage = args.zero_stage <= 2 ? args.zero_stage : -1;
   const int64_t plan_states =
       plan_stage < 0 ? 0
-      : sharded ? model_states(replay(args, DryRunData{}, nullptr, static_cast<int>(world)).memory)
-                : model_states(plan);
+      : sharded
+          ? model_states(replay(args, DryRunData{.world_size = static_cast<int>(world)}).memory)
+          : model_states(plan);
   std::printf("\n%s", zero_states_table(est, world, plan_stage, plan_states).c_str());
   if (!json_path.empty()) {
     nlohmann::json j;

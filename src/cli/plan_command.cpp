@@ -47,8 +47,8 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
   // (plan/dry_run.h). Token streams are planned as full rows without reading them.
   OpenedData data;
   if (plan_reads_data(args)) data = open_data(args.data_options(cfg.shape.vocab_size));
-  const DryRunData replayed{data.train.get(), data.eval.get()};
-  const DryRun planned = replay(args, replayed, nullptr, static_cast<int>(world.world_size));
+  const DryRunData replayed{data.train.get(), data.eval.get(), static_cast<int>(world.world_size)};
+  const DryRun planned = replay(args, replayed);
   const MemoryStats& mem = planned.memory;
   // What --freeze leaves training (a shapes-only model: no bytes are touched).
   Device shapes(meta_backend());

@@ -45,17 +45,20 @@ void run_advisor(const PlanExtras& x, const TrainingArguments& args,
                   (o.bf16_gemm_flops > 0 ? o.bf16_gemm_flops : o.gemm_flops) / 1e9);
   else
     std::snprintf(bf16, sizeof bf16, "bf16 widened to fp32, +%.0f%%", 100.0 * kWidenedStepOverhead);
+  const std::string rank =
+      r.world_size > 1 ? " (rank 0 of " + std::to_string(r.world_size) + ")" : std::string();
   std::printf(
-      "\nfit advisor: %lld configurations of %lld sequences x %lld tokens per step tried on %s, "
+      "\nfit advisor: %lld configurations of %lld sequences x %lld tokens per step tried on %s%s, "
       "%zu fit; step time from FLOPs at %.0f GFLOP/s (%s; %s)\n",
       static_cast<long long>(r.tried), static_cast<long long>(r.target_batch),
-      static_cast<long long>(args.seq_len), device_memory.c_str(), r.fitting.size(),
+      static_cast<long long>(args.seq_len), device_memory.c_str(), rank.c_str(), r.fitting.size(),
       o.gemm_flops / 1e9, measured ? "this build's GEMM, measured" : "--gemm-gflops", bf16);
   const size_t top = static_cast<size_t>(x.advise_top);
   if (r.fitting.empty()) {
     std::printf("nothing fits: try a smaller --seq-len or --target-batch, or more memory\n");
   } else {
-    std::printf("run: %s\n\n%s", train_command_line(r.fitting.front().args, device_memory).c_str(),
+    std::printf("run: %s\n\n%s",
+                train_command_line(r.fitting.front().args, device_memory, r.world_size).c_str(),
                 advice_table(r, o.capacity, o.overhead, top).c_str());
   }
   // World size and ZeRO stage (issue 30): how many ranks the run's own flags need at each stage.
@@ -185,7 +188,8 @@ void run_plan_extras(const PlanExtras& x, const TrainingArguments& args,
     if (x.find_max_seq_len) {
       const int64_t n_positions = args.model_config().shape.n_positions;
       const FitSearchResult r =
-          find_max_fit(args, FitDimension::seq_len, capacity, overhead, n_positions);
+          find_max_fit(args, FitDimension::seq_len, capacity, overhead, n_positions,
+                       DryRunData{.world_size = data.world_size});
       report_search(j, "max_seq_len", "largest --seq-len", r, device_memory, capacity, overhead,
                     "the model's n_positions; --n-positions raises it");
       if (replayed) std::printf("  (--find-max-seq-len assumes full rows: no data replayed)\n");

@@ -8,7 +8,6 @@
 #include "core/error.h"
 #include "models/registry.h"
 #include "nn/run_options.h"
-#include "optim/optimizer.h"
 #include "optim/registry.h"
 #include "plan/switches.h"
 #include "plan/what_if.h"
@@ -62,6 +61,10 @@ double step_flops(const TrainingArguments& a) {
       per_token += f.layer_gemm + attention;
     }
   }
+  // An update inside backward that needs the global norm first (clipping, or fp16's loss
+  // scale) takes two forward + backward passes (train/fused_step.h).
+  if (optimizer_entry(a.optim).updates_in_backward && (a.max_grad_norm > 0 || a.fp16))
+    per_token *= 2.0;
   return per_token * tokens;
 }
 
@@ -77,6 +80,7 @@ double step_seconds(const TrainingArguments& a, const AdvisorOptions& o) {
 AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o) {
   SNUG_CHECK(o.gemm_flops > 0 && o.bf16_gemm_flops >= 0, "advise: the GEMM rate must be positive");
   AdvisorResult r;
+  r.world_size = o.data.world_size;
   r.target_batch = o.target_batch > 0
                        ? o.target_batch
                        : base.per_device_train_batch_size * base.gradient_accumulation_steps;
@@ -97,16 +101,19 @@ AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o) {
       flags = join_flags(flags, ch.flags);
       if (d > 0) preference += static_cast<int64_t>(pick[d]);
     }
-    // Combinations that cannot run (--bf16-full with an optimizer without bf16 state,
-    // --precision-layout deepspeed with one without master weights) are skipped without a dry
-    // run.
-    if ((!a.bf16_full || supports_bf16_params(a.optim)) &&
-        (!a.master_weights() || optimizer_entry(a.optim).master_weights)) {
+    // A combination the run refuses (--bf16-full with an optimizer without bf16 state, LOMO
+    // with accumulation, an optimizer a ZeRO stage cannot shard...) is not an alternative: it
+    // is skipped, as in the what-if table, by the rule that refuses it in a real run.
+    try {
       const int64_t peak = dry_run(a, o.data).peak_total;
       ++r.tried;
       if (peak + o.overhead <= o.capacity) {
         r.fitting.push_back({a, flags, peak, step_flops(a), step_seconds(a, o), preference});
       }
+    } catch (const OutOfMemoryError&) {
+      throw;
+    } catch (const Error&) {
+      ++r.refused;
     }
     for (size_t d = dims.size(); d-- > 0;) {  // next combination (odometer)
       if (++pick[d] < dims[d].choices.size()) break;
@@ -125,8 +132,10 @@ AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o) {
   return r;
 }
 
-std::string train_command_line(const TrainingArguments& a, const std::string& device_memory) {
-  std::string s = "snug train";
+std::string train_command_line(const TrainingArguments& a, const std::string& device_memory,
+                               int world_size) {
+  std::string s =
+      world_size > 1 ? "mpirun -np " + std::to_string(world_size) + " snug train" : "snug train";
   for (const TrainingFlag& f : training_flags()) {
     if (f.shown == Shown::never || (f.when && !f.when(a))) continue;
     if (f.shown == Shown::changed && f.is_default(a)) continue;
@@ -164,10 +173,11 @@ nlohmann::json advice_json(const AdvisorResult& r, const std::string& device_mem
                     {"peak_bytes", a.peak_bytes},
                     {"step_flops", a.flops},
                     {"step_seconds", a.step_s},
-                    {"command", train_command_line(a.args, device_memory)}});
+                    {"command", train_command_line(a.args, device_memory, r.world_size)}});
   }
   return {{"target_batch", r.target_batch},
           {"tried", r.tried},
+          {"refused", r.refused},
           {"fitting", static_cast<int64_t>(r.fitting.size())},
           {"configurations", rows}};
 }

@@ -5,9 +5,12 @@
 // The switches are dimensions, each a list of choices (flags + how they change the
 // TrainingArguments), read from the one list of switches that the what-if table also reads
 // (plan/switches.h); the search is their Cartesian product. Today: the batch/accumulation split
-// of the target batch, the checkpoint policy, the optimizer, the precision (fp32, --bf16,
+// of the target batch, the checkpoint policy, the optimizer (LOMO and AdaLOMO among them: with
+// --bf16-full the least memory of any full fine-tune), the precision (fp32, --bf16,
 // --bf16-full) and, for a LoRA run, the base's storage (fp32, --load-in-8bit, 4-bit nf4 with
-// double quantization: QLoRA). Full fine-tuning is not offered LoRA (a different task).
+// double quantization: QLoRA). Full fine-tuning is not offered LoRA (a different task). A
+// combination a real run would refuse (LOMO with accumulation, --bf16-full with Adafactor, an
+// optimizer a ZeRO stage cannot shard) is refused by the same rule in its dry run and skipped.
 //
 // Step time = FLOPs of one optimizer step / GEMM rate (FLOP/s: measured on this build with
 // kernels::measure_gemm_peak_flops, or --gemm-gflops), the rate of the GEMMs the configuration's
@@ -25,6 +28,9 @@
 //   recompute every-layer, every-k, sqrt: + one forward of the layers (24*L*C^2 + 2*L*T*C);
 //             selective: + the attention forward with --attention naive (it recomputes the
 //             softmax), nothing with flash (only element-wise ops, no GEMM FLOPs)
+//   LOMO, AdaLOMO with clipping (--max-grad-norm > 0) or --fp16: x 2 (a pass for the global
+//             norm, then the updating one; train/fused_step.h). The tied head's recomputed
+//             logits (one more N x V x C product) are not counted.
 // With LoRA the frozen weights get no weight gradient: backward is 1 x forward for them plus the
 // adapters' small GEMMs, not counted. Optimizer updates, element-wise kernels and dequantization
 // are not counted (memory-bound, small next to the GEMMs for these shapes). Among equal times,
@@ -96,15 +102,19 @@ struct Advice {
 struct AdvisorResult {
   std::vector<Advice> fitting;  // ranked, fastest first
   int64_t tried = 0;            // dry runs
+  int64_t refused = 0;          // combinations the run's rules refuse (not dry runs)
   int64_t target_batch = 0;
+  int world_size = 1;  // each dry run was rank 0 of this many (AdvisorOptions::data)
 };
 
 AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o);
 
 // `snug train ...` for `a`: the flags whose entry in train/flag_table.h shows them (the model,
 // the shape, and those that change memory or the run where they differ from the default), in
-// table order, then --device-memory as the user gave it.
-std::string train_command_line(const TrainingArguments& a, const std::string& device_memory);
+// table order, then --device-memory as the user gave it; under `mpirun -np N` for a world of N
+// ranks.
+std::string train_command_line(const TrainingArguments& a, const std::string& device_memory,
+                               int world_size = 1);
 
 std::string advice_table(const AdvisorResult& r, int64_t capacity, int64_t overhead, size_t top);
 nlohmann::json advice_json(const AdvisorResult& r, const std::string& device_memory, size_t top);

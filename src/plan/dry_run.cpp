@@ -23,7 +23,9 @@ int64_t full_rows_steps(const TrainingArguments& args) {
 }  // namespace
 
 DryRun replay(const TrainingArguments& args, const DryRunData& data,
-              std::vector<MemoryEvent>* timeline, int world_size) {
+              std::vector<MemoryEvent>* timeline) {
+  const int world_size = data.world_size;
+  SNUG_CHECK(world_size >= 1, "dry run: world size ", world_size, " (at least 1)");
   TrainingArguments a = args;
   a.kernel_device = args.kernels_device();  // a plan for cuda replays cuda's kernel choices
   a.device = "meta";

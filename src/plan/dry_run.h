@@ -31,10 +31,18 @@
 
 namespace snug {
 
-// The data a dry run replays (both may be null: full rows). The caller keeps them alive.
+// What a dry run replays: the data (both may be null: full rows; the caller keeps them alive)
+// and the world the process is rank 0 of. Every planner (the plan, the what-if table, the fit
+// searches, the advisor, the memory timeline) replays through one, so each answers for a rank of
+// the run's world: `snug plan --world-size N`.
 struct DryRunData {
   const TrainData* train = nullptr;
   const TrainData* eval = nullptr;  // evaluated as the run does (--eval-steps and at the end)
+  // > 1: rank 0 of a data-parallel run of that many ranks (ZeRO stage args.zero_stage;
+  // dist/meta_world.h): its share of the data and the buffers its collectives use (the gradient
+  // bucket, train/grad_sync.h; its slices of the flat layout's state and gradients at stages
+  // 1-2, train/zero_optimizer.h, and of the parameters at stage 3, train/zero3_params.h).
+  int world_size = 1;
 };
 
 // What a dry run's batches were.
@@ -58,13 +66,11 @@ struct DryRun {
   DryRunBatches batches;
 };
 
-// `args` replayed on the meta device with `data` (none: full rows). With `timeline`, every
-// allocation and free is recorded into it (core/memory.h MemoryEvent). `world_size` > 1: rank 0
-// of a data-parallel run of that many ranks (ZeRO stage args.zero_stage; dist/meta_world.h): its
-// share of the data and the buffers its collectives use (the gradient bucket, train/grad_sync.h;
-// at stages 1-2 its slice of the flat layout's state and gradients, train/zero_optimizer.h).
+// `args` replayed on the meta device with `data` (no data: full rows) as rank 0 of
+// data.world_size ranks. With `timeline`, every allocation and free is recorded into it
+// (core/memory.h MemoryEvent).
 DryRun replay(const TrainingArguments& args, const DryRunData& data,
-              std::vector<MemoryEvent>* timeline = nullptr, int world_size = 1);
+              std::vector<MemoryEvent>* timeline = nullptr);
 // Its memory only.
 MemoryStats dry_run(const TrainingArguments& args, const DryRunData& data,
                     std::vector<MemoryEvent>* timeline = nullptr);

@@ -115,7 +115,9 @@ std::array<ZeroFit, kZeroStages> zero_fits(const TrainingArguments& args, const 
   TrainingArguments one = args;
   one.zero_stage = 0;
   const MemoryEstimate est = estimate_memory(one);
-  const MemoryStats base = dry_run(one, data);
+  DryRunData one_process = data;
+  one_process.world_size = 1;
+  const MemoryStats base = dry_run(one, one_process);
   const int64_t rest = base.peak_total - plan_states(base);  // activations, temporaries, ...
   std::array<ZeroFit, kZeroStages> fits;
   for (int s = 0; s < kZeroStages; ++s) {
@@ -133,15 +135,13 @@ std::array<ZeroFit, kZeroStages> zero_fits(const TrainingArguments& args, const 
       f.replayed = true;
       continue;
     }
-    if (s == 3) {
-      f.note = "stage 3 is not replayed yet";
-      continue;
-    }
     TrainingArguments a = args;
     a.zero_stage = s;
     try {
       for (; n <= max_world; n *= 2) {
-        const int64_t peak = replay(a, data, nullptr, static_cast<int>(n)).memory.peak_total;
+        DryRunData rank0 = data;
+        rank0.world_size = static_cast<int>(n);
+        const int64_t peak = replay(a, rank0).memory.peak_total;
         f.world = n;
         f.peak = peak;
         f.replayed = true;
@@ -160,7 +160,7 @@ std::string zero_fits_table(const std::array<ZeroFit, kZeroStages>& fits, int64_
   std::ostringstream os;
   char buf[512];
   os << "ZeRO over more ranks (the run's flags and per-rank batch; smallest power-of-two world "
-        "that fits, by ZeRO's formulas, checked by a replay of rank 0 at stages 1-2):\n";
+        "that fits, by ZeRO's formulas, checked by a replay of rank 0):\n";
   for (const ZeroFit& f : fits) {
     if (f.world == 0) {
       std::snprintf(buf, sizeof buf, "  --zero-stage %d: none up to %lld ranks fits\n", f.stage,

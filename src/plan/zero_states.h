@@ -49,10 +49,10 @@ nlohmann::json zero_states_json(const MemoryEstimate& est, int64_t world, int pl
 // `snug plan --advise` over ranks: for each stage, the smallest power-of-two world (up to
 // max_world) whose rank fits `capacity` (minus `overhead`) with the run's own flags and per-rank
 // batch. The search uses the formulas: a rank's peak = the one-process plan's peak - its model
-// states + zero_states_bytes(stage, N). At stages 1-2 the world found is then replayed on meta
-// (rank 0, dry_run.h's replay: padding and buckets included) and N doubled until the replay fits
-// too; stage 3 (not replayed yet) and runs a stage refuses (16-bit gradients, optimizers that are
-// not elementwise) keep the formula's figure, and say so.
+// states + zero_states_bytes(stage, N). At stages 1-3 the world found is then replayed on meta
+// (rank 0, dry_run.h's replay: padding, buckets and stage 3's gathered blocks included) and N
+// doubled until the replay fits too; runs a stage refuses (16-bit gradients, optimizers that are
+// not elementwise, mixed precision at stage 3) keep the formula's figure, and say why.
 struct ZeroFit {
   int stage = 0;
   int64_t world = 0;      // 0: none up to max_world fits

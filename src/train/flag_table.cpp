@@ -345,6 +345,7 @@ std::vector<TrainingFlag> make_table() {
            "parallel), 1 optimizer state sharded, 2 gradients too, 3 parameters too (each block "
            "gathered while it runs)",
        .target = &TA::zero_stage,
+       .shown = S::changed,
        .range = Int(0, 3)},
       {.names = "--offload-optimizer",
        .key = "offload_optimizer",

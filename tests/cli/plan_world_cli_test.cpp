@@ -90,6 +90,26 @@ TEST(PlanWorldCli, ZeroStageThreeShardsTheParametersToo) {
   EXPECT_THAT(bad.err, HasSubstr("--zero-stage"));
 }
 
+// The what-if rows of a rank's plan are rank 0's of the same world: each is the plan the row's
+// flags would give (`--world-size 4 --zero-stage 2` plus the flag), so its saving is against
+// like. Replayed as one process, they were compared with the sharded rank's peak and every
+// switch seemed to cost memory.
+TEST(PlanWorldCli, WhatIfRowsAreRanksOfTheSameWorld) {
+  TempDir tmp;
+  const std::string rank = "--per-device-train-batch-size 2 --world-size 4 --zero-stage 2";
+  const nlohmann::json z = plan_json(tmp, rank + " --device-memory 1MiB");
+  ASSERT_TRUE(z["what_if"].is_array());
+  bool checkpointing = false;
+  for (const nlohmann::json& row : z["what_if"]) {
+    if (row["flags"] != "--gradient-checkpointing") continue;
+    checkpointing = true;
+    const nlohmann::json with = plan_json(tmp, rank + " --gradient-checkpointing");
+    EXPECT_EQ(row["peak_bytes"], with["memory"]["peak_bytes"]);
+    EXPECT_GT(row["saves_bytes"].get<int64_t>(), 0);
+  }
+  EXPECT_TRUE(checkpointing) << z["what_if"].dump();
+}
+
 }  // namespace plan_world_cli_test
 }  // namespace
 }  // namespace snug::test

@@ -113,10 +113,12 @@ std::vector<std::string> names(const std::vector<const OptimizerEntry*>& entries
 }
 
 TEST(OptimRegistry, AdvisorAndWhatIfProposeInTheirOrder) {
-  EXPECT_EQ(names(advisor_optimizers()), (std::vector<std::string>{"adamw_torch", "adamw_bnb_8bit",
-                                                                   "adafactor", "lion", "sgd"}));
-  EXPECT_EQ(names(what_if_optimizers()),
-            (std::vector<std::string>{"adafactor", "adamw_bnb_8bit", "lion", "sgd"}));
+  EXPECT_EQ(names(advisor_optimizers()),
+            (std::vector<std::string>{"adamw_torch", "adamw_bnb_8bit", "adafactor", "lion", "sgd",
+                                      "adalomo", "lomo"}));
+  EXPECT_EQ(
+      names(what_if_optimizers()),
+      (std::vector<std::string>{"adafactor", "adamw_bnb_8bit", "lion", "sgd", "adalomo", "lomo"}));
 }
 
 }  // namespace optim_registry_test

@@ -39,9 +39,70 @@ TEST(Advisor, StepFlopsClosedForm) {
   const double forward = 2 * (12 * L * C * C + V * C) + 2 * L * T * C;
   EXPECT_DOUBLE_EQ(step_flops(a), 3 * forward * tokens);
   a.gradient_checkpointing = true;  // every layer: one more forward of the layers
-  EXPECT_DOUBLE_EQ(step_flops(a), (3 * forward + 24 * L * C * C + 2 * L * T * C) * tokens);
+  const double recompute = 24 * L * C * C + 2 * L * T * C;
+  EXPECT_DOUBLE_EQ(step_flops(a), (3 * forward + recompute) * tokens);
+  // LOMO with clipping: a pass for the global norm, then the updating pass, each recomputing.
+  a.optim = "lomo";
+  EXPECT_DOUBLE_EQ(step_flops(a), 2 * (3 * forward + recompute) * tokens);
+  a.max_grad_norm = 0;  // no norm needed first: one pass
+  EXPECT_DOUBLE_EQ(step_flops(a), (3 * forward + recompute) * tokens);
+  a.fp16 = true;  // the loss scale's overflow check comes first: two passes again
+  EXPECT_DOUBLE_EQ(step_flops(a), 2 * (3 * forward + recompute) * tokens);
+  a.fp16 = false;
+  a.optim = "adamw_torch";
   a.checkpoint_policy = "selective";  // flash: no GEMM recomputed
   EXPECT_DOUBLE_EQ(step_flops(a), 3 * forward * tokens);
+}
+
+// A full fine-tune whose model states exceed the capacity under every optimizer that keeps all
+// gradients: bf16 weights updated inside backward (LOMO, AdaLOMO: 2 bytes a parameter and one
+// block's gradient) are what fit, and the advice says so.
+TEST(Advisor, OnlyLomoFitsAFullFineTuneItOffers) {
+  TrainingArguments a = test::args_of({.model = "gpt2-1.5b", .seq_len = 256, .batch = 1});
+  AdvisorOptions o;
+  // bf16-full SGD needs 4 bytes a parameter (6.2 GB); LOMO's about 3.1 GB plus the rest.
+  o.capacity = int64_t{5} << 30;
+  o.gemm_flops = 1e11;
+  const AdvisorResult r = advise(a, o);
+  ASSERT_FALSE(r.fitting.empty());
+  for (const Advice& x : r.fitting) {
+    EXPECT_TRUE(x.args.optim == "lomo" || x.args.optim == "adalomo") << x.flags;
+    EXPECT_TRUE(x.args.bf16_full) << x.flags;
+    EXPECT_EQ(x.args.gradient_accumulation_steps, 1) << x.flags;
+    EXPECT_LE(dry_run(x.args).peak_total, o.capacity) << x.flags;
+  }
+  // Clipping (the default --max-grad-norm 1) makes each a two-pass step.
+  TrainingArguments one_pass = r.fitting.front().args;
+  one_pass.max_grad_norm = 0;
+  EXPECT_DOUBLE_EQ(r.fitting.front().flops, 2 * step_flops(one_pass));
+  const std::string cmd = train_command_line(r.fitting.front().args, "5GiB");
+  EXPECT_NE(cmd.find("--optim adalomo --bf16-full"), std::string::npos) << cmd;
+}
+
+// A rank of a data-parallel run: every configuration is replayed as rank 0 of the run's world
+// (at its ZeRO stage), configurations the stage refuses are skipped, and the command runs under
+// mpirun with the stage.
+TEST(Advisor, ZeroRunIsAdvisedAsARankOfItsWorld) {
+  TrainingArguments a = test::args_of({.model = "gpt2-124m", .seq_len = 128, .batch = 2});
+  a.model_shape.n_layer = 2;
+  a.zero_stage = 2;
+  AdvisorOptions o;
+  o.capacity = int64_t{16} << 30;  // everything that runs fits
+  o.gemm_flops = 1e11;
+  o.data.world_size = 4;
+  const AdvisorResult r = advise(a, o);
+  EXPECT_EQ(r.world_size, 4);
+  // 2 splits x 4 checkpoint policies x (adamw_torch, lion and sgd, the elementwise optimizers
+  // stage 2 shards, in fp32 and --bf16, and adamw_torch and sgd under --bf16-full).
+  EXPECT_EQ(r.tried, 2 * 4 * (3 + 3 + 2));
+  ASSERT_EQ(r.fitting.size(), static_cast<size_t>(r.tried));
+  for (const Advice& x : r.fitting) {
+    EXPECT_EQ(x.peak_bytes, replay(x.args, {.world_size = 4}).memory.peak_total) << x.flags;
+    EXPECT_LT(x.peak_bytes, dry_run(x.args).peak_total) << x.flags;  // sharded: less than one
+  }
+  const std::string cmd = train_command_line(r.fitting.front().args, "16GiB", 4);
+  EXPECT_EQ(cmd.rfind("mpirun -np 4 snug train ", 0), 0u) << cmd;
+  EXPECT_NE(cmd.find("--zero-stage 2"), std::string::npos) << cmd;
 }
 
 TEST(Advisor, Gpt2XlOnSixteenGiBHasFittingConfigurationsRankedByTime) {
@@ -52,8 +113,12 @@ TEST(Advisor, Gpt2XlOnSixteenGiBHasFittingConfigurationsRankedByTime) {
   const AdvisorResult r = advise(a, o);
   EXPECT_EQ(r.target_batch, 8);
   // 4 splits x 4 checkpoint policies x (5 optimizers in fp32 and --bf16, and the 2 of them
-  // with bf16 state, adamw_torch and sgd, under --bf16-full).
-  EXPECT_EQ(r.tried, 4 * 4 * (5 + 5 + 2));
+  // with bf16 state, adamw_torch and sgd, under --bf16-full), and LOMO and AdaLOMO in all three
+  // precisions on the one split without accumulation (8 x 1).
+  EXPECT_EQ(r.tried, 4 * 4 * (5 + 5 + 2) + 1 * 4 * 2 * 3);
+  // The refused: the 3 optimizers without bf16 state under --bf16-full on every split, and the
+  // two updating inside backward on the 3 splits that accumulate.
+  EXPECT_EQ(r.refused, 4 * 4 * 3 + 3 * 4 * 2 * 3);
   ASSERT_FALSE(r.fitting.empty());
   for (size_t i = 0; i < r.fitting.size(); ++i) {
     EXPECT_LE(r.fitting[i].peak_bytes, o.capacity);
@@ -150,8 +215,9 @@ TEST(Advisor, LoraRunIsOfferedAQuantizedBase) {
   o.gemm_flops = 1e11;
   const AdvisorResult r = advise(a, o);
   // 1 split x 4 checkpoint policies x (5 optimizers x 2 precisions + --bf16-full, a bf16 base
-  // under the adapters, with the 2 optimizers that have bf16 state) x 3 storages.
-  EXPECT_EQ(r.tried, 4 * (5 * 2 + 2) * 3);
+  // under the adapters, with the 2 optimizers that have bf16 state, + LOMO and AdaLOMO in all
+  // three precisions) x 3 storages.
+  EXPECT_EQ(r.tried, 4 * (5 * 2 + 2 + 2 * 3) * 3);
   ASSERT_FALSE(r.fitting.empty());
   for (const Advice& x : r.fitting) {
     EXPECT_TRUE(x.args.load_in_4bit || x.args.load_in_8bit) << x.flags;

@@ -230,7 +230,7 @@ TEST(PrecisionLayout, ZeroStageThreeOnSixtyFourRanksKeepsASixtyFourthOfSixteenBy
     for (const Parameter* p : m->parameters()) S += (p->numel() + 63) / 64;
   }
   EXPECT_EQ(S, 117168704);  // P / 64 = 117,168,704: every llama-7b tensor divides by 64
-  const MemoryStats m = replay(a, DryRunData{}, nullptr, 64).memory;
+  const MemoryStats m = replay(a, DryRunData{.world_size = 64}).memory;
   EXPECT_EQ(at(m.live, Category::weights), 2 * S);
   EXPECT_EQ(at(m.max_by_category, Category::gradients), 2 * S);
   EXPECT_EQ(at(m.max_by_category, Category::optimizer_state), 12 * S);
