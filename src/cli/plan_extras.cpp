@@ -6,6 +6,7 @@
 #include "cli/number_flag.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "core/parallel.h"
 #include "kernels/peak.h"
 #include "plan/advisor.h"
@@ -124,12 +125,11 @@ std::vector<Verdict> plan_verdicts(const std::string& device_memory, bool all_gp
 }
 
 void print_verdict(const Verdict& v) {
-  const double mb = 1024.0 * 1024.0;
   std::printf(
       "%-14s capacity %9.0f MiB  need %9.0f MiB (tensors %.0f + runtime %.0f)  %s %.0f MiB\n",
-      v.device.c_str(), v.capacity / mb, (v.need + v.overhead) / mb, v.need / mb, v.overhead / mb,
+      v.device.c_str(), mib(v.capacity), mib(v.need + v.overhead), mib(v.need), mib(v.overhead),
       v.fits() ? "fits, headroom" : "DOES NOT FIT, short by",
-      std::abs(static_cast<double>(v.capacity - v.need - v.overhead)) / mb);
+      mib(std::abs(v.capacity - v.need - v.overhead)));
 }
 
 nlohmann::json verdict_json(const Verdict& v) {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/memory.h"
 #include "models/registry.h"
 #include "nn/run_options.h"
 #include "optim/registry.h"
@@ -150,15 +151,13 @@ std::string train_command_line(const TrainingArguments& a, const std::string& de
 std::string advice_table(const AdvisorResult& r, int64_t capacity, int64_t overhead, size_t top) {
   std::ostringstream os;
   char buf[512];
-  const double mb = 1024.0 * 1024.0;
   std::snprintf(buf, sizeof buf, "%4s %10s %10s %11s  %s\n", "rank", "step s", "peak MiB",
                 "headroom MiB", "switches");
   os << buf;
   for (size_t i = 0; i < r.fitting.size() && i < top; ++i) {
     const Advice& a = r.fitting[i];
     std::snprintf(buf, sizeof buf, "%4zu %10.2f %10.1f %11.1f  %s\n", i + 1, a.step_s,
-                  static_cast<double>(a.peak_bytes) / mb,
-                  static_cast<double>(capacity - overhead - a.peak_bytes) / mb, a.flags.c_str());
+                  mib(a.peak_bytes), mib(capacity - overhead - a.peak_bytes), a.flags.c_str());
     os << buf;
   }
   return os.str();

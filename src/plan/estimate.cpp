@@ -7,6 +7,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "kernels/backends.h"
 #include "models/registry.h"
 #include "optim/optimizer.h"
@@ -161,7 +162,6 @@ MemoryEstimate estimate_memory(const TrainingArguments& args) {
 std::string estimate_table(const MemoryEstimate& est, const MemoryStats& plan) {
   std::ostringstream os;
   char buf[256];
-  const double mb = 1024.0 * 1024.0;
   auto ratio = [](int64_t e, int64_t p) {
     return p > 0 ? fmt("%.3f", static_cast<double>(e) / static_cast<double>(p)) : std::string("-");
   };
@@ -172,8 +172,8 @@ std::string estimate_table(const MemoryEstimate& est, const MemoryStats& plan) {
     const int64_t e = est.bytes[i], p = plan.max_by_category[i];
     if (est.how[i].empty() && p == 0) continue;
     std::snprintf(buf, sizeof buf, "%-16s %12s %12.1f %8s  %s\n", category_name(category_at(i)),
-                  est.how[i].empty() ? "-" : fmt("%.1f", static_cast<double>(e) / mb).c_str(),
-                  static_cast<double>(p) / mb, est.how[i].empty() ? "-" : ratio(e, p).c_str(),
+                  est.how[i].empty() ? "-" : fmt("%.1f", mib(e)).c_str(), mib(p),
+                  est.how[i].empty() ? "-" : ratio(e, p).c_str(),
                   est.how[i].empty() ? "not in the closed form" : est.how[i].c_str());
     os << buf;
   }
@@ -181,13 +181,12 @@ std::string estimate_table(const MemoryEstimate& est, const MemoryStats& plan) {
                               at(plan.max_by_category, Category::gradients) +
                               at(plan.max_by_category, Category::optimizer_state);
   std::snprintf(buf, sizeof buf, "%-16s %12.1f %12.1f %8s  %s\n", "model states",
-                static_cast<double>(est.model_states()) / mb, static_cast<double>(plan_states) / mb,
+                mib(est.model_states()), mib(plan_states),
                 ratio(est.model_states(), plan_states).c_str(),
                 "weights + gradients + optimizer_state");
   os << buf;
-  std::snprintf(buf, sizeof buf, "%-16s %12.1f %12.1f %8s  %s\n", "peak",
-                static_cast<double>(est.total()) / mb, static_cast<double>(plan.peak_total) / mb,
-                ratio(est.total(), plan.peak_total).c_str(),
+  std::snprintf(buf, sizeof buf, "%-16s %12.1f %12.1f %8s  %s\n", "peak", mib(est.total()),
+                mib(plan.peak_total), ratio(est.total(), plan.peak_total).c_str(),
                 "estimate: all four at once; plan: the dry run's peak");
   os << buf;
   os << "plan MiB: each category's own maximum in the dry run (docs/memory.md explains the "

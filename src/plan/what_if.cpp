@@ -41,9 +41,8 @@ std::string what_if_table(const std::vector<WhatIf>& rows, int64_t baseline_peak
   std::snprintf(buf, sizeof buf, "%-62s %12s %12s\n", "what if you add", "peak MiB", "saves MiB");
   os << buf;
   for (const WhatIf& w : rows) {
-    std::snprintf(buf, sizeof buf, "%-62s %12.1f %12.1f\n", w.flags.c_str(),
-                  static_cast<double>(w.peak_bytes) / (1024.0 * 1024.0),
-                  static_cast<double>(baseline_peak - w.peak_bytes) / (1024.0 * 1024.0));
+    std::snprintf(buf, sizeof buf, "%-62s %12.1f %12.1f\n", w.flags.c_str(), mib(w.peak_bytes),
+                  mib(baseline_peak - w.peak_bytes));
     os << buf;
   }
   return os.str();

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/memory.h"
 
 namespace snug {
 
@@ -168,7 +169,7 @@ std::string zero_fits_table(const std::array<ZeroFit, kZeroStages>& fits, int64_
     } else {
       std::snprintf(
           buf, sizeof buf, "  --zero-stage %d --world-size %lld: %.1f MiB per rank (%s%s%s)\n",
-          f.stage, static_cast<long long>(f.world), static_cast<double>(f.peak) / (1024.0 * 1024.0),
+          f.stage, static_cast<long long>(f.world), mib(f.peak),
           f.replayed ? "meta replay" : "formula", f.note.empty() ? "" : "; ", f.note.c_str());
     }
     os << buf;
