@@ -42,9 +42,13 @@ inline unsigned capped_blocks(int64_t n, unsigned cap, int threads = 256) {
   return b > cap ? cap : b;
 }
 
-// A device scratch buffer of the stream-ordered allocator, for the few kernels that need one
-// (reductions that return a value to the host). Freed on the stream at scope exit; it is not a
-// tensor, so the pool does not count it: keep it to a handful of bytes per call.
+// A device scratch buffer of the stream-ordered allocator, for the few kernels that need one:
+// reductions' partial sums (a few KiB), the cross-entropy's per-row losses (8 bytes a row), flash
+// attention's row sums (4 bytes a row), rope's angle table, and cuDNN attention's bf16 copies and
+// workspace (megabytes). Freed on the stream at scope exit. It is not a tensor, so the pool does
+// not count it: what it holds at most is the driver's pool_used_high_bytes (docs/report.md,
+// memory.driver), and cuDNN's part of it attention_scratch_bytes. A new use that is larger
+// than a value per row gets a name of its own there.
 class Scratch {
  public:
   explicit Scratch(size_t bytes);
