@@ -12,6 +12,14 @@ namespace snug {
 namespace {
 namespace advisor_test {
 
+// The advisor's options for `gib` GiB of device memory, at a fixed GEMM rate (100 GFLOP/s).
+AdvisorOptions on_gib(int64_t gib) {
+  AdvisorOptions o;
+  o.capacity = gib << 30;
+  o.gemm_flops = 1e11;
+  return o;
+}
+
 TEST(Advisor, DimensionsAreTheSplitsCheckpointingOptimizersAndPrecision) {
   TrainingArguments a;
   const std::vector<SwitchDimension> dims = advisor_dimensions(a, 12);
@@ -59,10 +67,8 @@ TEST(Advisor, StepFlopsClosedForm) {
 // block's gradient) are what fit, and the advice says so.
 TEST(Advisor, OnlyLomoFitsAFullFineTuneItOffers) {
   TrainingArguments a = test::args_of({.model = "gpt2-1.5b", .seq_len = 256, .batch = 1});
-  AdvisorOptions o;
   // bf16-full SGD needs 4 bytes a parameter (6.2 GB); LOMO's about 3.1 GB plus the rest.
-  o.capacity = int64_t{5} << 30;
-  o.gemm_flops = 1e11;
+  const AdvisorOptions o = on_gib(5);
   const AdvisorResult r = advise(a, o);
   ASSERT_FALSE(r.fitting.empty());
   for (const Advice& x : r.fitting) {
@@ -86,9 +92,7 @@ TEST(Advisor, ZeroRunIsAdvisedAsARankOfItsWorld) {
   TrainingArguments a = test::args_of({.model = "gpt2-124m", .seq_len = 128, .batch = 2});
   a.model_shape.n_layer = 2;
   a.zero_stage = 2;
-  AdvisorOptions o;
-  o.capacity = int64_t{16} << 30;  // everything that runs fits
-  o.gemm_flops = 1e11;
+  AdvisorOptions o = on_gib(16);  // everything that runs fits
   o.data.world_size = 4;
   const AdvisorResult r = advise(a, o);
   EXPECT_EQ(r.world_size, 4);
@@ -107,9 +111,7 @@ TEST(Advisor, ZeroRunIsAdvisedAsARankOfItsWorld) {
 
 TEST(Advisor, Gpt2XlOnSixteenGiBHasFittingConfigurationsRankedByTime) {
   TrainingArguments a = test::args_of({.model = "gpt2-1.5b", .seq_len = 1024, .batch = 8});
-  AdvisorOptions o;
-  o.capacity = int64_t{16} << 30;
-  o.gemm_flops = 1e11;
+  const AdvisorOptions o = on_gib(16);
   const AdvisorResult r = advise(a, o);
   EXPECT_EQ(r.target_batch, 8);
   // 4 splits x 4 checkpoint policies x (5 optimizers in fp32 and --bf16, and the 2 of them
@@ -170,9 +172,7 @@ TEST(Advisor, StepTimeFollowsTheBf16GemmPath) {
 TEST(Advisor, WidenedBf16RanksBehindFp32AndBf16MatmulAhead) {
   TrainingArguments a = test::args_of({.model = "gpt2-124m", .seq_len = 128, .batch = 2});
   a.model_shape.n_layer = 2;
-  AdvisorOptions o;
-  o.capacity = int64_t{16} << 30;  // everything fits
-  o.gemm_flops = 1e11;
+  AdvisorOptions o = on_gib(16);  // everything fits
   const AdvisorResult widened = advise(a, o);
   ASSERT_FALSE(widened.fitting.empty());
   EXPECT_FALSE(widened.fitting.front().args.bf16 || widened.fitting.front().args.bf16_full);
@@ -210,9 +210,7 @@ TEST(Advisor, LoraRunIsOfferedAQuantizedBase) {
   const std::vector<SwitchDimension> dims = advisor_dimensions(a, 1);
   ASSERT_EQ(dims.size(), 5u);
   EXPECT_EQ(dims[4].name, "base storage");
-  AdvisorOptions o;
-  o.capacity = int64_t{2} << 30;  // 2 GiB: the fp32 base alone is 6.2 GB, int8 1.6 GB
-  o.gemm_flops = 1e11;
+  const AdvisorOptions o = on_gib(2);  // the fp32 base alone is 6.2 GB, int8 1.6 GB
   const AdvisorResult r = advise(a, o);
   // 1 split x 4 checkpoint policies x (5 optimizers x 2 precisions + --bf16-full, a bf16 base
   // under the adapters, with the 2 optimizers that have bf16 state, + LOMO and AdaLOMO in all
