@@ -11,7 +11,16 @@ namespace snug {
 InBackwardOptimizer::InBackwardOptimizer(const ParameterList& params, const OptimizerOptions& opts)
     : opts_(opts) {
   for (Parameter* p : params)
-    if (p->requires_grad) params_.push_back(p);
+    if (p->requires_grad) {
+      position_.emplace(p, params_.size());
+      params_.push_back(p);
+    }
+}
+
+size_t InBackwardOptimizer::position(const Parameter& p) const {
+  const auto it = position_.find(&p);
+  SNUG_CHECK(it != position_.end(), name(), ": parameter '", p.name, "' is not optimized here");
+  return it->second;
 }
 
 void InBackwardOptimizer::begin_step(float lr, float grad_coef) {
@@ -33,10 +42,7 @@ void InBackwardOptimizer::step(float lr) {
 }
 
 uint64_t InBackwardOptimizer::rounding_key(const Parameter& p) const {
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (params_[i] == &p)
-      return kernels::rounding_key(opts_.rounding_seed, steps_, static_cast<int64_t>(i));
-  throw Error(detail::concat(name(), ": parameter '", p.name, "' is not optimized here"));
+  return kernels::rounding_key(opts_.rounding_seed, steps_, static_cast<int64_t>(position(p)));
 }
 
 namespace {
@@ -69,7 +75,7 @@ AdaLomo::AdaLomo(const ParameterList& params, const OptimizerOptions& opts)
 }
 
 AdaLomo::State& AdaLomo::state_for(const Parameter& p) {
-  return find_state(state_, &p, "adalomo");
+  return state_[position(p)];
 }
 
 void AdaLomo::allocate(Parameter& p) {

@@ -120,6 +120,9 @@ TEST(HostileRoundTwoCli, ManyTurnsWithAssistantOnlyLossAreBoundedByTheCut) {
 // still ask for 8000 layers, which the parameter index builds in linear time. The kill guard is
 // 180 s: linear takes 5.4 s in release and 24-43 s under ASan+UBSan on an idle 2-core host (61 s,
 // and a kill at the old 60 s guard, with two builds beside it); quadratic took 198 s in release.
+// With the AdaLOMO and LOMO what-if rows (12 dry runs after the plan's), 9.1 s in release and
+// 52 s under ASan+UBSan on a 2-core Zen 4 host; before AdaLOMO found its state by a map, its row
+// alone was quadratic again (41 s in release, 114 s under the sanitizers).
 TEST(HostileRoundTwoCli, ManyLayersPlanWithoutQuadraticSetup) {
   const CliResult r = run_snug("plan --config-override n_layer=8000", 180);
   EXPECT_EQ(r.exit_code, 0) << r.err;
