@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "core/parallel.h"
+#include "kernels/backends.h"
 #include "kernels/peak.h"
 #include "plan/advisor.h"
 #include "plan/fit_search.h"
@@ -54,6 +55,10 @@ void run_advisor(const PlanExtras& x, const TrainingArguments& args,
       static_cast<long long>(r.tried), static_cast<long long>(r.target_batch),
       static_cast<long long>(args.seq_len), device_memory.c_str(), rank.c_str(), r.fitting.size(),
       o.gemm_flops / 1e9, measured ? "this build's GEMM, measured" : "--gemm-gflops", bf16);
+  if (cuda_index(args.kernels_device()).has_value())  // the planned device (args.device is meta)
+    std::printf(
+        "(--device cuda: each peak is the GPU run's; the step times, and so the order, are this "
+        "host's CPU GEMM rates, not the GPU's)\n");
   const size_t top = static_cast<size_t>(x.advise_top);
   if (r.fitting.empty()) {
     std::printf("nothing fits: try a smaller --seq-len or --target-batch, or more memory\n");

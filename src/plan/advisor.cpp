@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/memory.h"
+#include "kernels/backends.h"
 #include "models/registry.h"
 #include "nn/run_options.h"
 #include "optim/registry.h"
@@ -143,6 +144,9 @@ std::string train_command_line(const TrainingArguments& a, const std::string& de
     const std::string words = f.render(a);
     if (!words.empty()) s += " " + words;
   }
+  // The device planned for (a plan replays on meta with its kernel choices): a GPU's run needs
+  // the flag; cpu is the default.
+  if (cuda_index(a.kernels_device()).has_value()) s += " --device " + a.kernels_device();
   // As the user gave it (a GPU preset reads better than its bytes).
   if (!device_memory.empty()) s += " --device-memory " + shell_word(device_memory);
   return s;

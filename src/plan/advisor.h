@@ -111,7 +111,8 @@ AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o);
 
 // `snug train ...` for `a`: the flags whose entry in train/flag_table.h shows them (the model,
 // the shape, and those that change memory or the run where they differ from the default), in
-// table order, then --device-memory as the user gave it; under `mpirun -np N` for a world of N
+// table order, then --device when the plan was for a GPU (a.kernels_device(); a plan itself
+// runs on meta) and --device-memory as the user gave it; under `mpirun -np N` for a world of N
 // ranks.
 std::string train_command_line(const TrainingArguments& a, const std::string& device_memory,
                                int world_size = 1);

@@ -239,6 +239,19 @@ TEST(Advisor, CommandLineCarriesTheSwitches) {
             "--checkpoint-policy sqrt --device-memory 16GiB");
 }
 
+// A plan for a GPU replays on meta with the GPU's kernel choices (kernel_device); the command it
+// advises runs on that GPU.
+TEST(Advisor, CommandLineRunsOnTheDevicePlannedFor) {
+  TrainingArguments a = test::args_of({.model = "gpt2-124m", .seq_len = 512, .batch = 2});
+  a.device = "meta";
+  a.kernel_device = "cuda:1";
+  EXPECT_EQ(train_command_line(a, "h100-80gb"),
+            "snug train --model gpt2-124m --seq-len 512 --per-device-train-batch-size 2 --device "
+            "cuda:1 --device-memory h100-80gb");
+  a.kernel_device = "cpu";
+  EXPECT_EQ(train_command_line(a, "").find("--device"), std::string::npos);
+}
+
 TEST(Advisor, CliTopLineIsTheCommand) {
   const test::CliResult r = test::run_snug(
       "plan --model gpt2-1.5b --seq-len 1024 --per-device-train-batch-size 8 "
