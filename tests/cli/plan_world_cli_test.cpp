@@ -90,10 +90,10 @@ TEST(PlanWorldCli, ZeroStageThreeShardsTheParametersToo) {
   EXPECT_THAT(bad.err, HasSubstr("--zero-stage"));
 }
 
-// The what-if rows of a rank's plan are rank 0's of the same world: each is the plan the row's
-// flags would give (`--world-size 4 --zero-stage 2` plus the flag), so its saving is against
-// like. Replayed as one process, they were compared with the sharded rank's peak and every
-// switch seemed to cost memory.
+// The what-if rows (and the memory timeline) of a rank's plan are rank 0's of the same world: each
+// is the plan the row's flags would give (`--world-size 4 --zero-stage 2` plus the flag), so its
+// saving is against like. Replayed as one process, they were compared with the sharded rank's peak
+// and every switch seemed to cost memory.
 TEST(PlanWorldCli, WhatIfRowsAreRanksOfTheSameWorld) {
   TempDir tmp;
   const std::string rank = "--per-device-train-batch-size 2 --world-size 4 --zero-stage 2";
@@ -108,6 +108,11 @@ TEST(PlanWorldCli, WhatIfRowsAreRanksOfTheSameWorld) {
     EXPECT_GT(row["saves_bytes"].get<int64_t>(), 0);
   }
   EXPECT_TRUE(checkpointing) << z["what_if"].dump();
+  // The memory timeline is rank 0's too: its peak is the plan's.
+  const std::string timeline = tmp.path("timeline.json");
+  const nlohmann::json with_timeline = plan_json(tmp, rank + " --memory-timeline " + timeline);
+  std::ifstream in(timeline);
+  EXPECT_EQ(nlohmann::json::parse(in)["peak_bytes"], with_timeline["memory"]["peak_bytes"]);
 }
 
 }  // namespace plan_world_cli_test
