@@ -40,6 +40,9 @@ bool lora(const TA& a) {
 bool four_bit(const TA& a) {
   return a.load_in_4bit;
 }
+bool quantized_base(const TA& a) {
+  return a.load_in_4bit || a.load_in_8bit;
+}
 
 std::string joined(const std::vector<std::string>& names) {
   std::string s;
@@ -584,7 +587,8 @@ std::vector<TrainingFlag> make_table() {
        .key = "bnb_4bit_compute_dtype",
        .help = "fp32 or bf16: the precision dequantized weights are used in",
        .target = &TA::bnb_4bit_compute_dtype,
-       .shown = S::changed},
+       .shown = S::changed,
+       .when = quantized_base},
       {.names = "--neftune-noise-alpha",
        .key = "neftune_noise_alpha",
        .help = "NEFTune: uniform noise alpha/sqrt(L*d) on the embeddings while training",

@@ -252,6 +252,17 @@ TEST(Advisor, CommandLineRunsOnTheDevicePlannedFor) {
   EXPECT_EQ(train_command_line(a, "").find("--device"), std::string::npos);
 }
 
+// The dequantization dtype is said only where a base is quantized: the --qlora recipe sets it to
+// bf16, and an advice that keeps the adapters over an fp32 base does not carry it.
+TEST(Advisor, CommandLineSaysTheDequantizationDtypeOfAQuantizedBaseOnly) {
+  TrainingArguments a = test::args_of({.model = "llama-tiny", .seq_len = 128, .batch = 2});
+  a.lora_r = 8;
+  a.bnb_4bit_compute_dtype = "bf16";
+  EXPECT_EQ(train_command_line(a, "").find("--bnb-4bit-compute-dtype"), std::string::npos);
+  a.load_in_8bit = true;
+  EXPECT_NE(train_command_line(a, "").find("--bnb-4bit-compute-dtype bf16"), std::string::npos);
+}
+
 TEST(Advisor, CliTopLineIsTheCommand) {
   const test::CliResult r = test::run_snug(
       "plan --model gpt2-1.5b --seq-len 1024 --per-device-train-batch-size 8 "
