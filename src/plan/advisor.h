@@ -102,7 +102,7 @@ struct Advice {
 struct AdvisorResult {
   std::vector<Advice> fitting;  // ranked, fastest first
   int64_t tried = 0;            // dry runs
-  int64_t refused = 0;          // combinations the run's rules refuse (not dry runs)
+  int64_t refused = 0;          // combinations whose dry run refused them (not in tried)
   int64_t target_batch = 0;
   int world_size = 1;  // each dry run was rank 0 of this many (AdvisorOptions::data)
 };
