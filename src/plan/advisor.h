@@ -35,7 +35,8 @@
 // adapters' small GEMMs, not counted. Optimizer updates, element-wise kernels and dequantization
 // are not counted (memory-bound, small next to the GEMMs for these shapes). Among equal times,
 // the choices listed first in their dimensions rank first (the fewest departures from the run's
-// own switches: its optimizer, then the one closest to AdamW; fp32 before 16 bits), then fewer
+// own switches: its optimizer, then the one closest to AdamW; fp32 before 16 bits; its base
+// storage, then fp32, int8, 4-bit), then fewer
 // micro-batches (bigger GEMMs run closer to the peak rate), then a lower peak.
 #pragma once
 

@@ -1,5 +1,7 @@
 #include "plan/switches.h"
 
+#include <algorithm>
+
 #include "optim/optimizer.h"
 #include "optim/registry.h"
 
@@ -99,32 +101,39 @@ std::vector<Switch> adapters(const TA&, int64_t) {
            }}};
 }
 
-// A LoRA run's frozen base in fp32, int8, or 4-bit NF4 with double quantization (QLoRA).
+// A LoRA run's frozen base in fp32, int8, or 4-bit NF4 with double quantization (QLoRA); the
+// run's own first, so that among equal step times (dequantization is not counted) the advice
+// keeps the storage the run asked for.
 std::vector<Switch> base_storage(const TA& base, int64_t) {
   const bool lora = base.lora_r > 0;
   // A base that is not 4-bit is no longer the QLoRA recipe (which requires one).
-  return {{"",
-           [](TA& a) {
-             a.load_in_8bit = false;
-             a.load_in_4bit = false;
-             a.qlora = false;
-           },
-           lora},
-          {"--load-in-8bit",
-           [](TA& a) {
-             a.load_in_8bit = true;
-             a.load_in_4bit = false;
-             a.qlora = false;
-           },
-           lora},
-          {"--load-in-4bit --bnb-4bit-quant-type nf4 --bnb-4bit-use-double-quant",
-           [](TA& a) {
-             a.load_in_8bit = false;
-             a.load_in_4bit = true;
-             a.bnb_4bit_quant_type = "nf4";
-             a.bnb_4bit_use_double_quant = true;
-           },
-           lora, [](const TA& run) { return run.lora_r > 0 && !run.load_in_4bit; }}};
+  std::vector<Switch> v = {
+      {"",
+       [](TA& a) {
+         a.load_in_8bit = false;
+         a.load_in_4bit = false;
+         a.qlora = false;
+       },
+       lora},
+      {"--load-in-8bit",
+       [](TA& a) {
+         a.load_in_8bit = true;
+         a.load_in_4bit = false;
+         a.qlora = false;
+       },
+       lora},
+      {"--load-in-4bit --bnb-4bit-quant-type nf4 --bnb-4bit-use-double-quant",
+       [](TA& a) {
+         a.load_in_8bit = false;
+         a.load_in_4bit = true;
+         a.bnb_4bit_quant_type = "nf4";
+         a.bnb_4bit_use_double_quant = true;
+       },
+       lora, [](const TA& run) { return run.lora_r > 0 && !run.load_in_4bit; }}};
+  const size_t own = base.load_in_4bit ? 2 : base.load_in_8bit ? 1 : 0;
+  std::rotate(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(own),
+              v.begin() + static_cast<std::ptrdiff_t>(own) + 1);
+  return v;
 }
 
 // The optimizer registry orders each proposal itself (optim/registry.h): the advisor's choices

@@ -82,12 +82,13 @@ TEST(MemoryCli, EstimateBesideThePlan) {
 
 // --advise on a --qlora run: the advisor also tries an fp32 and an 8-bit base, which are not the
 // QLoRA recipe any more; it used to keep --qlora on them and fail ("--qlora needs a 4-bit base").
+// Every fitting row is listed (--advise-top), since the 4-bit ones rank first.
 TEST(MemoryCli, AdviseOnAQloraRunTriesEveryBase) {
   TempDir tmp;
   const std::string path = tmp.path("plan.json");
   const CliResult r = run_snug(
       "plan --model llama-tiny --qlora --seq-len 64 --device-memory 1GiB --advise --gemm-gflops "
-      "100 --json " +
+      "100 --advise-top 1000 --json " +
       path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = read_json(path);
@@ -99,6 +100,10 @@ TEST(MemoryCli, AdviseOnAQloraRunTriesEveryBase) {
   }
   EXPECT_TRUE(fp32_base) << j["advice"].dump(1);
   EXPECT_TRUE(int8_base) << j["advice"].dump(1);
+  // Everything fits 1 GiB, and the run's own 4-bit base ranks first among equal times.
+  EXPECT_EQ(j["advice"]["fitting"], j["advice"]["tried"]);
+  const std::string top = j["advice"]["configurations"][0]["flags"];
+  EXPECT_NE(top.find("--load-in-4bit"), std::string::npos) << top;
 }
 
 // --find-max-batch, --advise and `snug estimate` on an encoder (bert-tiny, both heads) and a

@@ -226,6 +226,29 @@ TEST(Advisor, LoraRunIsOfferedAQuantizedBase) {
   EXPECT_NE(cmd.find("--load-in-"), std::string::npos) << cmd;
 }
 
+// A QLoRA run's advice keeps its 4-bit base where nothing faster fits: the base's storage is
+// the run's own first, as its optimizer is (dequantization is not in the step time, so an fp32
+// base would otherwise tie and win).
+TEST(Advisor, QloraRunKeepsItsFourBitBaseAmongEqualTimes) {
+  TrainingArguments a = test::args_of({.model = "gpt2-124m", .seq_len = 128, .batch = 2});
+  a.model_shape.n_layer = 2;
+  a.lora_r = 8;
+  a.target_modules = "all-linear";
+  a.load_in_4bit = true;
+  const std::vector<SwitchDimension> dims = advisor_dimensions(a, 2);
+  ASSERT_EQ(dims.back().name, "base storage");
+  ASSERT_EQ(dims.back().choices.size(), 3u);
+  EXPECT_EQ(dims.back().choices[0].flags,
+            "--load-in-4bit --bnb-4bit-quant-type nf4 --bnb-4bit-use-double-quant");
+  EXPECT_EQ(dims.back().choices[1].flags, "");  // then the others in their order
+  EXPECT_EQ(dims.back().choices[2].flags, "--load-in-8bit");
+  const AdvisorResult r = advise(a, on_gib(16));  // everything fits
+  ASSERT_FALSE(r.fitting.empty());
+  EXPECT_TRUE(r.fitting.front().args.load_in_4bit) << r.fitting.front().flags;
+  a.load_in_4bit = false;  // a LoRA run over an fp32 base keeps fp32 first
+  EXPECT_EQ(advisor_dimensions(a, 2).back().choices[0].flags, "");
+}
+
 TEST(Advisor, CommandLineCarriesTheSwitches) {
   TrainingArguments a =
       test::args_of({.model = "gpt2-124m", .seq_len = 512, .batch = 2, .accumulation = 4});
