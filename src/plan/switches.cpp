@@ -107,28 +107,22 @@ std::vector<Switch> adapters(const TA&, int64_t) {
 std::vector<Switch> base_storage(const TA& base, int64_t) {
   const bool lora = base.lora_r > 0;
   // A base that is not 4-bit is no longer the QLoRA recipe (which requires one).
+  auto storage = [](bool int8, bool four) {
+    return [int8, four](TA& a) {
+      a.load_in_8bit = int8;
+      a.load_in_4bit = four;
+      if (four) {
+        a.bnb_4bit_quant_type = "nf4";
+        a.bnb_4bit_use_double_quant = true;
+      } else {
+        a.qlora = false;
+      }
+    };
+  };
   std::vector<Switch> v = {
-      {"",
-       [](TA& a) {
-         a.load_in_8bit = false;
-         a.load_in_4bit = false;
-         a.qlora = false;
-       },
-       lora},
-      {"--load-in-8bit",
-       [](TA& a) {
-         a.load_in_8bit = true;
-         a.load_in_4bit = false;
-         a.qlora = false;
-       },
-       lora},
-      {"--load-in-4bit --bnb-4bit-quant-type nf4 --bnb-4bit-use-double-quant",
-       [](TA& a) {
-         a.load_in_8bit = false;
-         a.load_in_4bit = true;
-         a.bnb_4bit_quant_type = "nf4";
-         a.bnb_4bit_use_double_quant = true;
-       },
+      {"", storage(false, false), lora},
+      {"--load-in-8bit", storage(true, false), lora},
+      {"--load-in-4bit --bnb-4bit-quant-type nf4 --bnb-4bit-use-double-quant", storage(false, true),
        lora, [](const TA& run) { return run.lora_r > 0 && !run.load_in_4bit; }}};
   const size_t own = base.load_in_4bit ? 2 : base.load_in_8bit ? 1 : 0;
   std::rotate(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(own),
