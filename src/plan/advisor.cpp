@@ -155,13 +155,19 @@ std::string train_command_line(const TrainingArguments& a, const std::string& de
 std::string advice_table(const AdvisorResult& r, int64_t capacity, int64_t overhead, size_t top) {
   std::ostringstream os;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%4s %10s %10s %11s  %s\n", "rank", "step s", "peak MiB",
-                "headroom MiB", "switches");
+  // Steps that all take under a second are shown in ms: a small model's times would all read
+  // 0.00 s, and the ranking would not show why.
+  const size_t shown = std::min(top, r.fitting.size());
+  bool ms = shown > 0;
+  for (size_t i = 0; i < shown; ++i) ms = ms && r.fitting[i].step_s < 1.0;
+  std::snprintf(buf, sizeof buf, "%4s %10s %10s %12s  %s\n", "rank", ms ? "step ms" : "step s",
+                "peak MiB", "headroom MiB", "switches");
   os << buf;
-  for (size_t i = 0; i < r.fitting.size() && i < top; ++i) {
+  for (size_t i = 0; i < shown; ++i) {
     const Advice& a = r.fitting[i];
-    std::snprintf(buf, sizeof buf, "%4zu %10.2f %10.1f %11.1f  %s\n", i + 1, a.step_s,
-                  mib(a.peak_bytes), mib(capacity - overhead - a.peak_bytes), a.flags.c_str());
+    std::snprintf(buf, sizeof buf, "%4zu %10.2f %10.1f %12.1f  %s\n", i + 1,
+                  ms ? a.step_s * 1e3 : a.step_s, mib(a.peak_bytes),
+                  mib(capacity - overhead - a.peak_bytes), a.flags.c_str());
     os << buf;
   }
   return os.str();

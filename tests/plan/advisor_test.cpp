@@ -296,6 +296,38 @@ TEST(Advisor, CliTopLineIsTheCommand) {
   EXPECT_EQ(no_capacity.exit_code, 2);
 }
 
+// Every line of a table is as long as its header: the figures stay in their columns.
+void expect_columns(const std::string& table) {
+  std::vector<std::string> lines;
+  for (size_t at = 0, end; (end = table.find('\n', at)) != std::string::npos; at = end + 1)
+    lines.push_back(table.substr(at, end - at));
+  ASSERT_GE(lines.size(), 2U) << table;
+  for (const std::string& l : lines) EXPECT_EQ(l.size(), lines[0].size()) << table;
+}
+
+TEST(Advisor, WhatIfTableWidensForItsLongestFlags) {
+  const std::string three = "--load-in-4bit --bnb-4bit-quant-type nf4 --bnb-4bit-use-double-quant";
+  ASSERT_GT(three.size(), 62U);  // wider than the column's least width
+  const std::string t =
+      what_if_table({{"--optim sgd", 3 * 1048576}, {three, 1048576 + 104858}}, 4 * 1048576);
+  expect_columns(t);
+  EXPECT_NE(t.find(three + "          1.1          2.9\n"), std::string::npos) << t;
+}
+
+TEST(Advisor, TableShowsStepsUnderASecondInMs) {
+  AdvisorResult r;
+  r.fitting.push_back({{}, "--bf16", 3 * 1048576, 1e9, 0.00229, 0});
+  std::string t = advice_table(r, 8 * 1048576, 0, 10);  // the switches column ends each line
+  EXPECT_EQ(t.rfind("rank    step ms   peak MiB headroom MiB  switches\n", 0), 0U) << t;
+  EXPECT_NE(t.find("   1       2.29        3.0          5.0  --bf16\n"), std::string::npos) << t;
+  r.fitting.push_back({{}, "--bf16-full", 2 * 1048576, 1e12, 2.5, 1});
+  t = advice_table(r, 8 * 1048576, 0, 10);
+  EXPECT_EQ(t.rfind("rank     step s", 0), 0U) << t;  // one unit per table
+  EXPECT_NE(t.find("   1       0.00        3.0"), std::string::npos) << t;
+  EXPECT_NE(t.find("   2       2.50        2.0          6.0  --bf16-full\n"), std::string::npos)
+      << t;
+}
+
 }  // namespace advisor_test
 }  // namespace
 }  // namespace snug
