@@ -93,7 +93,7 @@ void RunContext::cast_compute_weights(const std::vector<const Parameter*>& weigh
     if (p->quantized() || p->partitioned || p->value.dtype() != DType::f32) continue;
     Tensor h = Tensor::empty(p->value.shape(), storage_dtype(), Category::weights, *dev_);
     ops().pack_half(h.data_u16(), p->value.data<float>(), h.numel(), fp16());
-    compute_weights_.emplace_back(p, std::move(h));
+    compute_weights_.add(p, std::move(h));
   }
 }
 
@@ -115,10 +115,9 @@ const float* RunContext::gemm_weight(const Parameter* p, Tensor& scratch) const 
   }
   if (p->value.dtype() != DType::f32) return param_f32(p, scratch);  // --bf16-full
   if (!low_precision()) return p->value.data<float>();
-  for (const auto& [param, half] : compute_weights_) {
-    if (param != p) continue;
-    scratch = Tensor::empty(half.shape(), DType::f32, Category::temporary, *dev_);
-    ops().unpack_half(scratch.data<float>(), half.data_u16(), half.numel(), fp16());
+  if (const Tensor* half = compute_weights_.find(p)) {
+    scratch = Tensor::empty(half->shape(), DType::f32, Category::temporary, *dev_);
+    ops().unpack_half(scratch.data<float>(), half->data_u16(), half->numel(), fp16());
     return scratch.data<float>();
   }
   throw Error(detail::concat("no compute copy of ", p->name,
@@ -137,8 +136,7 @@ const uint16_t* RunContext::gemm_weight16(const Parameter* p, Tensor& scratch) c
   if (p->value.dtype() == DType::bf16) return p->value.data_u16();
   SNUG_CHECK(p->value.dtype() == DType::f32, "the bf16 GEMM path cannot read ", p->name, " (",
              dtype_name(p->value.dtype()), ")");
-  for (const auto& [param, half] : compute_weights_)
-    if (param == p) return half.data_u16();
+  if (const Tensor* half = compute_weights_.find(p)) return half->data_u16();
   throw Error(detail::concat("no bf16 compute copy of ", p->name,
                              " (forward casts them; backward needs the same forward)"));
 }
@@ -157,18 +155,16 @@ float* RunContext::grad(Parameter* p) {
   SNUG_CHECK(p->value.dtype() == DType::bf16, p->name, ": ", dtype_name(p->value.dtype()),
              " parameters do not train (a 16-bit base is frozen under LoRA; --bf16-full trains "
              "bf16)");
-  for (auto& [q, acc] : grad_acc_)
-    if (q == p) return acc.data<float>();
+  if (const Tensor* acc = grad_acc_.find(p)) return acc->data<float>();
   // Accumulation across micro-steps continues from the bf16 gradient kept so far.
   Tensor acc = Tensor::zeros(p->value.shape(), DType::f32, Category::temporary, *dev_);
   if (p->grad.defined())
     ops().unpack_half(acc.data<float>(), p->grad.data_u16(), acc.numel(), false);
-  grad_acc_.emplace_back(p, std::move(acc));
-  return grad_acc_.back().second.data<float>();
+  return grad_acc_.add(p, std::move(acc)).data<float>();
 }
 
 void RunContext::flush_grads() {
-  for (auto& [p, acc] : grad_acc_) {
+  for (auto& [p, acc] : grad_acc_.items()) {
     if (!p->grad.defined())
       p->grad = Tensor::empty(p->value.shape(), DType::bf16, p->grad_category, *dev_);
     ops().pack_half(p->grad.data_u16(), acc.data<float>(), acc.numel(), false);
