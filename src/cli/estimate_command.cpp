@@ -2,7 +2,7 @@
 // Hugging Face calculator and accelerate count them, activations by Korthikanti et al.) printed
 // beside the exact figures of a dry run of the same flags, with their ratio per category; then
 // ZeRO's per-rank model states for stages 0-3 over --world-size ranks (plan/zero_states.h), the
-// dry run's own beside the run's --zero-stage (a replay of rank 0 of that world at stages 0-2).
+// dry run's own beside the run's --zero-stage (a replay of rank 0 of that world).
 #include <cstdio>
 #include <memory>
 
@@ -21,9 +21,15 @@ namespace snug::cli {
 
 namespace {
 
-int64_t model_states(const MemoryStats& m) {
+// Weights + gradients + optimizer state, each category's own maximum; at ZeRO stage 3 the
+// weights a rank keeps at the end of its step (its shards, no block gathered), since a rank builds
+// the model whole before partitioning it and its largest weights are one process's
+// (docs/distributed.md, stage 3).
+int64_t model_states(const MemoryStats& m, bool shards) {
   auto at = [&](Category c) { return m.max_by_category[static_cast<int>(c)]; };
-  return at(Category::weights) + at(Category::gradients) + at(Category::optimizer_state);
+  const int64_t weights =
+      shards ? m.live[static_cast<int>(Category::weights)] : at(Category::weights);
+  return weights + at(Category::gradients) + at(Category::optimizer_state);
 }
 
 int run_estimate(TrainingArguments args, const std::string& json_path, int64_t world) {
@@ -34,22 +40,17 @@ int run_estimate(TrainingArguments args, const std::string& json_path, int64_t w
               cfg.shape.name.c_str(), static_cast<double>(est.params) / 1e6,
               static_cast<double>(est.trainable_params) / 1e6, describe_step(args).c_str());
   std::printf("%s", estimate_table(est, plan).c_str());
-  // The plan beside ZeRO's formulas: this run's stage over `world` ranks (rank 0's replay). Not
-  // at stage 3: a rank builds the model whole before partitioning it, so its replay's largest
-  // weights are one process's, not the formula's shard (docs/distributed.md, stage 3).
+  // The plan beside ZeRO's formulas: this run's stage over `world` ranks (rank 0's replay).
   const bool sharded = world > 1 || args.zero_stage > 0;
-  const int plan_stage = args.zero_stage <= 2 ? args.zero_stage : -1;
-  const int64_t plan_states =
-      plan_stage < 0 ? 0
-      : sharded
-          ? model_states(replay(args, DryRunData{.world_size = static_cast<int>(world)}).memory)
-          : model_states(plan);
-  std::printf("\n%s", zero_states_table(est, world, plan_stage, plan_states).c_str());
+  const int64_t plan_states = model_states(
+      sharded ? replay(args, DryRunData{.world_size = static_cast<int>(world)}).memory : plan,
+      args.zero_stage == 3);
+  std::printf("\n%s", zero_states_table(est, world, args.zero_stage, plan_states).c_str());
   if (!json_path.empty()) {
     nlohmann::json j;
     j["config"] = args.to_json();
     j["estimate"] = estimate_json(est, plan);
-    j["estimate"]["zero"] = zero_states_json(est, world, plan_stage, plan_states);
+    j["estimate"]["zero"] = zero_states_json(est, world, args.zero_stage, plan_states);
     j["memory"] = dry_run_memory_json(plan);
     write_json_file(json_path, j);
   }

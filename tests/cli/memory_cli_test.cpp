@@ -80,6 +80,23 @@ TEST(MemoryCli, EstimateBesideThePlan) {
   EXPECT_EQ(j["estimate"]["peak"]["plan_bytes"], j["memory"]["peak_bytes"]);
 }
 
+// At ZeRO stage 3 the plan beside the formula is a rank's kept model states: its weight shards
+// (not the whole model it builds first), gradients and optimizer state. gpt2-124m's fp32 AdamW
+// over 4 ranks: 16 bytes x 124,439,808 / 4, the formula to the byte.
+TEST(MemoryCli, EstimateAtStageThreeHasTheRanksPlanBesideTheFormula) {
+  TempDir tmp;
+  const std::string path = tmp.path("est.json");
+  const CliResult r = run_snug(
+      "estimate --model gpt2-124m --per-device-train-batch-size 2 --seq-len 128 --zero-stage 3 "
+      "--world-size 4 --json " +
+      path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json stage3 = read_json(path)["estimate"]["zero"]["stages"][3];
+  EXPECT_EQ(stage3["bytes_per_rank"], int64_t{16} * 124439808 / 4);
+  EXPECT_EQ(stage3["plan_bytes"], int64_t{16} * 124439808 / 4);
+  EXPECT_THAT(r.out, HasSubstr("stage 3's plan counts the weights a rank keeps"));
+}
+
 // --advise on a --qlora run: the advisor also tries an fp32 and an 8-bit base, which are not the
 // QLoRA recipe any more; it used to keep --qlora on them and fail ("--qlora needs a 4-bit base").
 // Every fitting row is listed (--advise-top), since the 4-bit ones rank first.

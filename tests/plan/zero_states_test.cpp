@@ -45,6 +45,29 @@ TEST(ZeroStates, PapersFigureOneAtSixtyFourRanks) {
   EXPECT_FALSE(j["stages"][1].contains("plan_bytes"));
 }
 
+TEST(ZeroStates, TableKeepsItsColumns) {
+  const MemoryEstimate est = estimate_memory(llama_7_5b());
+  const std::string t = zero_states_table(est, 64, 3, 1874699264);
+  // Each row's bytes end in the header's column, though Ψ is two bytes of UTF-8: the column
+  // where `text` ends on its line, in characters.
+  const auto end_column = [&](const std::string& text) {
+    const size_t at = t.find(text);
+    EXPECT_NE(at, std::string::npos) << text;
+    size_t chars = 0;
+    for (size_t i = t.rfind('\n', at) + 1; i < at + text.size(); ++i)
+      chars += (static_cast<unsigned char>(t[i]) & 0xC0) != 0x80;
+    return chars;
+  };
+  for (const char* bytes : {"119980752896", "31401212672", "16637955968", "1874699264"})
+    EXPECT_EQ(end_column(bytes), end_column("bytes per rank")) << bytes << "\n" << t;
+  EXPECT_NE(t.find("(2+2+12)Ψ/N                      1874699264      1.875       1874699264\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("\nstage 3's plan counts the weights a rank keeps, its shards"),
+            std::string::npos)
+      << t;
+}
+
 TEST(ZeroStates, Fp32AdamWHasItsOwnK) {
   TrainingArguments a;
   a.model = "gpt2-124m";
