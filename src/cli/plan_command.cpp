@@ -107,6 +107,9 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
 
   const std::vector<Verdict> verdicts = plan_verdicts(device_memory, all_gpus, mem.peak_total);
   for (const Verdict& v : verdicts) print_verdict(v);
+  if (!planned.unbuilt.empty())
+    std::printf("\nplan only: a real run of these flags is refused today: %s\n",
+                planned.unbuilt.c_str());
 
   const bool any_short =
       std::any_of(verdicts.begin(), verdicts.end(), [](const Verdict& v) { return !v.fits(); });
@@ -127,6 +130,7 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
     j["batch_shapes"] = batches_json(planned.batches);
     j["world_size"] = world.world_size;
     j["zero_stage"] = args.zero_stage;
+    j["plan_only"] = planned.unbuilt.empty() ? nlohmann::json() : nlohmann::json(planned.unbuilt);
     j["devices"] = nlohmann::json::array();
     for (const Verdict& v : verdicts) j["devices"].push_back(verdict_json(v));
     j["what_if"] = what_if_json(alternatives, mem.peak_total);

@@ -51,10 +51,12 @@ void run_advisor(const PlanExtras& x, const TrainingArguments& args,
       r.world_size > 1 ? " (rank 0 of " + std::to_string(r.world_size) + ")" : std::string();
   std::printf(
       "\nfit advisor: %lld configurations of %lld sequences x %lld tokens per step tried on %s%s, "
-      "%zu fit; step time from FLOPs at %.0f GFLOP/s (%s; %s)\n",
+      "%zu fit (%lld more refused by a real run's rules); step time from FLOPs at %.0f GFLOP/s "
+      "(%s; %s)\n",
       static_cast<long long>(r.tried), static_cast<long long>(r.target_batch),
       static_cast<long long>(args.seq_len), device_memory.c_str(), rank.c_str(), r.fitting.size(),
-      o.gemm_flops / 1e9, measured ? "this build's GEMM, measured" : "--gemm-gflops", bf16);
+      static_cast<long long>(r.refused), o.gemm_flops / 1e9,
+      measured ? "this build's GEMM, measured" : "--gemm-gflops", bf16);
   if (cuda_index(args.kernels_device()).has_value())  // the planned device (args.device is meta)
     std::printf(
         "(--device cuda: each peak is the GPU run's; the step times, and so the order, are this "

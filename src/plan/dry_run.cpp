@@ -49,6 +49,7 @@ DryRun replay(const TrainingArguments& args, const DryRunData& data,
   if (timeline) *timeline = dev.pool().timeline();
   DryRun d;
   d.memory = dev.pool().stats();
+  d.unbuilt = trainer.unbuilt();
   if (&dev.host() != &dev) d.host = dev.host().pool().stats();
   DryRunBatches& b = d.batches;
   b.replayed = data.train != nullptr;

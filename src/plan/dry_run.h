@@ -61,6 +61,10 @@ struct DryRunBatches {
 
 struct DryRun {
   MemoryStats memory;
+  // Why a real run of these arguments is refused today, for a feature not built yet (Trainer::
+  // unbuilt(); "" when it runs). Such a run is a plan only: the plan says so, and the planners
+  // that offer alternatives (what-if, advisor, ZeRO stages) do not offer it.
+  std::string unbuilt;
   // The host pool, where the device has one apart (--offload-optimizer cpu: train/offload.h).
   std::optional<MemoryStats> host;
   DryRunBatches batches;

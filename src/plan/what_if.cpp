@@ -25,12 +25,13 @@ std::vector<WhatIf> what_if(const TrainingArguments& args, const DryRunData& dat
   std::vector<WhatIf> rows;
   for (const auto& [flags, a] : variants) {
     try {
-      rows.push_back({flags, dry_run(a, data).peak_total});
+      // A combination this run's other flags rule out (e.g. an optimizer that refuses them), or
+      // that a real run refuses for a feature not built yet: not an alternative, so not a row.
+      const DryRun d = replay(a, data);
+      if (d.unbuilt.empty()) rows.push_back({flags, d.memory.peak_total});
     } catch (const OutOfMemoryError&) {
       throw;
     } catch (const Error&) {
-      // A combination this run's other flags rule out (e.g. an optimizer that refuses them):
-      // not an alternative, so not a row.
     }
   }
   return rows;

@@ -153,13 +153,19 @@ std::array<ZeroFit, kZeroStages> zero_fits(const TrainingArguments& args, const 
       for (; n <= max_world; n *= 2) {
         DryRunData rank0 = data;
         rank0.world_size = static_cast<int>(n);
-        const int64_t peak = replay(a, rank0).memory.peak_total;
+        const DryRun d = replay(a, rank0);
+        // A plan only: its bytes are exact, and the row says a real run is refused, and why.
+        f.note = d.unbuilt.empty() ? "" : "plan only: " + d.unbuilt;
+        const int64_t peak = d.memory.peak_total;
         f.world = n;
         f.peak = peak;
         f.replayed = true;
         if (peak + overhead <= capacity) break;
       }
-      if (n > max_world) f.world = 0;
+      if (n > max_world) {
+        f.world = 0;
+        f.note.clear();
+      }
     } catch (const Error& e) {
       f.replayed = false;
       f.note = e.what();

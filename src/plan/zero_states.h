@@ -51,14 +51,16 @@ nlohmann::json zero_states_json(const MemoryEstimate& est, int64_t world, int pl
 // batch. The search uses the formulas: a rank's peak = the one-process plan's peak - its model
 // states + zero_states_bytes(stage, N). At stages 1-3 the world found is then replayed on meta
 // (rank 0, dry_run.h's replay: padding, buckets and stage 3's gathered blocks included) and N
-// doubled until the replay fits too; runs a stage refuses (16-bit gradients, optimizers that are
-// not elementwise, mixed precision at stage 3) keep the formula's figure, and say why.
+// doubled until the replay fits too; runs a stage refuses (optimizers that are not elementwise,
+// mixed precision at stage 3) keep the formula's figure, and say why; a replayed run that a real
+// run refuses for a feature not built yet (16-bit gradients through the buckets) keeps its figure
+// and says it is a plan only.
 struct ZeroFit {
   int stage = 0;
   int64_t world = 0;      // 0: none up to max_world fits
   int64_t peak = 0;       // rank 0's bytes at `world` (the last one tried when none fits)
   bool replayed = false;  // peak is a meta replay's, else the formula's
-  std::string note;       // why not replayed
+  std::string note;       // why not replayed, or why a real run is refused ("plan only: ...")
 };
 std::array<ZeroFit, kZeroStages> zero_fits(const TrainingArguments& args, const DryRunData& data,
                                            int64_t capacity, int64_t overhead,

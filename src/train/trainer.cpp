@@ -169,14 +169,16 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   }
   // 16-bit gradients through the buckets (stage 0 over several ranks, stages 2-3 always) and a
   // 16-bit all-gather are not built yet: refused before the first step, named by the flags. A
-  // plan (meta) counts such a run to the byte.
-  SNUG_CHECK(model_.device().is_meta() || !bucketed() || !args_.sixteen_bit_training(),
-             args_.master_weights() ? "--precision-layout deepspeed" : "--bf16-full", " with ",
-             world() > 1 ? std::to_string(world()) + " ranks" : std::string("one process"),
-             " at --zero-stage ", args_.zero_stage,
-             ": the gradient buckets sum fp32 gradients only (bf16 gradients through them are not "
-             "built yet); snug plan gives this run's memory, and one process trains it at "
-             "--zero-stage 0 or 1");
+  // plan (meta) counts such a run to the byte, and says it is a plan only (unbuilt()).
+  if (bucketed() && args_.sixteen_bit_training())
+    unbuilt_ = detail::concat(
+        args_.master_weights() ? "--precision-layout deepspeed" : "--bf16-full", " with ",
+        world() > 1 ? std::to_string(world()) + " ranks" : std::string("one process"),
+        " at --zero-stage ", args_.zero_stage,
+        ": the gradient buckets sum fp32 gradients only (bf16 gradients through them are not "
+        "built yet); snug plan gives this run's memory, and one process trains it at "
+        "--zero-stage 0 or 1");
+  SNUG_CHECK(model_.device().is_meta() || unbuilt_.empty(), unbuilt_);
   fused_ = dynamic_cast<InBackwardOptimizer*>(optimizer_.get());
   if (fused_) check_fused_settings(args_.optim, args_.gradient_accumulation_steps);
   SNUG_CHECK(!fused_ || o.state_device == nullptr, "--offload-optimizer cpu with --optim ",

@@ -116,6 +116,10 @@ class Trainer {
   // With --resume-from: the settings that differ from the checkpoint's run and are accepted
   // ("learning_rate 0.0006 -> 0.001"; train/run_record.h).
   const std::vector<std::string>& resume_changes() const { return resume_changes_; }
+  // Why a real run of these arguments would be refused before step 1 for a feature not built
+  // yet ("" when it would run): such a run is refused on a real device, and replayed on meta, so
+  // that a plan gives its bytes and says it is a plan only.
+  const std::string& unbuilt() const { return unbuilt_; }
   // Checkpoint folders of an earlier run that --overwrite-output-dir removed before step 1.
   const std::vector<std::string>& removed_checkpoints() const { return removed_checkpoints_; }
   // --fp16's loss scaler, for callers that need other than GradScaler's defaults (tests).
@@ -198,6 +202,7 @@ class Trainer {
   std::vector<std::string> removed_checkpoints_;
   std::unique_ptr<OutputDirLock> output_lock_;  // held while the run may save (output_dir_lock.h)
   std::vector<std::string> resume_changes_;
+  std::string unbuilt_;  // unbuilt()
   bool skip_repeats_ = false;
   std::unique_ptr<dist::Communicator> own_comm_;  // the world of one when none was given
   dist::Communicator* comm_ = nullptr;

@@ -115,6 +115,55 @@ TEST(PlanWorldCli, WhatIfRowsAreRanksOfTheSameWorld) {
   EXPECT_EQ(nlohmann::json::parse(in)["peak_bytes"], with_timeline["memory"]["peak_bytes"]);
 }
 
+// bf16 gradients through the buckets are not built: a real run refuses them before step 1, and
+// a plan still gives their bytes but says, in the run's own words, that it is a plan only. The
+// what-if rows and the ZeRO rows of a run that could train do not offer them as alternatives
+// without saying so (the advisor's side: Advisor.ZeroRunIsAdvisedAsARankOfItsWorld).
+TEST(PlanWorldCli, PlanOfARunNotBuiltYetSaysSoInTheRunsWords) {
+  TempDir tmp;
+  const std::string flags = "--per-device-train-batch-size 2 --bf16-full --zero-stage 2";
+  const CliResult run = run_snug("train --model gpt2-tiny --seq-len 64 --max-steps 1 " + flags);
+  EXPECT_EQ(run.exit_code, 1);
+  const std::string why =
+      "--bf16-full with one process at --zero-stage 2: the gradient buckets sum fp32 gradients "
+      "only";
+  EXPECT_THAT(run.err, HasSubstr(why));
+  const CliResult plan = run_snug("plan --model gpt2-tiny --seq-len 64 " + flags);
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_THAT(plan.out, HasSubstr("plan only: a real run of these flags is refused today: " + why));
+  const nlohmann::json j = plan_json(tmp, flags);
+  EXPECT_THAT(j["plan_only"].get<std::string>(), HasSubstr(why));
+  EXPECT_GT(j["memory"]["peak_bytes"].get<int64_t>(), 0);
+  EXPECT_TRUE(
+      plan_json(tmp, "--per-device-train-batch-size 2 --zero-stage 2")["plan_only"].is_null());
+
+  // An fp32 rank of 2: --bf16-full would save memory but does not run, so it is not a row.
+  const nlohmann::json fp32 = plan_json(
+      tmp, "--per-device-train-batch-size 2 --world-size 2 --zero-stage 1 --device-memory 1MiB");
+  ASSERT_TRUE(fp32["what_if"].is_array());
+  bool bf16 = false;
+  for (const nlohmann::json& row : fp32["what_if"]) {
+    EXPECT_NE(row["flags"], "--bf16-full");
+    bf16 = bf16 || row["flags"] == "--bf16";
+  }
+  EXPECT_TRUE(bf16) << fp32["what_if"].dump();  // mixed precision runs over ranks: a row
+
+  // A --bf16-full run's ZeRO rows over more ranks: exact replays, each saying it is a plan only.
+  const nlohmann::json advised =
+      plan_json(tmp,
+                "--per-device-train-batch-size 2 --bf16-full --device-memory 7MiB --advise "
+                "--gemm-gflops 100");
+  int rows = 0;
+  for (const nlohmann::json& row : advised["advice"]["zero"]) {
+    if (row["stage"] == 0 || row["world_size"].is_null()) continue;
+    ++rows;
+    EXPECT_EQ(row["source"], "replay") << row.dump();
+    EXPECT_THAT(row["note"].get<std::string>(), HasSubstr("plan only: --bf16-full with"))
+        << row.dump();
+  }
+  EXPECT_GT(rows, 0) << advised["advice"]["zero"].dump();  // stage 3 fits 7 MiB over 64 ranks
+}
+
 }  // namespace plan_world_cli_test
 }  // namespace
 }  // namespace snug::test
