@@ -24,6 +24,8 @@
 // would write host memory: refused for now, as --offload-optimizer is.
 #pragma once
 
+#include <string>
+
 namespace snug {
 
 class Device;
@@ -33,7 +35,7 @@ struct TrainingArguments;
 bool offloads_optimizer(const TrainingArguments& args);
 // Without offload: nullptr. With it: the host device where the optimizer's state goes, attached
 // to `dev` first when its host is itself. Throws snug::Error for a device the host does not
-// address.
+// address (on meta, a plan for one goes on: offload_unbuilt).
 Device* offload_host(Device& dev, const TrainingArguments& args);
 
 // The values of --offload-param: "none" (the default) and "cpu".
@@ -41,5 +43,9 @@ bool offloads_parameters(const TrainingArguments& args);
 // Without it: nullptr. With it: the host device where the stage-3 shards go, attached as above.
 // Throws snug::Error for a device the host does not address.
 Device* offload_param_host(Device& dev, const TrainingArguments& args);
+
+// Why a real run of `args` on `dev` (on meta: on the device a plan is for) refuses its offload
+// flags, "" when it runs them: the refusal offload_host/offload_param_host throw off meta.
+std::string offload_unbuilt(const Device& dev, const TrainingArguments& args);
 
 }  // namespace snug

@@ -170,7 +170,8 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   // 16-bit gradients through the buckets (stage 0 over several ranks, stages 2-3 always) and a
   // 16-bit all-gather are not built yet: refused before the first step, named by the flags. A
   // plan (meta) counts such a run to the byte, and says it is a plan only (unbuilt()).
-  if (bucketed() && args_.sixteen_bit_training())
+  unbuilt_ = offload_unbuilt(model_.device(), args_);  // a plan for a GPU (its run stopped above)
+  if (unbuilt_.empty() && bucketed() && args_.sixteen_bit_training())
     unbuilt_ = detail::concat(
         args_.master_weights() ? "--precision-layout deepspeed" : "--bf16-full", " with ",
         world() > 1 ? std::to_string(world()) + " ranks" : std::string("one process"),

@@ -6,7 +6,8 @@
 //    flag bit for bit, for every optimizer with state (fp32, bf16, 8-bit and factored states);
 //  - the same at ZeRO stages 1-3 in one process (the rank's pieces' state in the host pool);
 //  - meta reports what cpu measures, for both pools (the plan equals the run to the byte);
-//  - LOMO/AdaLOMO, a device the host does not address and unknown values are refused by name.
+//  - LOMO/AdaLOMO, a device the host does not address and unknown values are refused by name; a
+//    plan for a GPU says so (DryRun::unbuilt).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "kernels/backends.h"
 #include "models/gpt2/gpt2.h"
 #include "optim/optimizer.h"
+#include "plan/dry_run.h"
 #include "support/compare.h"
 #include "support/configs.h"
 #include "support/expect_error.h"
@@ -173,6 +175,20 @@ TEST(OffloadOptimizer, RefusalsNameTheFlag) {
       HasSubstr(error_message([&] { Trainer t(remote, model, data.get()); }),
                 "--offload-optimizer cpu with --device cpu-remote: the update on the host would "
                 "need the gradients downloaded"));
+  // A plan for a GPU (meta, kernels of cuda) goes on and says why the run would stop: the same
+  // words (docs/report.md plan_only).
+  TrainingArguments gpu = small_run("adamw_torch");
+  gpu.model = "gpt2-tiny";
+  gpu.offload_optimizer = "cpu";
+  gpu.device = "cuda";
+  const DryRun planned = replay(gpu, {});
+  EXPECT_TRUE(HasSubstr(planned.unbuilt,
+                        "--offload-optimizer cpu with --device cuda: the update on the host would "
+                        "need the gradients downloaded"))
+      << planned.unbuilt;
+  EXPECT_GT(planned.host->max_by_category[static_cast<int>(Category::optimizer_state)], 0);
+  gpu.device = "cpu";
+  EXPECT_EQ(replay(gpu, {}).unbuilt, "");
   TrainingArguments nvme = small_run("adamw_torch");
   nvme.offload_optimizer = "nvme";
   EXPECT_TRUE(HasSubstr(error_message([&] { nvme.validate(); }),
