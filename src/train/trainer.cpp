@@ -169,9 +169,14 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   }
   // 16-bit gradients through the buckets (stage 0 over several ranks, stages 2-3 always) and a
   // 16-bit all-gather are not built yet: refused before the first step, named by the flags. A
-  // plan (meta) counts such a run to the byte, and says it is a plan only (unbuilt()).
+  // plan (meta) counts such a run to the byte, and says it is a plan only (unbuilt()). A LoRA run
+  // over a 16-bit base trains fp32 adapters: their gradients go through as any fp32 run's.
+  const ParameterList& params = model_.parameters();
+  const bool sixteen_bit_grads = std::any_of(params.begin(), params.end(), [](const Parameter* p) {
+    return p->requires_grad && p->value.dtype() != DType::f32;
+  });
   unbuilt_ = offload_unbuilt(model_.device(), args_);  // a plan for a GPU (its run stopped above)
-  if (unbuilt_.empty() && bucketed() && args_.sixteen_bit_training())
+  if (unbuilt_.empty() && bucketed() && sixteen_bit_grads)
     unbuilt_ = detail::concat(
         args_.master_weights() ? "--precision-layout deepspeed" : "--bf16-full", " with ",
         world() > 1 ? std::to_string(world()) + " ranks" : std::string("one process"),
