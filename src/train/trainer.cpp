@@ -129,6 +129,12 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   // Quantized base, LoRA adapters (freezing the base), --freeze, NEFTune, before the optimizer
   // exists: frozen parameters get no state and no gradient.
   prepare_model(model_, args_);
+  // Whether a parameter that trains keeps 16-bit values, so 16-bit gradients (read before ZeRO 3
+  // partitions the values): a LoRA run over a 16-bit base trains fp32 adapters.
+  const ParameterList& params = model_.parameters();
+  const bool sixteen_bit_grads = std::any_of(params.begin(), params.end(), [](const Parameter* p) {
+    return p->requires_grad && p->value.dtype() != DType::f32;
+  });
   if (args_.zero_stage == 3) {
     // ZeRO 3 (train/zero3_params.h): each trainable parameter partitioned over the ranks, a
     // block's parameters gathered while it runs; the rank's optimizer over its slices.
@@ -171,10 +177,7 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   // 16-bit all-gather are not built yet: refused before the first step, named by the flags. A
   // plan (meta) counts such a run to the byte, and says it is a plan only (unbuilt()). A LoRA run
   // over a 16-bit base trains fp32 adapters: their gradients go through as any fp32 run's.
-  const ParameterList& params = model_.parameters();
-  const bool sixteen_bit_grads = std::any_of(params.begin(), params.end(), [](const Parameter* p) {
-    return p->requires_grad && p->value.dtype() != DType::f32;
-  });
+  // (ZeRO 3's own refusal of bf16 shards over ranks, zero3_params.cpp, comes first off meta.)
   unbuilt_ = offload_unbuilt(model_.device(), args_);  // a plan for a GPU (its run stopped above)
   if (unbuilt_.empty() && bucketed() && sixteen_bit_grads)
     unbuilt_ = detail::concat(
