@@ -146,7 +146,8 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
     SNUG_CHECK(args_.compute_dtype() == ComputeDType::f32 || args_.sixteen_bit_training(),
                "--zero-stage 3 with fp32 weights computes in fp32 so far (mixed precision casts "
                "every GEMM weight at the start of a forward, which needs them all whole); drop "
-               "--bf16/--fp16, use --precision-layout deepspeed, or use --zero-stage 0-2");
+               "--bf16/--fp16, or use --zero-stage 0-2 (--precision-layout deepspeed, bf16 "
+               "weights, plans at stage 3 but does not run there yet)");
     SNUG_CHECK(!args_.load_best_model_at_end,
                "--zero-stage 3 with --load-best-model-at-end: loading a checkpoint's weights "
                "back into the partitioned model at the end is not built yet; resume from the "
