@@ -142,6 +142,10 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
     std::printf("resume: %s (changed since the checkpoint; accepted)\n", change.c_str());
   for (const std::string& dir : trainer.removed_checkpoints())
     std::printf("--overwrite-output-dir: removed %s\n", dir.c_str());
+  // `train --device meta` replays what a real run would refuse (plan/dry_run.h DryRun::unbuilt).
+  if (!trainer.unbuilt().empty())
+    std::fprintf(stderr, "snug: plan only: a real run of these flags is refused today: %s\n",
+                 trainer.unbuilt().c_str());
 
   const bool real = !dev.is_meta();
   std::printf(

@@ -136,6 +136,12 @@ TEST(PlanWorldCli, PlanOfARunNotBuiltYetSaysSoInTheRunsWords) {
   EXPECT_GT(j["memory"]["peak_bytes"].get<int64_t>(), 0);
   EXPECT_TRUE(
       plan_json(tmp, "--per-device-train-batch-size 2 --zero-stage 2")["plan_only"].is_null());
+  // `train --device meta` replays it too, and says so.
+  const CliResult meta =
+      run_snug("train --device meta --model gpt2-tiny --seq-len 64 --max-steps 1 " + flags);
+  EXPECT_EQ(meta.exit_code, 0) << meta.err;
+  EXPECT_THAT(meta.err,
+              HasSubstr("snug: plan only: a real run of these flags is refused today: " + why));
 
   // An fp32 rank of 2: --bf16-full would save memory but does not run, so it is not a row.
   const nlohmann::json fp32 = plan_json(
