@@ -135,6 +135,23 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   const bool sixteen_bit_grads = std::any_of(params.begin(), params.end(), [](const Parameter* p) {
     return p->requires_grad && p->value.dtype() != DType::f32;
   });
+  // 16-bit gradients through the buckets (stage 0 over several ranks, stages 2-3 always) and a
+  // 16-bit all-gather of the weights (stages 1-3 over several ranks) are not built yet: refused
+  // before the ZeRO layouts are made (their own checks, zero_layout.cpp and zero3_params.cpp,
+  // stay behind this one), named by the flags. A plan (meta) counts such a run to the byte, and
+  // says it is a plan only (unbuilt()) in the same words. A LoRA run over a 16-bit base trains
+  // fp32 adapters: their gradients go through as any fp32 run's.
+  unbuilt_ = offload_unbuilt(model_.device(), args_);  // a plan for a GPU (its run stopped above)
+  if (unbuilt_.empty() && bucketed() && sixteen_bit_grads)
+    unbuilt_ = detail::concat(
+        args_.master_weights() ? "--precision-layout deepspeed" : "--bf16-full", " with ",
+        world() > 1 ? std::to_string(world()) + " ranks" : std::string("one process"),
+        " at --zero-stage ", args_.zero_stage,
+        ": the gradient buckets sum fp32 gradients only (bf16 gradients through them are not "
+        "built yet",
+        world() > 1 && args_.zero_stage >= 1 ? ", nor the 16-bit all-gather of the weights" : "",
+        "); snug plan gives this run's memory, and one process trains it at --zero-stage 0 or 1");
+  SNUG_CHECK(model_.device().is_meta() || unbuilt_.empty(), unbuilt_);
   if (args_.zero_stage == 3) {
     // ZeRO 3 (train/zero3_params.h): each trainable parameter partitioned over the ranks, a
     // block's parameters gathered while it runs; the rank's optimizer over its slices.
@@ -174,21 +191,6 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   } else {
     optimizer_ = make_optimizer(args_.optim, model_.parameters(), o);
   }
-  // 16-bit gradients through the buckets (stage 0 over several ranks, stages 2-3 always) and a
-  // 16-bit all-gather are not built yet: refused before the first step, named by the flags. A
-  // plan (meta) counts such a run to the byte, and says it is a plan only (unbuilt()). A LoRA run
-  // over a 16-bit base trains fp32 adapters: their gradients go through as any fp32 run's.
-  // (ZeRO 3's own refusal of bf16 shards over ranks, zero3_params.cpp, comes first off meta.)
-  unbuilt_ = offload_unbuilt(model_.device(), args_);  // a plan for a GPU (its run stopped above)
-  if (unbuilt_.empty() && bucketed() && sixteen_bit_grads)
-    unbuilt_ = detail::concat(
-        args_.master_weights() ? "--precision-layout deepspeed" : "--bf16-full", " with ",
-        world() > 1 ? std::to_string(world()) + " ranks" : std::string("one process"),
-        " at --zero-stage ", args_.zero_stage,
-        ": the gradient buckets sum fp32 gradients only (bf16 gradients through them are not "
-        "built yet); snug plan gives this run's memory, and one process trains it at "
-        "--zero-stage 0 or 1");
-  SNUG_CHECK(model_.device().is_meta() || unbuilt_.empty(), unbuilt_);
   fused_ = dynamic_cast<InBackwardOptimizer*>(optimizer_.get());
   if (fused_) check_fused_settings(args_.optim, args_.gradient_accumulation_steps);
   SNUG_CHECK(!fused_ || o.state_device == nullptr, "--offload-optimizer cpu with --optim ",

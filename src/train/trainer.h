@@ -141,7 +141,7 @@ class Trainer {
   DataShard shard() const;
   int world() const { return comm_->size(); }
   // ZeRO stages 2-3: gradients reduced on every micro-batch into the rank's slice.
-  bool sharded_gradients() const { return zero_ != nullptr && zero_->stage() >= 2; }
+  bool sharded_gradients() const { return args_.zero_stage >= 2; }  // known before zero_ is made
   // Gradients go through buckets (data parallelism, or stage 2's slice even on one rank).
   bool bucketed() const { return world() > 1 || sharded_gradients(); }
   int rank() const { return comm_->rank(); }

@@ -7,12 +7,14 @@
 //
 // CASE is [plan_|resume_|shards_][zero1_|zero2_]NAME, NAME from the table below (shards_zeroK
 // alone: the first),
-// recut_2to1/1to2 (check_recut), or refuse_lomo. zeroK_ runs the two ranks with --zero-stage K (the
-// one process runs plain). plan_: `snug plan --world-size 2 [--zero-stage K]` of the case against
-// rank 0's measured peak (check_plan); resume_: a 2-rank run's checkpoint resumed on 2 ranks
-// (check_resume); shards_zeroK: acceptance 2, each rank's optimizer_state (stage 1) and gradients
-// (stage 2) exactly 1/2 of one process's over the padded flat length (check_shards); refuse_lomo:
-// LOMO over 2 ranks is refused with its reason (check_refusal).
+// recut_2to1/1to2 (check_recut), refuse_lomo or refuse_bf16_full. zeroK_ runs the two ranks with
+// --zero-stage K (the one process runs plain). plan_: `snug plan --world-size 2 [--zero-stage K]`
+// of the case against rank 0's measured peak (check_plan); resume_: a 2-rank run's checkpoint
+// resumed on 2 ranks (check_resume); shards_zeroK: acceptance 2, each rank's optimizer_state (stage
+// 1) and gradients (stage 2) exactly 1/2 of one process's over the padded flat length
+// (check_shards); refuse_lomo: LOMO over 2 ranks is refused with its reason (check_refusal);
+// refuse_bf16_full: --bf16-full at stage 1 over 2 ranks is refused in the words of its plan's
+// plan_only.
 //
 // stage0_check SNUG RUN_MPI_SH SOURCE_DIR WORK_DIR CASE. Exit 77 (skipped) when run_mpi.sh finds
 // no mpirun. Registered per case in tests/CMakeLists.txt (label mpi).
@@ -398,7 +400,8 @@ int main(int argc, char** argv) {
   for (const Case& k : kCases)
     if (rest == k.name) c = &k;
   const bool recut = strip("recut_");
-  if (name == "refuse_lomo" || recut || (shards && c == nullptr)) c = &kCases[0];
+  if (name == "refuse_lomo" || name == "refuse_bf16_full" || recut || (shards && c == nullptr))
+    c = &kCases[0];
   if (c == nullptr) {
     std::fprintf(stderr, "stage0_check: no case %s\n", name.c_str());
     return 2;
@@ -428,6 +431,22 @@ int main(int argc, char** argv) {
   if (name == "refuse_lomo")
     return check_refusal(snug, run_mpi, flags, dir.string(), "--optim lomo",
                          "--optim lomo over 2 ranks: its update runs inside backward");
+  // bf16 gradients over 2 ranks at stage 1 (not built): the job ends with the words the plan of
+  // the same flags gives as its plan_only.
+  if (name == "refuse_bf16_full") {
+    const std::string extra = "--bf16-full --zero-stage 1";
+    const std::string plan_file = (dir / "plan.json").string();
+    if (run(snug + " plan " + flags + " " + extra +
+            " --per-device-train-batch-size 2 --world-size 2 --json " + plan_file +
+            " > /dev/null") != 0)
+      return 1;
+    const nlohmann::json why = read_json(plan_file).at("plan_only");
+    if (!why.is_string()) {
+      std::printf("the plan has no plan_only\nFAIL\n");
+      return 1;
+    }
+    return check_refusal(snug, run_mpi, flags, dir.string(), extra, why.get<std::string>());
+  }
   const std::string one_batch =
       c->one_process_accumulates
           ? " --per-device-train-batch-size 2 --gradient-accumulation-steps 2"
