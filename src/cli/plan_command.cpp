@@ -107,9 +107,7 @@ int run_plan(TrainingArguments args, const std::string& device_memory, bool all_
 
   const std::vector<Verdict> verdicts = plan_verdicts(device_memory, all_gpus, mem.peak_total);
   for (const Verdict& v : verdicts) print_verdict(v);
-  if (!planned.unbuilt.empty())
-    std::printf("\nplan only: a real run of these flags is refused today: %s\n",
-                planned.unbuilt.c_str());
+  if (!planned.unbuilt.empty()) std::printf("\n%s\n", plan_only_line(planned.unbuilt).c_str());
 
   const bool any_short =
       std::any_of(verdicts.begin(), verdicts.end(), [](const Verdict& v) { return !v.fits(); });

@@ -20,6 +20,7 @@
 #include "models/registry.h"
 #include "nn/init_progress.h"
 #include "optim/optimizer.h"
+#include "plan/dry_run.h"
 #include "plan/what_if.h"
 #include "report/device_memory.h"
 #include "report/memory_timeline.h"
@@ -144,8 +145,7 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
     std::printf("--overwrite-output-dir: removed %s\n", dir.c_str());
   // `train --device meta` replays what a real run would refuse (plan/dry_run.h DryRun::unbuilt).
   if (!trainer.unbuilt().empty())
-    std::fprintf(stderr, "snug: plan only: a real run of these flags is refused today: %s\n",
-                 trainer.unbuilt().c_str());
+    std::fprintf(stderr, "snug: %s\n", plan_only_line(trainer.unbuilt()).c_str());
 
   const bool real = !dev.is_meta();
   std::printf(

@@ -109,11 +109,13 @@ AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o) {
     // by the rule that refuses it in a real run.
     try {
       const DryRun d = replay(a, o.data);
-      if (!d.unbuilt.empty()) throw Error(d.unbuilt);  // a plan only: counted as refused
       const int64_t peak = d.memory.peak_total;
-      ++r.tried;
-      if (peak + o.overhead <= o.capacity) {
-        r.fitting.push_back({a, flags, peak, step_flops(a), step_seconds(a, o), preference});
+      if (!d.unbuilt.empty()) {
+        ++r.refused;  // a plan only: the real run refuses it
+      } else {
+        ++r.tried;
+        if (peak + o.overhead <= o.capacity)
+          r.fitting.push_back({a, flags, peak, step_flops(a), step_seconds(a, o), preference});
       }
     } catch (const OutOfMemoryError&) {
       throw;

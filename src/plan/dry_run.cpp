@@ -78,6 +78,10 @@ bool plan_reads_data(const TrainingArguments& args) {
   return is_jsonl_spec(args.data) || (!args.eval_data.empty() && is_jsonl_spec(args.eval_data));
 }
 
+std::string plan_only_line(const std::string& unbuilt) {
+  return "plan only: a real run of these flags is refused today: " + unbuilt;
+}
+
 std::string describe_batches(const DryRunBatches& b) {
   const std::string steps = detail::concat(
       b.steps, b.steps == 1 ? " optimizer step" : " optimizer steps", " of ", b.accumulation,

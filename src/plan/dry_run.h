@@ -90,6 +90,11 @@ bool plan_reads_data(const TrainingArguments& args);
 // ...: 150 steps of 16 rows x at most 29 tokens, 7 evaluations" or "batches assumed full rows:
 // ...").
 std::string describe_batches(const DryRunBatches& b);
+
+// The line that says a plan is a plan only (`unbuilt`: DryRun::unbuilt, not empty), for `snug
+// plan` and `snug train --device meta` alike: "plan only: a real run of these flags is refused
+// today: ...".
+std::string plan_only_line(const std::string& unbuilt);
 // The plan JSON's "batch_shapes" (docs/report.md).
 nlohmann::json batches_json(const DryRunBatches& b);
 
