@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "data/dataset.h"
+#include "io/text_width.h"
 #include "kernels/backends.h"
 #include "models/registry.h"
 #include "optim/registry.h"
@@ -105,10 +106,6 @@ void finish_oom(BenchRow& row) {
   std::snprintf(buf, sizeof buf, "OOM: needs %.1f MiB, capacity %.1f MiB", mib(row.need_bytes),
                 mib(cap));
   row.note = buf;
-}
-
-std::string pad(const std::string& s, size_t width) {
-  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
 }
 
 }  // namespace
@@ -231,13 +228,13 @@ std::string seeds_table(const std::vector<BenchRow>& rows) {
   }
   std::ostringstream os;
   char buf[256];
-  os << pad("row", wn) << "  " << pad("configuration", wd);
+  os << pad_to_width("row", wn) << "  " << pad_to_width("configuration", wd);
   std::snprintf(buf, sizeof buf, "  %9s  %15s  %21s\n", "Time (s)", "Samples/second",
                 "Memory occupied (MiB)");
   os << buf;
   std::vector<std::string> notes;
   for (const BenchRow& r : rows) {
-    os << pad(r.name, wn) << "  " << pad(r.description, wd);
+    os << pad_to_width(r.name, wn) << "  " << pad_to_width(r.description, wd);
     if (!r.available) {
       os << "  " << r.note << "\n";
       continue;
@@ -266,7 +263,7 @@ std::string category_table(const std::vector<BenchRow>& rows) {
   for (const BenchRow& r : rows) wn = std::max(wn, r.name.size());
   std::ostringstream os;
   char buf[64];
-  os << "peak memory by category (MiB at the peak)\n" << pad("row", wn);
+  os << "peak memory by category (MiB at the peak)\n" << pad_to_width("row", wn);
   for (int c : cats) {
     std::snprintf(buf, sizeof buf, "  %15s", category_name(category_at(c)));
     os << buf;
@@ -275,7 +272,7 @@ std::string category_table(const std::vector<BenchRow>& rows) {
   os << buf << "peak during\n";
   for (const BenchRow& r : rows) {
     if (!r.available) continue;
-    os << pad(r.name, wn);
+    os << pad_to_width(r.name, wn);
     for (int c : cats) {
       std::snprintf(buf, sizeof buf, "  %15.2f", mib(r.memory.peak_by_category[c]));
       os << buf;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "io/text_width.h"
 #include "plan/switches.h"
 
 namespace snug {
@@ -40,16 +41,16 @@ std::vector<WhatIf> what_if(const TrainingArguments& args, const DryRunData& dat
 std::string what_if_table(const std::vector<WhatIf>& rows, int64_t baseline_peak) {
   // The flags column is as wide as its longest row (at least 62), so the figures stay aligned
   // when a row names several flags (the 4-bit base's three).
-  int width = 62;
-  for (const WhatIf& w : rows) width = std::max(width, static_cast<int>(w.flags.size()));
+  size_t width = 62;
+  for (const WhatIf& w : rows) width = std::max(width, w.flags.size());
   std::ostringstream os;
   char buf[64];
   std::snprintf(buf, sizeof buf, " %12s %12s\n", "peak MiB", "saves MiB");
-  os << std::string("what if you add").append(width - 15, ' ') << buf;
+  os << pad_to_width("what if you add", width) << buf;
   for (const WhatIf& w : rows) {
     std::snprintf(buf, sizeof buf, " %12.1f %12.1f\n", mib(w.peak_bytes),
                   mib(baseline_peak - w.peak_bytes));
-    os << w.flags << std::string(width - w.flags.size(), ' ') << buf;
+    os << pad_to_width(w.flags, width) << buf;
   }
   return os.str();
 }

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/memory.h"
+#include "io/text_width.h"
 
 namespace snug {
 
@@ -26,13 +27,6 @@ std::string coef(int64_t bytes, int64_t params) {
   std::snprintf(buf, sizeof buf, "%.4g",
                 params > 0 ? static_cast<double>(bytes) / static_cast<double>(params) : 0.0);
   return buf;
-}
-
-// `text` and spaces up to `width` characters: Ψ is two bytes of UTF-8 and one column.
-std::string padded(const std::string& text, size_t width) {
-  size_t chars = 0;
-  for (const char ch : text) chars += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
-  return text + std::string(chars < width ? width - chars : 0, ' ');
 }
 
 }  // namespace
@@ -85,7 +79,7 @@ std::string zero_states_table(const MemoryEstimate& est, int64_t world, int plan
     const std::string plan = r.stage == plan_stage ? std::to_string(plan_states) : "";
     std::snprintf(buf, sizeof buf, " %16lld %10.3f %16s\n", static_cast<long long>(r.bytes),
                   static_cast<double>(r.bytes) / 1e9, plan.c_str());
-    os << std::left << std::setw(6) << r.stage << ' ' << padded(r.formula, 26) << buf;
+    os << std::left << std::setw(6) << r.stage << ' ' << pad_to_width(r.formula, 26) << buf;
   }
   os << "formulas without the flat layout's padding, buckets, activations and temporaries; the "
         "plan counts them (GB = 1e9 bytes)\n";
