@@ -165,8 +165,9 @@ float* RunContext::grad(Parameter* p) {
 
 void RunContext::flush_grads() {
   for (auto& [p, acc] : grad_acc_.items()) {
+    // The accumulator's shape: at ZeRO stage 3 the block may have released p's value already.
     if (!p->grad.defined())
-      p->grad = Tensor::empty(p->value.shape(), DType::bf16, p->grad_category, *dev_);
+      p->grad = Tensor::empty(acc.shape(), DType::bf16, p->grad_category, *dev_);
     ops().pack_half(p->grad.data_u16(), acc.data<float>(), acc.numel(), false);
     acc.reset();  // one accumulator at a time back to the pool
   }
