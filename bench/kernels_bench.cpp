@@ -175,7 +175,7 @@ void BM_AdamWUpdateBf16(benchmark::State& state) {
   for (auto _ : state) {
     ++t;
     snug::kernels::adamw_update_bf16(p.data(), g.data(), m.data(), v.data(), n, 1e-4f, 0.9f, 0.999f,
-                                     1e-8f, 0.01f, t, static_cast<uint64_t>(t));
+                                     1e-8f, 0.01f, t, static_cast<uint64_t>(t), 0);
     benchmark::DoNotOptimize(p.data());
   }
   state.SetBytesProcessed(state.iterations() * n * 14);

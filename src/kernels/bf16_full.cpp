@@ -30,7 +30,7 @@ inline uint16_t nearest(float f) {
 
 void adamw_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v, int64_t n,
                        float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
-                       uint64_t key) {
+                       uint64_t key, int64_t offset) {
   const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, t);
   const uint64_t key_v = rounding_substream(key, 1);
   detail::for_chunks(n, detail::kGrain, [&](int64_t i0, int64_t i1) {
@@ -39,8 +39,8 @@ void adamw_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v,
       float mi = widen(m[i]), vi = widen(v[i]), pi = widen(p[i]);
       adamw_element(s, widen(g[i]), mi, vi, pi);
       m[i] = nearest(mi);
-      v[i] = f32_to_bf16_stochastic(vi, random_bits(key_v, i));
-      p[i] = f32_to_bf16_stochastic(pi, random_bits(key, i));
+      v[i] = f32_to_bf16_stochastic(vi, random_bits(key_v, offset + i));
+      p[i] = f32_to_bf16_stochastic(pi, random_bits(key, offset + i));
     }
   });
 }
@@ -66,7 +66,7 @@ void adamw_update_master(uint16_t* p, const uint16_t* g, float* master, float* m
 }
 
 void sgd_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, float lr,
-                     float momentum, float weight_decay, bool first, uint64_t key) {
+                     float momentum, float weight_decay, bool first, uint64_t key, int64_t offset) {
   const float wd = weight_decay;
   const float mu = momentum;
   detail::for_chunks(n, detail::kGrain, [&](int64_t i0, int64_t i1) {
@@ -78,7 +78,7 @@ void sgd_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, f
         d = first ? d : widen(buf[i]) * mu + d;
         buf[i] = nearest(d);
       }
-      p[i] = f32_to_bf16_stochastic(w + (-lr) * d, random_bits(key, i));
+      p[i] = f32_to_bf16_stochastic(w + (-lr) * d, random_bits(key, offset + i));
     }
   });
 }

@@ -28,15 +28,15 @@ uint16_t stochastic_rounding(float f, uint32_t r) {
 
 void adamw_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v, int64_t n,
                        float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
-                       uint64_t key) {
+                       uint64_t key, int64_t offset) {
   const kernels::AdamWScalars s = kernels::adamw_scalars(lr, beta1, beta2, eps, weight_decay, t);
   const uint64_t key_v = kernels::rounding_substream(key, 1);
   for (int64_t i = 0; i < n; ++i) {
     float mi = bf16_to_f32(m[i]), vi = bf16_to_f32(v[i]), pi = bf16_to_f32(p[i]);
     kernels::adamw_element(s, bf16_to_f32(g[i]), mi, vi, pi);
     m[i] = f32_to_bf16(mi);
-    v[i] = stochastic_rounding(vi, kernels::random_bits(key_v, i));
-    p[i] = stochastic_rounding(pi, kernels::random_bits(key, i));
+    v[i] = stochastic_rounding(vi, kernels::random_bits(key_v, offset + i));
+    p[i] = stochastic_rounding(pi, kernels::random_bits(key, offset + i));
   }
 }
 
@@ -51,7 +51,7 @@ void adamw_update_master(uint16_t* p, const uint16_t* g, float* master, float* m
 }
 
 void sgd_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, float lr,
-                     float momentum, float weight_decay, bool first, uint64_t key) {
+                     float momentum, float weight_decay, bool first, uint64_t key, int64_t offset) {
   for (int64_t i = 0; i < n; ++i) {
     const float w = bf16_to_f32(p[i]);
     float d = bf16_to_f32(g[i]);
@@ -60,7 +60,7 @@ void sgd_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, f
       if (!first) d = bf16_to_f32(buf[i]) * momentum + d;
       buf[i] = f32_to_bf16(d);
     }
-    p[i] = stochastic_rounding(w + (-lr) * d, kernels::random_bits(key, i));
+    p[i] = stochastic_rounding(w + (-lr) * d, kernels::random_bits(key, offset + i));
   }
 }
 

@@ -28,6 +28,12 @@ struct Parameter {
   // ZeRO stage 3 (train/zero3_params.h): the value is whole only while its block runs (gathered
   // from the ranks' slices); in between `value` is undefined and its shape is this.
   std::shared_ptr<const Shape> partitioned;
+  // Where --bf16-full's stochastic rounding (kernels/stochastic_round.h) places this parameter's
+  // elements among the counter-based draws: tensor `rounding_tensor` (-1: its position among the
+  // optimizer's parameters) from element `rounding_offset`. A ZeRO rank's piece names its
+  // source's, so a sharded update rounds with the bits the whole tensor's update does.
+  int64_t rounding_tensor = -1;
+  int64_t rounding_offset = 0;
 
   bool quantized() const { return quant != nullptr; }
   // Logical element count and shape, quantized, partitioned or not.

@@ -74,10 +74,13 @@ void AdamW::step(float lr) {
       // step, tensor) so that runs and resumed runs are bit-reproducible.
       SNUG_CHECK(p.grad.dtype() == DType::bf16, "adamw: bf16 parameter '", p.name, "' has a ",
                  dtype_name(p.grad.dtype()), " gradient");
-      ops.adamw_update_bf16(
-          p.value.data_u16(), p.grad.data_u16(), s.exp_avg.data_u16(), s.exp_avg_sq.data_u16(),
-          p.value.numel(), lr, opts_.beta1, opts_.beta2, opts_.eps, wd, steps_,
-          kernels::rounding_key(opts_.rounding_seed, steps_, static_cast<int64_t>(i)));
+      ops.adamw_update_bf16(p.value.data_u16(), p.grad.data_u16(), s.exp_avg.data_u16(),
+                            s.exp_avg_sq.data_u16(), p.value.numel(), lr, opts_.beta1, opts_.beta2,
+                            opts_.eps, wd, steps_,
+                            kernels::rounding_key(opts_.rounding_seed, steps_,
+                                                  p.rounding_tensor >= 0 ? p.rounding_tensor
+                                                                         : static_cast<int64_t>(i)),
+                            p.rounding_offset);
       continue;
     }
     ops.adamw_update(p.value.data<float>(), p.grad.data<float>(), s.exp_avg.data<float>(),

@@ -61,10 +61,13 @@ void SGD::step(float lr) {
       // --bf16-full: the same step on bf16 storage, weights stochastically rounded.
       SNUG_CHECK(p.grad.dtype() == DType::bf16, "sgd: bf16 parameter '", p.name, "' has a ",
                  dtype_name(p.grad.dtype()), " gradient");
-      ops.sgd_update_bf16(
-          p.value.data_u16(), p.grad.data_u16(),
-          use_momentum ? s.momentum_buffer.data_u16() : nullptr, p.value.numel(), lr, mu, wd, first,
-          kernels::rounding_key(opts_.rounding_seed, steps_, static_cast<int64_t>(si)));
+      ops.sgd_update_bf16(p.value.data_u16(), p.grad.data_u16(),
+                          use_momentum ? s.momentum_buffer.data_u16() : nullptr, p.value.numel(),
+                          lr, mu, wd, first,
+                          kernels::rounding_key(opts_.rounding_seed, steps_,
+                                                p.rounding_tensor >= 0 ? p.rounding_tensor
+                                                                       : static_cast<int64_t>(si)),
+                          p.rounding_offset);
       continue;
     }
     ops.sgd_update(p.value.data<float>(), p.grad.data<float>(),

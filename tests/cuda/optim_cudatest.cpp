@@ -283,9 +283,10 @@ TEST(CudaOptim, AdamwBf16SameBits) {
       const auto v0 = random_bf16(n, 37, 0.0f, 0.01f);
       std::vector<uint16_t> p = p0, m = m0, v = v0;
       ref::adamw_update_bf16(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f,
-                             0.01f, t, key);
+                             0.01f, t, key, 1000 * t);
       GpuBuffer<uint16_t> dp(gpu, p0), dg(gpu, g), dm(gpu, m0), dv(gpu, v0);
-      gpu.ops().adamw_update_bf16(dp, dg, dm, dv, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, key);
+      gpu.ops().adamw_update_bf16(dp, dg, dm, dv, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, key,
+                                  1000 * t);
       EXPECT_EQ(dp.host(), p) << "n=" << n << " t=" << t;
       EXPECT_EQ(dm.host(), m) << "n=" << n << " t=" << t;
       EXPECT_EQ(dv.host(), v) << "n=" << n << " t=" << t;
@@ -326,10 +327,10 @@ TEST(CudaOptim, SgdBf16SameBits) {
         const auto g = random_bf16(n, 38), p0 = random_bf16(n, 39), b0 = random_bf16(n, 40);
         std::vector<uint16_t> p = p0, buf = b0;
         ref::sgd_update_bf16(p.data(), g.data(), momentum ? buf.data() : nullptr, n, 0.01f, 0.9f,
-                             0.05f, first, key);
+                             0.05f, first, key, 4097);
         GpuBuffer<uint16_t> dp(gpu, p0), dg(gpu, g), dbuf(gpu, b0);
         gpu.ops().sgd_update_bf16(dp, dg, momentum ? dbuf.get() : nullptr, n, 0.01f, 0.9f, 0.05f,
-                                  first, key);
+                                  first, key, 4097);
         EXPECT_EQ(dp.host(), p) << "n=" << n;
         EXPECT_EQ(dbuf.host(), buf) << "n=" << n;
       }

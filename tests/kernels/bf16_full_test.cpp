@@ -95,6 +95,32 @@ TEST(Bf16Full, StochasticRoundingIsUnbiased) {
   }
 }
 
+// A ZeRO rank's piece of a tensor (elements [k, n), offset k) rounds with the bits the whole
+// tensor's update gives those elements: a sharded --bf16-full step is the unsharded one.
+TEST(Bf16Full, APieceUpdatedAtItsOffsetDrawsTheWholeTensorsBits) {
+  const int64_t n = 3000, k = 1234;
+  const uint64_t key = kernels::rounding_key(9, 2, 4);
+  const std::vector<uint16_t> g = to_bf16(test::random_floats(n, 3));
+  std::vector<uint16_t> p = to_bf16(test::random_floats(n, 4)), m(n, 0), v(n, 0);
+  std::vector<uint16_t> pp = p, mp = m, vp = v;
+  kernels::adamw_update_bf16(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                             0.1f, 2, key, 0);
+  kernels::adamw_update_bf16(pp.data() + k, g.data() + k, mp.data() + k, vp.data() + k, n - k,
+                             1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 2, key, k);
+  EXPECT_TRUE(std::equal(p.begin() + k, p.end(), pp.begin() + k));
+  EXPECT_TRUE(std::equal(v.begin() + k, v.end(), vp.begin() + k));
+  // At offset 0 the same piece draws other bits: some weight rounds the other way.
+  std::vector<uint16_t> p0 = to_bf16(test::random_floats(n, 4)), m0(n, 0), v0(n, 0);
+  kernels::adamw_update_bf16(p0.data() + k, g.data() + k, m0.data() + k, v0.data() + k, n - k,
+                             1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 2, key, 0);
+  EXPECT_FALSE(std::equal(p.begin() + k, p.end(), p0.begin() + k));
+  std::vector<uint16_t> w = to_bf16(test::random_floats(n, 5)), wp = w;
+  kernels::sgd_update_bf16(w.data(), g.data(), nullptr, n, 0.05f, 0.0f, 0.0f, false, key, 0);
+  kernels::sgd_update_bf16(wp.data() + k, g.data() + k, nullptr, n - k, 0.05f, 0.0f, 0.0f, false,
+                           key, k);
+  EXPECT_TRUE(std::equal(w.begin() + k, w.end(), wp.begin() + k));
+}
+
 TEST(Bf16Full, AdamWAndSgdMatchReferenceBitForBit) {
   const int64_t n = 2 * 8192 + 1001;
   for (float wd : {0.0f, 0.1f}) {
@@ -104,9 +130,9 @@ TEST(Bf16Full, AdamWAndSgdMatchReferenceBitForBit) {
       const std::vector<uint16_t> g = to_bf16(test::random_floats(n, 10 + t));
       const uint64_t key = kernels::rounding_key(42, t, 7);
       kernels::adamw_update_bf16(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.999f,
-                                 1e-8f, wd, t, key);
+                                 1e-8f, wd, t, key, 77 * t);
       ref::adamw_update_bf16(pr.data(), g.data(), mr.data(), vr.data(), n, 1e-3f, 0.9f, 0.999f,
-                             1e-8f, wd, t, key);
+                             1e-8f, wd, t, key, 77 * t);
       ASSERT_EQ(p, pr) << "step " << t;
       ASSERT_EQ(m, mr) << "step " << t;
       ASSERT_EQ(v, vr) << "step " << t;
@@ -118,9 +144,9 @@ TEST(Bf16Full, AdamWAndSgdMatchReferenceBitForBit) {
         const std::vector<uint16_t> g = to_bf16(test::random_floats(n, 20 + t));
         const uint64_t key = kernels::rounding_key(1, t, 0);
         kernels::sgd_update_bf16(w.data(), g.data(), momentum ? b.data() : nullptr, n, 0.05f, 0.9f,
-                                 wd, t == 1, key);
+                                 wd, t == 1, key, 5 * t);
         ref::sgd_update_bf16(wr.data(), g.data(), momentum ? br.data() : nullptr, n, 0.05f, 0.9f,
-                             wd, t == 1, key);
+                             wd, t == 1, key, 5 * t);
         ASSERT_EQ(w, wr) << "sgd step " << t << " momentum " << momentum;
         ASSERT_EQ(b, br) << "sgd step " << t << " momentum " << momentum;
       }
@@ -137,7 +163,7 @@ TEST(Bf16Full, AdamWStaysWithinBf16RoundingOfTorchsFormula) {
   const std::vector<uint16_t> g = to_bf16(test::random_floats(n, 6));
   std::vector<uint16_t> p = p0, m(n, 0), v(n, 0);
   kernels::adamw_update_bf16(p.data(), g.data(), m.data(), v.data(), n, 1e-2f, 0.9f, 0.999f, 1e-8f,
-                             0.1f, 1, kernels::rounding_key(3, 1, 0));
+                             0.1f, 1, kernels::rounding_key(3, 1, 0), 0);
   std::vector<float> pf(n), gf(n), mf(n, 0.0f), vf(n, 0.0f);
   for (int64_t i = 0; i < n; ++i) {
     pf[i] = bf16_to_f32(p0[i]);
@@ -166,7 +192,7 @@ TEST(Bf16Full, TinyUpdatesMoveWeightsOnAverage) {
   std::vector<float> nearest(n, 1.0f), nm(n, 0.0f), nv(n, 0.0f);
   for (int64_t t = 1; t <= steps; ++t) {
     kernels::adamw_update_bf16(p.data(), g.data(), m.data(), v.data(), n, lr, 0.9f, 0.999f, 1e-8f,
-                               0.0f, t, kernels::rounding_key(11, t, 0));
+                               0.0f, t, kernels::rounding_key(11, t, 0), 0);
     // The same step with fp32 arithmetic and round-to-nearest bf16 weight storage.
     std::vector<float> gf(n, 0.5f);
     kernels::adamw_update(nearest.data(), gf.data(), nm.data(), nv.data(), n, lr, 0.9f, 0.999f,
@@ -189,7 +215,7 @@ TEST(Bf16Full, SecondMomentStillDecays) {
   const std::vector<uint16_t> g(n, 0);
   for (int64_t t = 1; t <= steps; ++t)
     kernels::adamw_update_bf16(p.data(), g.data(), m.data(), v.data(), n, 0.0f, 0.9f, 0.999f, 1e-8f,
-                               0.0f, t, kernels::rounding_key(5, t, 0));
+                               0.0f, t, kernels::rounding_key(5, t, 0), 0);
   double mean = 0;
   for (uint16_t h : v) mean += bf16_to_f32(h);
   mean /= static_cast<double>(n);

@@ -392,14 +392,14 @@ __device__ uint16_t to_bf16_stochastic(float f, uint32_t r) {
 }
 
 __global__ void adamw_bf16_kernel(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v,
-                                  int64_t n, kernels::AdamWScalars s, uint64_t key,
-                                  uint64_t key_v) {
+                                  int64_t n, kernels::AdamWScalars s, uint64_t key, uint64_t key_v,
+                                  int64_t offset) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) {
     float mi = from_bf16(m[i]), vi = from_bf16(v[i]), pi = from_bf16(p[i]);
     kernels::adamw_element(s, from_bf16(g[i]), mi, vi, pi);
     m[i] = to_bf16(mi);
-    v[i] = to_bf16_stochastic(vi, kernels::random_bits(key_v, i));
-    p[i] = to_bf16_stochastic(pi, kernels::random_bits(key, i));
+    v[i] = to_bf16_stochastic(vi, kernels::random_bits(key_v, offset + i));
+    p[i] = to_bf16_stochastic(pi, kernels::random_bits(key, offset + i));
   }
 }
 
@@ -418,7 +418,8 @@ __global__ void adamw_master_kernel(uint16_t* p, const uint16_t* g, float* maste
 }
 
 __global__ void sgd_bf16_kernel(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, float lr,
-                                float momentum, float weight_decay, bool first, uint64_t key) {
+                                float momentum, float weight_decay, bool first, uint64_t key,
+                                int64_t offset) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) {
     const float w = from_bf16(p[i]);
     float d = from_bf16(g[i]);
@@ -427,7 +428,7 @@ __global__ void sgd_bf16_kernel(uint16_t* p, const uint16_t* g, uint16_t* buf, i
       if (!first) d = from_bf16(buf[i]) * momentum + d;
       buf[i] = to_bf16(d);
     }
-    p[i] = to_bf16_stochastic(w + (-lr) * d, kernels::random_bits(key, i));
+    p[i] = to_bf16_stochastic(w + (-lr) * d, kernels::random_bits(key, offset + i));
   }
 }
 
@@ -596,11 +597,11 @@ void galore_apply(float* p, const float* back, int64_t n, float neg_step, float 
 
 void adamw_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v, int64_t n,
                        float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
-                       uint64_t key) {
+                       uint64_t key, int64_t offset) {
   if (n <= 0) return;
   adamw_bf16_kernel<<<grid_for(n), kThreads, 0, stream()>>>(
       p, g, m, v, n, kernels::adamw_scalars(lr, beta1, beta2, eps, weight_decay, t), key,
-      kernels::rounding_substream(key, 1));
+      kernels::rounding_substream(key, 1), offset);
   check_launch("adamw_update_bf16");
 }
 
@@ -614,10 +615,10 @@ void adamw_update_master(uint16_t* p, const uint16_t* g, float* master, float* m
 }
 
 void sgd_update_bf16(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, float lr,
-                     float momentum, float weight_decay, bool first, uint64_t key) {
+                     float momentum, float weight_decay, bool first, uint64_t key, int64_t offset) {
   if (n <= 0) return;
   sgd_bf16_kernel<<<grid_for(n), kThreads, 0, stream()>>>(p, g, buf, n, lr, momentum, weight_decay,
-                                                          first, key);
+                                                          first, key, offset);
   check_launch("sgd_update_bf16");
 }
 
