@@ -24,9 +24,10 @@ void wait_or_terminate(std::unique_ptr<PendingCollective>& op) {
 }
 
 // [a, a + n) and [b, b + m) (elements) share an element.
-bool overlap(const float* a, size_t n, const float* b, size_t m) {
+template <typename T>
+bool overlap(const T* a, size_t n, const T* b, size_t m) {
   if (n == 0 || m == 0) return false;
-  const std::less<const float*> lt;
+  const std::less<const T*> lt;
   return lt(a, b + m) && lt(b, a + n);
 }
 
@@ -70,13 +71,27 @@ void check_reduce_scatter_buffers(const float* in, const float* out, size_t shar
              rank, " (in place, out must be in + rank*shard)");
 }
 
-void check_all_gather_buffers(const float* in_shard, const float* out, size_t shard, int rank,
-                              int size) {
+namespace {
+
+template <typename T>
+void check_gather(const T* in_shard, const T* out, size_t shard, int rank, int size) {
   const size_t whole = static_cast<size_t>(size) * shard;
   SNUG_CHECK(
       in_shard == out + static_cast<size_t>(rank) * shard || !overlap(out, whole, in_shard, shard),
       "all_gather: the input overlaps the output other than at this rank's slice ", rank,
       " (in place, in_shard must be out + rank*shard)");
+}
+
+}  // namespace
+
+void check_all_gather_buffers(const float* in_shard, const float* out, size_t shard, int rank,
+                              int size) {
+  check_gather(in_shard, out, shard, rank, size);
+}
+
+void check_all_gather_buffers(const uint16_t* in_shard, const uint16_t* out, size_t shard, int rank,
+                              int size) {
+  check_gather(in_shard, out, shard, rank, size);
 }
 
 }  // namespace snug::dist

@@ -98,6 +98,9 @@ class Communicator {
   // out (size()*shard elements): slice r is rank r's in_shard. in_shard is disjoint from out or
   // is exactly out + rank()*shard (in place).
   virtual Request start_all_gather(const float* in_shard, float* out, size_t shard) = 0;
+  // The same for 16-bit elements (bf16 or fp16 bits, moved as they are): ZeRO's flat bf16
+  // weights and stage 3's bf16 shards (--bf16-full, --precision-layout deepspeed).
+  virtual Request start_all_gather(const uint16_t* in_shard, uint16_t* out, size_t shard) = 0;
   // root's `bytes` bytes at data are copied to every rank's data.
   virtual Request start_broadcast(void* data, size_t bytes, int root) = 0;
   // Completes on a rank once every rank has started it.
@@ -121,6 +124,9 @@ class Communicator {
   void all_gather(const float* in_shard, float* out, size_t shard) {
     start_all_gather(in_shard, out, shard).wait();
   }
+  void all_gather(const uint16_t* in_shard, uint16_t* out, size_t shard) {
+    start_all_gather(in_shard, out, shard).wait();
+  }
   void broadcast(void* data, size_t bytes, int root) { start_broadcast(data, bytes, root).wait(); }
   void barrier() { start_barrier().wait(); }
 };
@@ -132,6 +138,8 @@ void check_reduce_scatter_buffers(const float* in, const float* out, size_t shar
                                   int size);
 // in_shard is disjoint from [out, out + size*shard) or equals out + rank*shard.
 void check_all_gather_buffers(const float* in_shard, const float* out, size_t shard, int rank,
+                              int size);
+void check_all_gather_buffers(const uint16_t* in_shard, const uint16_t* out, size_t shard, int rank,
                               int size);
 
 }  // namespace snug::dist

@@ -21,6 +21,10 @@ Request MetaWorld::start_all_gather(const float*, float*, size_t) {
   return {};
 }
 
+Request MetaWorld::start_all_gather(const uint16_t*, uint16_t*, size_t) {
+  return {};
+}
+
 Request MetaWorld::start_broadcast(void*, size_t, int root) {
   check_root("broadcast", root, size_);
   return {};

@@ -23,6 +23,7 @@ class MetaWorld final : public Communicator {
   Request start_all_reduce_sum(int64_t*, size_t) override { return {}; }
   Request start_reduce_scatter_sum(const float* in, float* out, size_t shard) override;
   Request start_all_gather(const float* in_shard, float* out, size_t shard) override;
+  Request start_all_gather(const uint16_t* in_shard, uint16_t* out, size_t shard) override;
   Request start_broadcast(void* data, size_t bytes, int root) override;
   Request start_barrier() override { return {}; }
 

@@ -104,9 +104,9 @@ AdvisorResult advise(const TrainingArguments& base, const AdvisorOptions& o) {
       if (d > 0) preference += static_cast<int64_t>(pick[d]);
     }
     // A combination the run refuses (--bf16-full with an optimizer without bf16 state, LOMO
-    // with accumulation, an optimizer a ZeRO stage cannot shard, bf16 gradients through the
-    // buckets of a ZeRO rank...) is not an alternative: it is skipped, as in the what-if table,
-    // by the rule that refuses it in a real run.
+    // with accumulation, an optimizer a ZeRO stage cannot shard, offload in a plan for a GPU...)
+    // is not an alternative: it is skipped, as in the what-if table, by the rule that refuses it
+    // in a real run.
     try {
       const DryRun d = replay(a, o.data);
       const int64_t peak = d.memory.peak_total;

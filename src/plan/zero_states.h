@@ -53,8 +53,8 @@ nlohmann::json zero_states_json(const MemoryEstimate& est, int64_t world, int pl
 // (rank 0, dry_run.h's replay: padding, buckets and stage 3's gathered blocks included) and N
 // doubled until the replay fits too; runs a stage refuses (optimizers that are not elementwise,
 // mixed precision at stage 3) keep the formula's figure, and say why; a replayed run that a real
-// run refuses for a feature not built yet (16-bit gradients through the buckets) keeps its figure
-// and says it is a plan only.
+// run refuses for a feature not built yet (Trainer::unbuilt(): today offload in a plan for a GPU)
+// keeps its figure and says it is a plan only.
 struct ZeroFit {
   int stage = 0;
   int64_t world = 0;      // 0: none up to max_world fits

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "kernels/op_table.h"
 
 namespace snug {
 
@@ -59,6 +60,8 @@ void GradientBuckets::complete(Bucket& b) {
   for (const Piece& pc : b.pieces) {
     if (sink_)
       sink_(*pc.p, pc.begin, buf == nullptr ? nullptr : buf + at, pc.count);
+    else if (buf != nullptr && pc.p->grad.dtype() == DType::bf16)
+      dev_.ops().pack_half(pc.p->grad.data_u16() + pc.begin, buf + at, pc.count, false);
     else if (buf != nullptr)
       dev_.copy(pc.p->grad.data<float>() + pc.begin, buf + at, pc.count);
     at += pc.count;
@@ -72,17 +75,20 @@ void GradientBuckets::add(Parameter& p) {
              "data parallelism: parameter ", p.name, " was handed over twice in one window");
   SNUG_CHECK(p.grad.defined(), "data parallelism: parameter ", p.name,
              " trains but has no gradient after backward on rank ", comm_.rank());
-  SNUG_CHECK(dev_.is_meta() || p.grad.dtype() == DType::f32, "data parallelism: parameter ", p.name,
-             " has a ", dtype_name(p.grad.dtype()),
-             " gradient; the gradient all-reduce sums fp32 gradients only (train without 16-bit "
-             "gradients, or on one process)");
+  const bool half = p.grad.dtype() == DType::bf16;
+  SNUG_CHECK(dev_.is_meta() || half || p.grad.dtype() == DType::f32, "data parallelism: parameter ",
+             p.name, " has a ", dtype_name(p.grad.dtype()),
+             " gradient; the gradient all-reduce sums fp32 or bf16 gradients only");
   added_.push_back(&p);
   for (Bucket& b : in_flight_) b.request.test();
   const int64_t n = p.grad.numel();
   for (int64_t begin = 0; begin < n;) {
     Bucket& b = filling();
     const int64_t count = std::min(n - begin, cap_ - b.fill);
-    if (!dev_.is_meta())
+    if (!dev_.is_meta() && half)
+      dev_.ops().unpack_half(b.buffer.data<float>() + b.fill, p.grad.data_u16() + begin, count,
+                             false);
+    else if (!dev_.is_meta())
       dev_.copy(b.buffer.data<float>() + b.fill, p.grad.data<float>() + begin, count);
     b.pieces.push_back({&p, begin, count});
     b.fill += count;

@@ -14,6 +14,12 @@
 // not handed over (last parameter first), reduces the last partial bucket, waits for all and
 // copies the sums back.
 //
+// bf16 gradients (--bf16-full, --precision-layout deepspeed) are widened into the fp32 bucket,
+// summed there in fp32 and rounded back once (round to nearest even): each element of the sum is
+// round(g_0 + g_1 + ... + g_{N-1}) over the ranks' bf16 values, one rounding where an all-reduce
+// in bf16 (PyTorch DDP's on a bf16 model) rounds every partial sum. The bucket is the same fp32
+// buffer as an fp32 run's, so the plan of such a run is the one it always was.
+//
 // Memory: at most kBucketsInFlight buckets exist (a third waits for the oldest to complete and
 // reuses it), each allocated from the device's pool as Category::temporary (scratch that lives
 // for the synchronisation only) when first needed and freed by finish(); a bucket is never larger
@@ -50,12 +56,13 @@ struct GradSyncStats {
 };
 
 // Where a reduced bucket's sums go instead of back into the gradients: elements [begin,
-// begin+count) of p's summed gradient at `sum` (ZeRO stage 2 keeps only the ones the rank owns:
-// train/zero_optimizer.h). With a sink, add() also frees each gradient once it is in the bucket.
+// begin+count) of p's summed gradient at `sum`, fp32 whatever the gradient's dtype (ZeRO stage 2
+// keeps only the ones the rank owns: train/zero_optimizer.h). With a sink, add() also frees each
+// gradient once it is in the bucket.
 using GradientSink =
     std::function<void(const Parameter& p, int64_t begin, const float* sum, int64_t count)>;
 
-// One window's synchronisation (see above). fp32 gradients only. With a `sink`, finish() may be
+// One window's synchronisation (see above). fp32 or bf16 gradients. With a `sink`, finish() may be
 // called after every micro-batch (ZeRO stage 2 reduces each micro-batch's gradients at once).
 class GradientBuckets {
  public:

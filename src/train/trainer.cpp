@@ -129,28 +129,10 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   // Quantized base, LoRA adapters (freezing the base), --freeze, NEFTune, before the optimizer
   // exists: frozen parameters get no state and no gradient.
   prepare_model(model_, args_);
-  // Whether a parameter that trains keeps 16-bit values, so 16-bit gradients (read before ZeRO 3
-  // partitions the values): a LoRA run over a 16-bit base trains fp32 adapters.
-  const ParameterList& params = model_.parameters();
-  const bool sixteen_bit_grads = std::any_of(params.begin(), params.end(), [](const Parameter* p) {
-    return p->requires_grad && p->value.dtype() != DType::f32;
-  });
-  // 16-bit gradients through the buckets (stage 0 over several ranks, stages 2-3 always) and a
-  // 16-bit all-gather of the weights (stages 1-3 over several ranks) are not built yet: refused
-  // before the ZeRO layouts are made (their own checks, zero_layout.cpp and zero3_params.cpp,
-  // stay behind this one), named by the flags. A plan (meta) counts such a run to the byte, and
-  // says it is a plan only (unbuilt()) in the same words. A LoRA run over a 16-bit base trains
-  // fp32 adapters: their gradients go through as any fp32 run's.
+  // What a real run of these flags cannot do yet, before the ZeRO layouts are made: a plan
+  // (meta) counts such a run to the byte and says it is a plan only (unbuilt()) in the words the
+  // run stops with.
   unbuilt_ = offload_unbuilt(model_.device(), args_);  // a plan for a GPU (its run stopped above)
-  if (unbuilt_.empty() && bucketed() && sixteen_bit_grads)
-    unbuilt_ = detail::concat(
-        args_.master_weights() ? "--precision-layout deepspeed" : "--bf16-full", " with ",
-        world() > 1 ? std::to_string(world()) + " ranks" : std::string("one process"),
-        " at --zero-stage ", args_.zero_stage,
-        ": the gradient buckets sum fp32 gradients only (bf16 gradients through them are not "
-        "built yet",
-        world() > 1 && args_.zero_stage >= 1 ? ", nor the 16-bit all-gather of the weights" : "",
-        "); snug plan gives this run's memory, and one process trains it at --zero-stage 0 or 1");
   SNUG_CHECK(model_.device().is_meta() || unbuilt_.empty(), unbuilt_);
   if (args_.zero_stage == 3) {
     // ZeRO 3 (train/zero3_params.h): each trainable parameter partitioned over the ranks, a
@@ -163,8 +145,8 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
     SNUG_CHECK(args_.compute_dtype() == ComputeDType::f32 || args_.sixteen_bit_training(),
                "--zero-stage 3 with fp32 weights computes in fp32 so far (mixed precision casts "
                "every GEMM weight at the start of a forward, which needs them all whole); drop "
-               "--bf16/--fp16, or use --zero-stage 0-2 (--precision-layout deepspeed, bf16 "
-               "weights, plans at stage 3 but does not run there yet)");
+               "--bf16/--fp16, train bf16 weights (--bf16-full, or --precision-layout deepspeed "
+               "for fp32 master weights in the optimizer), or use --zero-stage 0-2");
     SNUG_CHECK(!args_.load_best_model_at_end,
                "--zero-stage 3 with --load-best-model-at-end: loading a checkpoint's weights "
                "back into the partitioned model at the end is not built yet; resume from the "

@@ -41,13 +41,7 @@ Zero3Parameters::Zero3Parameters(const ParameterList& params, dist::Communicator
   count_.assign(entries_.size(), 0);
   // The rank's slices staged in host memory, the whole values freed, then the shards made: the
   // tracked weights never hold a parameter twice (on meta there is nothing to stage).
-  // Real bf16 shards need a 16-bit all-gather between ranks, not built yet (a plan on meta moves
-  // nothing, and a world of one copies).
   const bool real = !dev.is_meta();
-  SNUG_CHECK(!real || dtype_ == DType::f32 || world_ == 1, "--zero-stage 3 over ", world_,
-             " ranks: bf16 parameters (", entries_.front().p->name,
-             ") need a 16-bit all-gather, not built yet; snug plan gives this run's memory "
-             "(device meta), or train with --zero-stage 0 or without 16-bit weights");
   const auto es = static_cast<int64_t>(dtype_size(dtype_));
   std::vector<unsigned char> staged(real ? static_cast<size_t>(shard_ * es) : 0, 0);
   for (const Zero3Entry& e : entries_) {
@@ -80,6 +74,9 @@ void Zero3Parameters::gather(const Zero3Entry& e, bool communicate) {
       dev_.upload(to, from, e.shard * es);  // from the host pool
     else if (world_ == 1)
       dev_.copy(to, from, e.shard * es);
+    else if (dtype_ == DType::bf16)
+      comm_.all_gather(shards_.data_u16() + e.offset, whole.data_u16(),
+                       static_cast<size_t>(e.shard));
     else
       comm_.all_gather(shards_.data<float>() + e.offset, whole.data<float>(),
                        static_cast<size_t>(e.shard));

@@ -1,15 +1,15 @@
 // ZeRO stage 3 (issue 30; docs/distributed.md): DeepSpeed's partitioning of the trainable
 // parameters themselves (partition_parameters.py). Each trainable, unquantized parameter (fp32,
-// or bf16 under --precision-layout deepspeed: shards and gathers 16-bit) is padded on its own to a
-// multiple of N elements and cut into N equal slices; rank r keeps slice r of every one, back to
-// back in one buffer of category weights (its "shards"):
+// or bf16 under --bf16-full and --precision-layout deepspeed: shards and gathers 16-bit) is padded
+// on its own to a multiple of N elements and cut into N equal slices; rank r keeps slice r of every
+// one, back to back in one buffer of category weights (its "shards"):
 //
 //   padded_i = ceil(numel_i / N) * N       s_i = padded_i / N
 //   rank r keeps elements [r*s_i, (r+1)*s_i) of parameter i (the padding, zeros, past numel_i)
-//   shards: S = sum_i s_i fp32 elements, parameter i's slice at offset o_i = sum_{j<i} s_j
+//   shards: S = sum_i s_i elements (fp32 or bf16), parameter i's slice at o_i = sum_{j<i} s_j
 //
-// so a rank's weights outside a gathered block are exactly 4 * sum_i padded_i / N bytes (plus
-// the frozen and quantized parameters, which stay whole on every rank: a LoRA or QLoRA base).
+// so a rank's weights outside a gathered block are exactly 4 (bf16: 2) * sum_i padded_i / N bytes
+// (plus the frozen and quantized parameters, which stay whole on every rank: a LoRA or QLoRA base).
 // Outside a block a partitioned parameter's `value` is undefined (Parameter::partitioned keeps
 // its shape). acquire() (models/param_gather.h) all-gathers it into a fresh tensor of padded_i
 // elements (category weights: the gathered block is weights while it lives), its value viewing
@@ -60,7 +60,7 @@ class Zero3Parameters final : public ParameterGatherer {
   // Partitions the trainable, unquantized parameters of `params` (their values must be whole and
   // the same on every rank; each rank keeps its slices and frees the rest). The shards go to
   // `home` (--offload-param cpu: dev's host pool, one dev addresses), else to `dev`; the gathered
-  // blocks to `dev`. Throws snug::Error naming a trainable parameter that is not fp32.
+  // blocks to `dev`. Throws snug::Error naming a trainable parameter that is not fp32 or bf16.
   Zero3Parameters(const ParameterList& params, dist::Communicator& comm, Device& dev,
                   Device* home = nullptr);
   ~Zero3Parameters() override;

@@ -196,8 +196,9 @@ void load_recut_optimizer_state(const std::string& dir, const nlohmann::json& fi
       }
     SNUG_CHECK(!param.empty(), dir, ": optimizer state '", name,
                "' belongs to no parameter of this run");
-    SNUG_CHECK(t->dtype() == DType::f32, dir, ": optimizer state '", name,
-               "' is not fp32; only fp32 elementwise state is re-cut");
+    SNUG_CHECK(t->dtype() == DType::f32 || t->dtype() == DType::bf16, dir, ": optimizer state '",
+               name, "' is ", dtype_name(t->dtype()),
+               "; only fp32 or bf16 (--bf16-full) elementwise state is re-cut");
     const int64_t lo = first[param], hi = lo + t->numel();
     std::vector<float> host(static_cast<size_t>(t->numel()), 0.0f);
     int64_t covered = 0;
@@ -217,7 +218,14 @@ void load_recut_optimizer_state(const std::string& dir, const nlohmann::json& fi
     }
     SNUG_CHECK(covered == hi - lo, dir, ": the saved optimizer state covers ", covered, " of the ",
                hi - lo, " elements of '", name, "' this run needs");
-    t->device().upload(t->data<float>(), host.data(), t->numel());
+    if (t->dtype() == DType::bf16) {
+      // Saved as bf16 (read widened, exactly): back to the same bits.
+      std::vector<uint16_t> bits(host.size());
+      for (size_t i = 0; i < host.size(); ++i) bits[i] = f32_to_bf16(host[i]);
+      t->device().upload(t->data_u16(), bits.data(), t->numel());
+    } else {
+      t->device().upload(t->data<float>(), host.data(), t->numel());
+    }
   }
   try {
     optimizer.load_extra_state(extra.is_null() ? nlohmann::json::object() : extra);

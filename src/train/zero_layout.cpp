@@ -38,13 +38,7 @@ FlatParameters::FlatParameters(const ParameterList& params, int world, int stage
     : layout_(flat_layout(params, world, stage)) {
   // Stage the values in host memory and free them before the buffer exists, so the tracked
   // weights never hold both (on meta there is nothing to stage).
-  // Real bf16 weights need a 16-bit all-gather between ranks after each step, not built yet (a
-  // plan on meta moves nothing).
   const bool real = !dev.is_meta();
-  SNUG_CHECK(!real || layout_.dtype == DType::f32 || world == 1, "--zero-stage ", stage, " over ",
-             world, " ranks: bf16 parameters (", layout_.entries.front().p->name,
-             ") need a 16-bit all-gather, not built yet; snug plan gives this run's memory "
-             "(device meta), or train with --zero-stage 0 or without 16-bit weights");
   const auto es = static_cast<int64_t>(dtype_size(layout_.dtype));
   std::vector<std::vector<unsigned char>> staged(layout_.entries.size());
   for (size_t i = 0; i < layout_.entries.size(); ++i) {

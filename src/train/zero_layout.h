@@ -43,14 +43,15 @@ struct FlatLayout {
   int64_t padded = 0;          // zero_padded_numel(numel, world)
   int64_t shard = 0;           // padded / world
   int world = 1;
-  DType dtype = DType::f32;  // every entry's: fp32, or bf16 (--precision-layout deepspeed)
+  // Every entry's: fp32, or bf16 (--bf16-full, --precision-layout deepspeed).
+  DType dtype = DType::f32;
   // The element range [begin, end) of the flat space rank r owns.
   int64_t begin(int r) const { return shard * r; }
   int64_t end(int r) const { return shard * (r + 1); }
 };
 
 // The layout of `params` over `world` ranks. Throws snug::Error when a trainable parameter is not
-// fp32 (the ZeRO stages sum and gather fp32), naming it and the stage.
+// fp32 or bf16, or when they mix (one flat buffer holds one dtype), naming it and the stage.
 FlatLayout flat_layout(const ParameterList& params, int world, int stage);
 
 // The buffer and the views (see above). Keeps the parameters' values; destroying it leaves the

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "kernels/op_table.h"
 #include "optim/registry.h"
 
 namespace snug {
@@ -59,7 +60,9 @@ ZeroOptimizer::ZeroOptimizer(const std::string& optim, const ParameterList& para
   pieces_ = zero_pieces(l, comm.rank());
   if (stage == 2)
     for (const FlatLayout::Entry& e : l.entries) e.p->grad_category = Category::temporary;
-  make_pieces(flat_->buffer().slice_rows(lo, hi), optim, o);
+  std::vector<const Parameter*> order;
+  for (const FlatLayout::Entry& e : l.entries) order.push_back(e.p);
+  make_pieces(flat_->buffer().slice_rows(lo, hi), order, optim, o);
 }
 
 ZeroOptimizer::ZeroOptimizer(const std::string& optim, Zero3Parameters& params,
@@ -71,12 +74,18 @@ ZeroOptimizer::ZeroOptimizer(const std::string& optim, Zero3Parameters& params,
   for (const ZeroPiece& pc : pieces_)
     if (pc.source != nullptr)
       owned_range_[pc.source] = Owned{pc.begin, pc.begin + pc.count, pc.slice_offset};
-  for (const Zero3Entry& e : params.entries()) e.p->grad_category = Category::temporary;
-  make_pieces(params.shards(), optim, o);
+  std::vector<const Parameter*> order;
+  for (const Zero3Entry& e : params.entries()) {
+    e.p->grad_category = Category::temporary;
+    order.push_back(e.p);
+  }
+  make_pieces(params.shards(), order, optim, o);
 }
 
-void ZeroOptimizer::make_pieces(const Tensor& weights, const std::string& optim,
-                                const OptimizerOptions& o) {
+void ZeroOptimizer::make_pieces(const Tensor& weights, const std::vector<const Parameter*>& order,
+                                const std::string& optim, const OptimizerOptions& o) {
+  std::unordered_map<const Parameter*, int64_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = static_cast<int64_t>(i);
   for (const ZeroPiece& pc : pieces_) {
     auto p = std::make_unique<Parameter>();
     p->name = pc.source       ? pc.source->name
@@ -84,6 +93,11 @@ void ZeroOptimizer::make_pieces(const Tensor& weights, const std::string& optim,
                               : std::string(kZeroPaddingName);
     p->decay = pc.source ? pc.source->decay : false;
     p->value = weights.slice_rows(pc.slice_offset, pc.slice_offset + pc.count);
+    if (pc.source != nullptr) {
+      // --bf16-full's rounding draws the bits the whole tensor's update would (nn/parameter.h).
+      p->rounding_tensor = position.at(pc.source);
+      p->rounding_offset = pc.begin;
+    }
     piece_list_.push_back(p.get());
     owned_.push_back(std::move(p));
   }
@@ -115,12 +129,22 @@ void ZeroOptimizer::accumulate_owned(const Parameter& p, int64_t begin, const fl
   SNUG_CHECK(it != owned_range_.end(), "ZeRO: parameter ", p.name, " is not sharded");
   const Owned& own = it->second;
   const int64_t a = std::max(own.begin, begin), b = std::min(own.end, begin + count);
-  if (a >= b || dev_.is_meta()) return;
-  SNUG_CHECK(slice_.dtype() == DType::f32, "ZeRO stage ", stage_, ": parameter ", p.name,
-             ": adding into a ", dtype_name(slice_.dtype()), " gradient slice is not built yet");
-  float* dst = slice_.data<float>() + own.at + (a - own.begin);
-  const float* from = src + (a - begin);
-  for (int64_t i = 0; i < b - a; ++i) dst[i] += from[i];
+  if (a >= b) return;
+  const OpTable& ops = dev_.ops();
+  const int64_t at = own.at + (a - own.begin), n = b - a;
+  const float* from = dev_.is_meta() ? nullptr : src + (a - begin);
+  if (slice_.dtype() == DType::f32) {
+    if (!dev_.is_meta()) ops.add(slice_.data<float>() + at, slice_.data<float>() + at, from, n);
+    return;
+  }
+  // A bf16 slice (DeepSpeed's 16-bit gradient partition): widened into an fp32 temporary (the
+  // plan counts it: meta allocates it too), the sums added, rounded back once.
+  Tensor wide = Tensor::empty({n}, DType::f32, Category::temporary, dev_);
+  if (dev_.is_meta()) return;
+  uint16_t* dst = slice_.data_u16() + at;
+  ops.unpack_half(wide.data<float>(), dst, n, false);
+  ops.add(wide.data<float>(), wide.data<float>(), from, n);
+  ops.pack_half(dst, wide.data<float>(), n, false);
 }
 
 void ZeroOptimizer::bind_whole_gradients() {
@@ -155,8 +179,14 @@ void ZeroOptimizer::gather() {
   if (!flat_ || dev_.is_meta() || comm_.size() == 1) return;
   const auto t0 = std::chrono::steady_clock::now();
   const FlatLayout& l = flat_->layout();
-  float* buf = flat_->buffer().data<float>();
-  comm_.all_gather(buf + l.begin(comm_.rank()), buf, static_cast<size_t>(l.shard));
+  const auto shard = static_cast<size_t>(l.shard);
+  if (l.dtype == DType::bf16) {
+    uint16_t* buf = flat_->buffer().data_u16();
+    comm_.all_gather(buf + l.begin(comm_.rank()), buf, shard);
+  } else {
+    float* buf = flat_->buffer().data<float>();
+    comm_.all_gather(buf + l.begin(comm_.rank()), buf, shard);
+  }
   gather_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

@@ -14,9 +14,12 @@
 //
 // Gradients: at stage 1 every rank holds the whole summed gradient (the stage-0 all-reduce), and
 // the pieces' gradients are views of it for the step. At stage 2 the rank keeps only its slice:
-// a flat fp32 buffer of S elements (category gradients) made zero at the window's start
-// (begin_window), into which each reduced bucket's owned elements are added (accumulate_owned)
-// on every micro-batch, and which the pieces' gradients view.
+// a flat buffer of S elements (category gradients; the weights' dtype, fp32 or bf16) made zero at
+// the window's start (begin_window), into which each reduced bucket's owned elements are added
+// (accumulate_owned; into a bf16 slice through an fp32 temporary, rounded once) on every
+// micro-batch, and which the pieces' gradients view. bf16 pieces draw --bf16-full's stochastic
+// rounding as their whole tensors (nn/parameter.h rounding_tensor), so the stages change where
+// the bytes are, not the arithmetic.
 //
 // Checkpoints: state_tensors() are the pieces' states under "<param name>.<state>" (1-D), one
 // rank's; train/zero_checkpoint.h writes them per rank and re-cuts them on resume.
@@ -109,7 +112,9 @@ class ZeroOptimizer final : public Optimizer {
   void bind_whole_gradients();  // stage 1
   void gather();
   // The pieces as Parameters viewing `weights` (the rank's slice), the inner optimizer over them.
-  void make_pieces(const Tensor& weights, const std::string& optim, const OptimizerOptions& o);
+  // `order`: the sharded parameters in the order a plain optimizer would hold them.
+  void make_pieces(const Tensor& weights, const std::vector<const Parameter*>& order,
+                   const std::string& optim, const OptimizerOptions& o);
   // Where the rank's part of a parameter lies: elements [begin, end) of it at `at` in the slice.
   struct Owned {
     int64_t begin = 0, end = 0, at = 0;
@@ -124,7 +129,7 @@ class ZeroOptimizer final : public Optimizer {
   std::vector<std::unique_ptr<Parameter>> owned_;
   ParameterList piece_list_;
   std::unordered_map<const Parameter*, Owned> owned_range_;
-  Tensor slice_;  // stages 2-3: S fp32, gradients
+  Tensor slice_;  // stages 2-3: S elements of the weights' dtype, gradients
   std::unique_ptr<Optimizer> inner_;
   double gather_s_ = 0.0;
 };

@@ -160,6 +160,29 @@ TEST(MpiCommunicator, AllGatherPutsRankJsShardAtSliceJ) {
   }
 }
 
+// 16-bit elements (ZeRO's bf16 weights): every rank's bits at its slice, bit for bit (the split
+// into messages: LargeBuffersGoAsSeveralMessages).
+TEST(MpiCommunicator, AllGatherOfSixteenBitElementsMovesTheBits) {
+  Communicator& comm = world();
+  const int r = comm.rank(), size = comm.size();
+  for (size_t shard : {size_t{0}, size_t{3}, size_t{70001}}) {
+    const size_t whole = shard * static_cast<size_t>(size);
+    const auto bits = [](int rank, size_t i) {
+      return static_cast<uint16_t>((rank * 40503u + i * 2654435761u) >> 7);
+    };
+    std::vector<uint16_t> mine(shard), want(whole), out(whole, 0xFFFF);
+    for (size_t i = 0; i < shard; ++i) mine[i] = bits(r, i);
+    for (int j = 0; j < size; ++j)
+      for (size_t i = 0; i < shard; ++i) want[static_cast<size_t>(j) * shard + i] = bits(j, i);
+    comm.all_gather(mine.data(), out.data(), shard);
+    EXPECT_EQ(out, want) << "shard " << shard;
+    std::vector<uint16_t> inplace(whole, 0xFFFF);
+    std::copy(mine.begin(), mine.end(), inplace.begin() + static_cast<std::ptrdiff_t>(r * shard));
+    comm.all_gather(inplace.data() + static_cast<size_t>(r) * shard, inplace.data(), shard);
+    EXPECT_EQ(inplace, want) << "in place, shard " << shard;
+  }
+}
+
 TEST(MpiCommunicator, BroadcastCopiesTheRootsBytes) {
   Communicator& comm = world();
   for (int root = 0; root < comm.size(); ++root) {
@@ -224,6 +247,11 @@ TEST(MpiCommunicator, LargeBuffersGoAsSeveralMessages) {
   std::vector<unsigned char> bytes(1001, comm->rank() == 1 ? 42 : 0);
   comm->broadcast(bytes.data(), bytes.size(), 1);
   EXPECT_EQ(bytes, std::vector<unsigned char>(1001, 42));
+  // 16-bit elements: 8 to a message, a shard of 13 in two.
+  std::vector<uint16_t> mine(13), out(13 * static_cast<size_t>(comm->size()));
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<uint16_t>(1000 * comm->rank() + i);
+  comm->all_gather(mine.data(), out.data(), mine.size());
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], 1000 * (i / 13) + i % 13) << i;
   comm->finish();
 }
 

@@ -69,7 +69,21 @@ TEST(SingleProcess, ReduceScatterAndAllGatherCopyTheOneSlice) {
   EXPECT_TRUE(same_bits(same, in));
   // Shard 0: nothing to copy, nothing read.
   comm.reduce_scatter_sum(nullptr, nullptr, 0);
-  comm.all_gather(nullptr, nullptr, 0);
+  comm.all_gather(static_cast<const float*>(nullptr), static_cast<float*>(nullptr), 0);
+}
+
+// 16-bit elements (bf16 weights' bits) are moved as they are, NaN payloads included.
+TEST(SingleProcess, AllGatherOfSixteenBitElementsCopiesTheBits) {
+  SingleProcess comm;
+  const std::vector<uint16_t> in = {0x0000, 0x8000, 0x3F80, 0x7FC1, 0xFF81, 0x0001};
+  std::vector<uint16_t> out(in.size(), 0x1234);
+  comm.all_gather(in.data(), out.data(), in.size());
+  EXPECT_EQ(out, in);
+  comm.all_gather(out.data(), out.data(), out.size());
+  EXPECT_EQ(out, in);
+  EXPECT_TRUE(HasSubstr(error_message([&] { comm.all_gather(out.data() + 1, out.data(), 4); }),
+                        "all_gather: the input overlaps the output other than at this rank's "
+                        "slice 0"));
 }
 
 TEST(SingleProcess, BroadcastFromRankZeroAndBarrier) {

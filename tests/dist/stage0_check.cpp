@@ -3,18 +3,16 @@
 // 1e-5 relative and the first step's gradients (SNUG_DUMP_FIRST_GRADIENTS, trainer_step.cpp:
 // synchronised, before clipping; at stage 2 each rank's slice, in pieces) to 1e-6 relative (each
 // tensor's ||a - b|| / ||a||). The sums differ only in float order: rank 0's rows and rank 1's are
-// added as two partial sums.
+// added as two partial sums. bf16 gradients: Case::bf16_gradients.
 //
-// CASE is [plan_|resume_|shards_][zero1_|zero2_]NAME, NAME from the table below (shards_zeroK
-// alone: the first),
-// recut_2to1/1to2 (check_recut), refuse_lomo or refuse_bf16_full. zeroK_ runs the two ranks with
-// --zero-stage K (the one process runs plain). plan_: `snug plan --world-size 2 [--zero-stage K]`
-// of the case against rank 0's measured peak (check_plan); resume_: a 2-rank run's checkpoint
-// resumed on 2 ranks (check_resume); shards_zeroK: acceptance 2, each rank's optimizer_state (stage
-// 1) and gradients (stage 2) exactly 1/2 of one process's over the padded flat length
-// (check_shards); refuse_lomo: LOMO over 2 ranks is refused with its reason (check_refusal);
-// refuse_bf16_full: --bf16-full at stage 1 over 2 ranks is refused in the words of its plan's
-// plan_only.
+// CASE is [plan_|resume_|shards_][zero1_|zero2_|zero3_]NAME, NAME from the table below
+// (shards_zeroK alone: the first), recut_2to1/1to2 (check_recut) or refuse_lomo. zeroK_ runs the
+// two ranks with --zero-stage K (the one process runs plain). plan_: `snug plan --world-size 2
+// [--zero-stage K]` of the case against rank 0's measured peak (check_plan); resume_: a 2-rank
+// run's checkpoint resumed on 2 ranks (check_resume); shards_zeroK: acceptance 2, each rank's
+// optimizer_state (stage 1) and gradients (stage 2) exactly 1/2 of one process's over the padded
+// flat length (check_shards); refuse_lomo: LOMO over 2 ranks is refused with its reason
+// (check_refusal).
 //
 // stage0_check SNUG RUN_MPI_SH SOURCE_DIR WORK_DIR CASE. Exit 77 (skipped) when run_mpi.sh finds
 // no mpirun. Registered per case in tests/CMakeLists.txt (label mpi).
@@ -48,7 +46,19 @@ struct Case {
   // compute: there splitting the batch at all moves the losses (a bf16 rounding that flips),
   // whether into micro-batches or ranks, so the ranks are held against the same split.
   bool one_process_accumulates = false;
+  // bf16 gradients (--bf16-full, --precision-layout deepspeed): each rank rounds its own window's
+  // gradient to bf16 before the fp32 sum (train/grad_sync.h), one process only its window's, so
+  // 2 ranks at stage 0 agree with one process within bf16's rounding (kBf16Loss, kBf16Gradient),
+  // and each ZeRO stage (zeroK_) is held to those 2 ranks at stage 0 bit for bit: the stages
+  // change where the bytes live, not the arithmetic.
+  bool bf16_gradients = false;
 };
+
+// bf16 gradients, 2 ranks against one process (see Case::bf16_gradients): rank 1's share rounded
+// before the sum moves an element by up to 2^-9 of that share, and the sum's own rounding may then
+// go the other way (2^-8 of it): a gradient within 2^-7 relative. Measured on a Zen 4 host: 2.8e-3
+// and 3.2e-3 (bf16_full, deepspeed_layout); the losses of 10 steps 6.7e-5 and 1.9e-5.
+constexpr double kBf16Loss = 2e-4, kBf16Gradient = 0x1p-7;
 
 // The fixtures: a Llama and a GPT-2 on --data dummy; jsonl prompt-completion records with
 // completion-only loss (completions of 1 to 3 tokens: the ranks' counts of valid targets differ);
@@ -97,6 +107,14 @@ const Case kCases[] = {
      "", true},
     // 239590 trainable elements, not a multiple of 2N = 4: ZeRO's flat layout pads 2 elements
     // onto rank 1's slice.
+    // bf16 weights and gradients over the ranks: --bf16-full (bf16 AdamW state, stochastic
+    // rounding drawn per element of the whole tensor, so a rank's piece draws what one process
+    // does) and DeepSpeed's layout (bf16 weights and gradients, fp32 master and moments).
+    {"bf16_full", "--model llama-tiny --data dummy --seq-len 32 --bf16-full --gemm-path widen", "",
+     true, true},
+    {"deepspeed_layout",
+     "--model gpt2-tiny --data dummy --seq-len 32 --precision-layout deepspeed --gemm-path widen",
+     "", true, true},
     {"gpt2_odd", "--model gpt2-tiny --n-embd 65 --n-head 1 --data dummy --seq-len 32"},
     // --offload-optimizer cpu (train/offload.h): each rank's pieces' state in its host pool.
     {"gpt2_offload", "--model gpt2-tiny --data dummy --seq-len 32 --offload-optimizer cpu"},
@@ -400,8 +418,7 @@ int main(int argc, char** argv) {
   for (const Case& k : kCases)
     if (rest == k.name) c = &k;
   const bool recut = strip("recut_");
-  if (name == "refuse_lomo" || name == "refuse_bf16_full" || recut || (shards && c == nullptr))
-    c = &kCases[0];
+  if (name == "refuse_lomo" || recut || (shards && c == nullptr)) c = &kCases[0];
   if (c == nullptr) {
     std::fprintf(stderr, "stage0_check: no case %s\n", name.c_str());
     return 2;
@@ -431,28 +448,22 @@ int main(int argc, char** argv) {
   if (name == "refuse_lomo")
     return check_refusal(snug, run_mpi, flags, dir.string(), "--optim lomo",
                          "--optim lomo over 2 ranks: its update runs inside backward");
-  // bf16 gradients over 2 ranks at stage 1 (not built): the job ends with the words the plan of
-  // the same flags gives as its plan_only.
-  if (name == "refuse_bf16_full") {
-    const std::string extra = "--bf16-full --zero-stage 1";
-    const std::string plan_file = (dir / "plan.json").string();
-    if (run(snug + " plan " + flags + " " + extra +
-            " --per-device-train-batch-size 2 --world-size 2 --json " + plan_file +
-            " > /dev/null") != 0)
-      return 1;
-    const nlohmann::json why = read_json(plan_file).at("plan_only");
-    if (!why.is_string()) {
-      std::printf("the plan has no plan_only\nFAIL\n");
-      return 1;
-    }
-    return check_refusal(snug, run_mpi, flags, dir.string(), extra, why.get<std::string>());
-  }
   const std::string one_batch =
       c->one_process_accumulates
           ? " --per-device-train-batch-size 2 --gradient-accumulation-steps 2"
           : " --per-device-train-batch-size 4";
-  if (run("SNUG_DUMP_FIRST_GRADIENTS=" + one + ".safetensors " + snug + " train " + flags +
-          one_batch + " --report-json " + one + ".json > " + one + ".log 2>&1") != 0) {
+  // bf16 gradients at a ZeRO stage: the reference is 2 ranks at stage 0, bit for bit.
+  const bool against_stage0 = c->bf16_gradients && stage > 0;
+  const double loss_limit = against_stage0 ? 0.0 : c->bf16_gradients ? kBf16Loss : 1e-5;
+  const double grad_limit = against_stage0 ? 0.0 : c->bf16_gradients ? kBf16Gradient : 1e-6;
+  const std::string dump_one = "SNUG_DUMP_FIRST_GRADIENTS=" + one + ".safetensors ";
+  const std::string to_one = " --report-json " + one + ".json > " + one + ".log 2>&1";
+  if (against_stage0) {
+    if (const int st = two_ranks_outcome(run(dump_one + run_mpi + " 2 " + snug + " train " + flags +
+                                             " --per-device-train-batch-size 2" + to_one),
+                                         one + ".log"))
+      return st;
+  } else if (run(dump_one + snug + " train " + flags + one_batch + to_one) != 0) {
     std::printf("one process failed: see %s.log\n", one.c_str());
     return 1;
   }
@@ -472,9 +483,10 @@ int main(int argc, char** argv) {
   double worst_loss = 0;
   for (size_t i = 0; i < la.size(); ++i)
     worst_loss = std::max(worst_loss, std::abs(la[i] - lb[i]) / std::abs(la[i]));
-  std::printf("%s: losses %.6f .. %.6f, largest relative difference %.3g (limit 1e-5)\n",
-              name.c_str(), la.front(), la.back(), worst_loss);
-  ok = ok && worst_loss <= 1e-5;
+  std::printf("%s: losses %.6f .. %.6f against %s, largest relative difference %.3g (limit %g)\n",
+              name.c_str(), la.front(), la.back(),
+              against_stage0 ? "2 ranks at stage 0" : "one process", worst_loss, loss_limit);
+  ok = ok && worst_loss <= loss_limit;
   // Evaluations: eval_loss to 1e-6 relative (and eval_accuracy, where there is one, equal).
   if (a.contains("eval_history") || b.contains("eval_history")) {
     const nlohmann::json ea = a.value("eval_history", nlohmann::json::array()),
@@ -535,9 +547,9 @@ int main(int argc, char** argv) {
       worst_name = t;
     }
   }
-  std::printf("%s: %zu gradients, largest relative difference %.3g (%s; limit 1e-6)\n",
-              name.c_str(), ga.names().size(), worst_grad, worst_name.c_str());
-  ok = ok && worst_grad <= 1e-6;
+  std::printf("%s: %zu gradients, largest relative difference %.3g (%s; limit %g)\n", name.c_str(),
+              ga.names().size(), worst_grad, worst_name.c_str(), grad_limit);
+  ok = ok && worst_grad <= grad_limit;
   std::printf("%s\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }

@@ -87,8 +87,8 @@ TEST(Advisor, OnlyLomoFitsAFullFineTuneItOffers) {
 
 // A rank of a data-parallel run: every configuration is replayed as rank 0 of the run's world
 // (at its ZeRO stage), configurations the stage refuses are skipped, and the command runs under
-// mpirun with the stage. --bf16-full is skipped too: a real run refuses bf16 gradients through
-// the buckets (not built yet), though a plan counts them, so it is not an alternative to run.
+// mpirun with the stage. --bf16-full is offered over the ranks too (its bf16 gradients go
+// through the fp32 buckets, its weights are all-gathered as 16-bit elements).
 TEST(Advisor, ZeroRunIsAdvisedAsARankOfItsWorld) {
   TrainingArguments a = test::args_of({.model = "gpt2-124m", .seq_len = 128, .batch = 2});
   a.model_shape.n_layer = 2;
@@ -98,14 +98,17 @@ TEST(Advisor, ZeroRunIsAdvisedAsARankOfItsWorld) {
   const AdvisorResult r = advise(a, o);
   EXPECT_EQ(r.world_size, 4);
   // 2 splits x 4 checkpoint policies x (adamw_torch, lion and sgd, the elementwise optimizers
-  // stage 2 shards, in fp32 and --bf16); adamw_torch and sgd under --bf16-full are refused.
-  EXPECT_EQ(r.tried, 2 * 4 * (3 + 3));
+  // stage 2 shards, in fp32 and --bf16, and adamw_torch and sgd, which keep bf16 state, under
+  // --bf16-full).
+  EXPECT_EQ(r.tried, 2 * 4 * (3 + 3 + 2));
   ASSERT_EQ(r.fitting.size(), static_cast<size_t>(r.tried));
+  int bf16_full = 0;
   for (const Advice& x : r.fitting) {
-    EXPECT_EQ(x.flags.find("--bf16-full"), std::string::npos) << x.flags;
+    bf16_full += x.flags.find("--bf16-full") != std::string::npos ? 1 : 0;
     EXPECT_EQ(x.peak_bytes, replay(x.args, {.world_size = 4}).memory.peak_total) << x.flags;
     EXPECT_LT(x.peak_bytes, dry_run(x.args).peak_total) << x.flags;  // sharded: less than one
   }
+  EXPECT_EQ(bf16_full, 2 * 4 * 2);
   const std::string cmd = train_command_line(r.fitting.front().args, "16GiB", 4);
   EXPECT_EQ(cmd.rfind("mpirun -np 4 snug train ", 0), 0u) << cmd;
   EXPECT_NE(cmd.find("--zero-stage 2"), std::string::npos) << cmd;

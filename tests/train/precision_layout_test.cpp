@@ -296,23 +296,26 @@ TEST(PrecisionLayout, StageOneOnOneProcessEqualsStageZeroBitForBit) {
   test::expect_meta_equals_cpu(meta.mem, b.mem);
 }
 
-// What is not built yet is refused before the first step, naming the flags: bf16 gradients
-// through the buckets (stage 2 even on one process).
-TEST(PrecisionLayout, StageTwoRunsAreRefusedUntilBf16GradientsGoThroughTheBuckets) {
-  TrainingArguments z2 = small_run();
-  z2.zero_stage = 2;
-  try {
-    train_on(cpu_backend(), odd_config(), z2);
-    FAIL() << "stage 2 accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(
-                  "--precision-layout deepspeed with one process at --zero-stage 2: the gradient "
-                  "buckets sum fp32 gradients only"),
-              std::string::npos)
-        << e.what();
+// Stages 2 and 3 on one process: each bf16 gradient goes through the fp32 bucket (a sum over one
+// rank) and is rounded back into the bf16 slice, which gives its bits back exactly, so the
+// losses (and at stage 2 the weights) equal stage 0's bit for bit; meta counts what the CPU run
+// holds, the bucket and the slice's fp32 temporaries included.
+TEST(PrecisionLayout, StagesTwoAndThreeOnOneProcessEqualStageZeroBitForBit) {
+  const RunOutcome plain = train_on(cpu_backend(), odd_config(), small_run());
+  ASSERT_EQ(plain.result.loss.size(), 3u);
+  for (int stage : {2, 3}) {
+    TrainingArguments z = small_run();
+    z.zero_stage = stage;
+    test::Gpt2Train run(cpu_backend(), odd_config(), z, 42);
+    ASSERT_TRUE(run.result.error.empty()) << "stage " << stage << ": " << run.result.error;
+    EXPECT_EQ(run.result.loss, plain.result.loss) << "stage " << stage;
+    if (stage == 2) {
+      EXPECT_EQ(train_on(cpu_backend(), odd_config(), z).weights, plain.weights);
+    }
+    const RunOutcome meta = train_on(meta_backend(), odd_config(), z);
+    ASSERT_TRUE(meta.result.error.empty()) << meta.result.error;
+    test::expect_meta_equals_cpu(meta.mem, run.dev.pool().stats());
   }
-  const RunOutcome meta = train_on(meta_backend(), odd_config(), z2);  // the plan's replay
-  EXPECT_TRUE(meta.result.error.empty()) << meta.result.error;
 }
 
 TEST(PrecisionLayout, MetaReportsWhatCpuMeasures) {

@@ -217,18 +217,20 @@ class ReduceScatterSum final : public Collective {
   std::vector<float> scratch_;
 };
 
+// T: float (MPI_FLOAT) or uint16_t (16-bit weights' bits, MPI_UINT16_T).
+template <typename T>
 class AllGather final : public Collective {
  public:
-  AllGather(World& world, const float* in_shard, float* out, size_t shard)
+  AllGather(World& world, const T* in_shard, T* out, size_t shard, MPI_Datatype type)
       : Collective(world, "all_gather") {
     const int r = world.rank, size = world.size;
-    float* own = out + static_cast<size_t>(r) * shard;
-    if (own != in_shard && shard > 0) std::memcpy(own, in_shard, shard * sizeof(float));
+    T* own = out + static_cast<size_t>(r) * shard;
+    if (own != in_shard && shard > 0) std::memcpy(own, in_shard, shard * sizeof(T));
     first_phase([&] {
       for (int j = 0; j < size; ++j) {
         if (j == r) continue;
-        ex_.recv(out + static_cast<size_t>(j) * shard, shard, MPI_FLOAT, sizeof(float), j, tag());
-        ex_.send(in_shard, shard, MPI_FLOAT, sizeof(float), j, tag());
+        ex_.recv(out + static_cast<size_t>(j) * shard, shard, type, sizeof(T), j, tag());
+        ex_.send(in_shard, shard, type, sizeof(T), j, tag());
       }
     });
   }
@@ -291,7 +293,13 @@ std::unique_ptr<PendingCollective> start_reduce_scatter_sum(World& world, const 
 std::unique_ptr<PendingCollective> start_all_gather(World& world, const float* in_shard, float* out,
                                                     size_t shard) {
   check_all_gather_buffers(in_shard, out, shard, world.rank, world.size);
-  return std::make_unique<AllGather>(world, in_shard, out, shard);
+  return std::make_unique<AllGather<float>>(world, in_shard, out, shard, MPI_FLOAT);
+}
+
+std::unique_ptr<PendingCollective> start_all_gather(World& world, const uint16_t* in_shard,
+                                                    uint16_t* out, size_t shard) {
+  check_all_gather_buffers(in_shard, out, shard, world.rank, world.size);
+  return std::make_unique<AllGather<uint16_t>>(world, in_shard, out, shard, MPI_UINT16_T);
 }
 
 std::unique_ptr<PendingCollective> start_broadcast(World& world, void* data, size_t bytes,

@@ -44,6 +44,8 @@ std::unique_ptr<PendingCollective> start_reduce_scatter_sum(World& world, const 
                                                             float* out, size_t shard);
 std::unique_ptr<PendingCollective> start_all_gather(World& world, const float* in_shard, float* out,
                                                     size_t shard);
+std::unique_ptr<PendingCollective> start_all_gather(World& world, const uint16_t* in_shard,
+                                                    uint16_t* out, size_t shard);
 std::unique_ptr<PendingCollective> start_broadcast(World& world, void* data, size_t bytes,
                                                    int root);
 std::unique_ptr<PendingCollective> start_barrier(World& world);

@@ -50,6 +50,9 @@ class MpiCommunicator final : public Communicator {
   Request start_all_gather(const float* in_shard, float* out, size_t shard) override {
     return Request(mpi::start_all_gather(live(), in_shard, out, shard));
   }
+  Request start_all_gather(const uint16_t* in_shard, uint16_t* out, size_t shard) override {
+    return Request(mpi::start_all_gather(live(), in_shard, out, shard));
+  }
   Request start_broadcast(void* data, size_t bytes, int root) override {
     return Request(mpi::start_broadcast(live(), data, bytes, root));
   }

@@ -170,26 +170,11 @@ class NcclCommunicator final : public Communicator {
   }
 
   Request start_all_gather(const float* in_shard, float* out, size_t shard) override {
-    check_all_gather_buffers(in_shard, out, shard, rank_, size_);
-    const char* what = "all_gather";
-    if (shard == 0) return {};
-    const size_t whole = shard * static_cast<size_t>(size_) * sizeof(float);
-    const size_t part = shard * sizeof(float);
-    if (on_device(in_shard) && on_device(out))
-      return launch(what, [&](cudaStream_t s) {
-        return nccl::api().AllGather(in_shard, out, shard, ncclFloat32, comm_, s);
-      });
-    const int64_t seq = begin(what);
-    StreamScratch dout(whole, stream_);
-    float* dout_p = static_cast<float*>(dout.get());
-    // The shard goes to its own slice: NCCL's in-place form.
-    float* din_p = dout_p + static_cast<size_t>(rank_) * shard;
-    copy(din_p, in_shard, part, cudaMemcpyDefault);
-    run(what, seq, [&](cudaStream_t s) {
-      return nccl::api().AllGather(din_p, dout_p, shard, ncclFloat32, comm_, s);
-    });
-    copy_back(out, dout_p, whole);
-    return {};
+    return all_gather(in_shard, out, shard, ncclFloat32);
+  }
+  // 16-bit bits are moved, never summed: any 2-byte NCCL type carries them.
+  Request start_all_gather(const uint16_t* in_shard, uint16_t* out, size_t shard) override {
+    return all_gather(in_shard, out, shard, ncclBfloat16);
   }
 
   Request start_broadcast(void* data, size_t bytes, int root) override {
@@ -282,6 +267,30 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  template <typename T>
+  Request all_gather(const T* in_shard, T* out, size_t shard, ncclDataType_t type) {
+    check_all_gather_buffers(in_shard, out, shard, rank_, size_);
+    const char* what = "all_gather";
+    if (shard == 0) return {};
+    const size_t whole = shard * static_cast<size_t>(size_) * sizeof(T);
+    const size_t part = shard * sizeof(T);
+    if (on_device(in_shard) && on_device(out))
+      return launch(what, [&](cudaStream_t s) {
+        return nccl::api().AllGather(in_shard, out, shard, type, comm_, s);
+      });
+    const int64_t seq = begin(what);
+    StreamScratch dout(whole, stream_);
+    T* dout_p = static_cast<T*>(dout.get());
+    // The shard goes to its own slice: NCCL's in-place form.
+    T* din_p = dout_p + static_cast<size_t>(rank_) * shard;
+    copy(din_p, in_shard, part, cudaMemcpyDefault);
+    run(what, seq, [&](cudaStream_t s) {
+      return nccl::api().AllGather(din_p, dout_p, shard, type, comm_, s);
+    });
+    copy_back(out, dout_p, whole);
+    return {};
+  }
+
   template <typename T>
   Request all_reduce(T* data, size_t n) {
     const char* what = "all_reduce_sum";
