@@ -58,6 +58,7 @@ ZeroOptimizer::ZeroOptimizer(const std::string& optim, const ParameterList& para
     owned_range_[e.p] = a < b ? Owned{a - e.offset, b - e.offset, a - lo} : Owned{};
   }
   pieces_ = zero_pieces(l, comm.rank());
+  for (const auto& [p, own] : owned_range_) owned_elements_ += own.end - own.begin;
   if (stage == 2)
     for (const FlatLayout::Entry& e : l.entries) e.p->grad_category = Category::temporary;
   std::vector<const Parameter*> order;
@@ -74,6 +75,7 @@ ZeroOptimizer::ZeroOptimizer(const std::string& optim, Zero3Parameters& params,
   for (const ZeroPiece& pc : pieces_)
     if (pc.source != nullptr)
       owned_range_[pc.source] = Owned{pc.begin, pc.begin + pc.count, pc.slice_offset};
+  for (const auto& [p, own] : owned_range_) owned_elements_ += own.end - own.begin;
   std::vector<const Parameter*> order;
   for (const Zero3Entry& e : params.entries()) {
     e.p->grad_category = Category::temporary;
@@ -115,6 +117,7 @@ void ZeroOptimizer::begin_window() {
   release_gradients();
   // The slice takes the weights' dtype: fp32, or bf16 under --precision-layout deepspeed (as
   // DeepSpeed's 16-bit gradient partition), so a rank's gradients are 2 or 4 bytes per element.
+  received_ = 0;
   slice_ = Tensor::zeros({flat_ ? flat_->layout().shard : z3_->shard()},
                          flat_ ? flat_->layout().dtype : z3_->dtype(), Category::gradients, dev_);
   for (size_t i = 0; i < pieces_.size(); ++i)
@@ -133,18 +136,31 @@ void ZeroOptimizer::accumulate_owned(const Parameter& p, int64_t begin, const fl
   const OpTable& ops = dev_.ops();
   const int64_t at = own.at + (a - own.begin), n = b - a;
   const float* from = dev_.is_meta() ? nullptr : src + (a - begin);
+  // Each owned element gets one sum per micro-batch, and a micro-batch's sums all come before
+  // the next one's: until the slice has had as many as it owns, this is the window's first.
+  const bool first = received_ < owned_elements_;
+  received_ += n;
   if (slice_.dtype() == DType::f32) {
     if (!dev_.is_meta()) ops.add(slice_.data<float>() + at, slice_.data<float>() + at, from, n);
     return;
   }
-  // A bf16 slice (DeepSpeed's 16-bit gradient partition): widened into an fp32 temporary (the
-  // plan counts it: meta allocates it too), the sums added, rounded back once.
-  Tensor wide = Tensor::empty({n}, DType::f32, Category::temporary, dev_);
-  if (dev_.is_meta()) return;
-  uint16_t* dst = slice_.data_u16() + at;
-  ops.unpack_half(wide.data<float>(), dst, n, false);
-  ops.add(wide.data<float>(), wide.data<float>(), from, n);
-  ops.pack_half(dst, wide.data<float>(), n, false);
+  // A bf16 slice (DeepSpeed's 16-bit gradient partition). The first micro-batch's sums are
+  // rounded into it (as stage 0 rounds its sums into the gradients); later ones are added to its
+  // widened values and rounded once, in chunks through a small fp32 temporary (the plan counts
+  // it: meta allocates it too).
+  uint16_t* dst = dev_.is_meta() ? nullptr : slice_.data_u16() + at;
+  if (first) {
+    if (!dev_.is_meta()) ops.pack_half(dst, from, n, false);
+    return;
+  }
+  for (int64_t c = 0; c < n; c += kWidenChunk) {
+    const int64_t m = std::min(kWidenChunk, n - c);
+    Tensor wide = Tensor::empty({m}, DType::f32, Category::temporary, dev_);
+    if (dev_.is_meta()) continue;
+    ops.unpack_half(wide.data<float>(), dst + c, m, false);
+    ops.add(wide.data<float>(), wide.data<float>(), from + c, m);
+    ops.pack_half(dst + c, wide.data<float>(), m, false);
+  }
 }
 
 void ZeroOptimizer::bind_whole_gradients() {

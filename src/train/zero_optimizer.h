@@ -129,7 +129,11 @@ class ZeroOptimizer final : public Optimizer {
   std::vector<std::unique_ptr<Parameter>> owned_;
   ParameterList piece_list_;
   std::unordered_map<const Parameter*, Owned> owned_range_;
-  Tensor slice_;  // stages 2-3: S elements of the weights' dtype, gradients
+  Tensor slice_;                // stages 2-3: S elements of the weights' dtype, gradients
+  int64_t owned_elements_ = 0;  // of the sharded parameters (the slice less its padding)
+  int64_t received_ = 0;        // sums added into the slice since begin_window
+  // A bf16 slice's later sums go through fp32 chunks of at most this many elements (256 KiB).
+  static constexpr int64_t kWidenChunk = int64_t{1} << 16;
   std::unique_ptr<Optimizer> inner_;
   double gather_s_ = 0.0;
 };

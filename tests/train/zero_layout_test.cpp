@@ -244,9 +244,10 @@ TEST(ZeroOptimizer, StageTwoKeepsTheOwnedElementsOfEachSum) {
   EXPECT_EQ(cat(dev.pool().stats(), Category::gradients, false), 0);
 }
 
-// A bf16 slice (--bf16-full at stage 2): each owned sum is added in fp32 and rounded once into
-// the slice, 1 + 1.5*2^-8 up to 1 + 2^-7 (nearest even); the fp32 temporary of the widened
-// elements is counted (a plan allocates it too). After the step the rank's updated bf16 slice is
+// A bf16 slice (--bf16-full at stage 2): the window's first micro-batch rounds its sums into the
+// slice with no temporary (as stage 0 rounds its sums into the gradients); a later one adds in
+// fp32 and rounds once, 1 + 1.5*2^-8 up to 1 + 2^-7 (nearest even), through an fp32 temporary of
+// the piece (a plan allocates it too). After the step the rank's updated bf16 slice is
 // all-gathered as 16-bit elements.
 TEST(ZeroOptimizer, StageTwoRoundsEachSumOnceIntoABfloatSlice) {
   Device dev(cpu_backend());
@@ -257,10 +258,13 @@ TEST(ZeroOptimizer, StageTwoRoundsEachSumOnceIntoABfloatSlice) {
   ZeroOptimizer z("sgd", ps.list, OptimizerOptions{}, 2, rank1, dev);
   z.begin_window();
   const std::vector<float> one = {0, 0, 0, 1, -3}, small = {0.005859375f, 0.005859375f};
-  z.accumulate_owned(*ps.list[1], 0, one.data(), 5);  // elements 3..4 are rank 1's
-  z.accumulate_owned(*ps.list[1], 3, small.data(), 2);
+  z.accumulate_owned(*ps.list[1], 0, one.data(), 5);    // elements 3..4 are rank 1's
+  z.accumulate_owned(*ps.list[2], 0, small.data(), 2);  // and all of p2: the first micro-batch
   const Parameter& first = *z.piece_params()[0];
   ASSERT_EQ(first.grad.dtype(), DType::bf16);
+  EXPECT_EQ(bf16_to_f32(first.grad.data_u16()[0]), 1.0f);
+  EXPECT_EQ(cat(dev.pool().stats(), Category::temporary), 0);
+  z.accumulate_owned(*ps.list[1], 3, small.data(), 2);  // the second micro-batch
   EXPECT_EQ(bf16_to_f32(first.grad.data_u16()[0]), 1.0078125f);
   EXPECT_EQ(bf16_to_f32(first.grad.data_u16()[1]), -3.0f);
   EXPECT_EQ(cat(dev.pool().stats(), Category::gradients, false), 6 * 2);
