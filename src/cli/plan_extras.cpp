@@ -74,6 +74,14 @@ void run_advisor(const PlanExtras& x, const TrainingArguments& args,
   std::printf("\n%s", zero_fits_table(fits, 1024).c_str());
   j["advice"] = advice_json(r, device_memory, top);
   j["advice"]["zero"] = zero_fits_json(fits);
+  // The same with a switch that changes what the ranks shard (bf16 weights: an fp32 run whose
+  // replicated weights fit no stage-1/2 world may fit as --bf16-full).
+  j["advice"]["zero_with"] = nlohmann::json::array();
+  for (const auto& [flags, a] : zero_alternatives(args)) {
+    const auto alt = zero_fits(a, data, o.capacity, o.overhead);
+    std::printf("\n%s", zero_fits_table(alt, 1024, flags).c_str());
+    j["advice"]["zero_with"].push_back({{"flags", flags}, {"rows", zero_fits_json(alt)}});
+  }
   j["advice"]["gemm_flops"] = o.gemm_flops;
   j["advice"]["bf16_gemm_path"] = kernels::gemm_path_name(o.bf16_path);
   j["advice"]["bf16_step_factor"] =

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "io/text_width.h"
+#include "plan/switches.h"
 
 namespace snug {
 
@@ -168,11 +169,14 @@ std::array<ZeroFit, kZeroStages> zero_fits(const TrainingArguments& args, const 
   return fits;
 }
 
-std::string zero_fits_table(const std::array<ZeroFit, kZeroStages>& fits, int64_t max_world) {
+std::string zero_fits_table(const std::array<ZeroFit, kZeroStages>& fits, int64_t max_world,
+                            const std::string& added) {
   std::ostringstream os;
   char buf[512];
-  os << "ZeRO over more ranks (the run's flags and per-rank batch; smallest power-of-two world "
-        "that fits, by ZeRO's formulas, checked by a replay of rank 0):\n";
+  os << "ZeRO over more ranks "
+     << (added.empty() ? "(the run's flags" : "with " + added + " (the run's flags with " + added)
+     << ", per-rank batch; smallest power-of-two world that fits, by ZeRO's formulas, checked "
+        "by a replay of rank 0):\n";
   for (const ZeroFit& f : fits) {
     if (f.world == 0) {
       std::snprintf(buf, sizeof buf, "  --zero-stage %d: none up to %lld ranks fits\n", f.stage,
@@ -199,6 +203,22 @@ nlohmann::json zero_fits_json(const std::array<ZeroFit, kZeroStages>& fits) {
     rows.push_back(j);
   }
   return rows;
+}
+
+std::vector<std::pair<std::string, TrainingArguments>> zero_alternatives(
+    const TrainingArguments& args) {
+  static const char* const kFlags[] = {"--bf16-full"};
+  std::vector<std::pair<std::string, TrainingArguments>> out;
+  for (const SwitchGroup& g : switch_groups())
+    for (const Switch& s :
+         g.choices(args, args.per_device_train_batch_size * args.gradient_accumulation_steps))
+      for (const char* f : kFlags)
+        if (s.flags == f && s.what_if && s.what_if(args)) {
+          TrainingArguments a = args;
+          s.apply(a);
+          out.emplace_back(s.flags, a);
+        }
+  return out;
 }
 
 }  // namespace snug

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "plan/dry_run.h"
 #include "plan/estimate.h"
@@ -65,7 +67,16 @@ struct ZeroFit {
 std::array<ZeroFit, kZeroStages> zero_fits(const TrainingArguments& args, const DryRunData& data,
                                            int64_t capacity, int64_t overhead,
                                            int64_t max_world = 1024);
-std::string zero_fits_table(const std::array<ZeroFit, kZeroStages>& fits, int64_t max_world);
+// `added`: the flags the rows add to the run's (zero_alternatives), "" for the run's own.
+std::string zero_fits_table(const std::array<ZeroFit, kZeroStages>& fits, int64_t max_world,
+                            const std::string& added = "");
 nlohmann::json zero_fits_json(const std::array<ZeroFit, kZeroStages>& fits);
+
+// The switches worth searching over ranks beside the run's own flags, because they change what
+// the ranks shard: today --bf16-full (bf16 weights, gradients and state at every stage,
+// docs/distributed.md), for a run the what-if table would offer it to (plan/switches.h). Each as
+// its flags and the run's arguments with it.
+std::vector<std::pair<std::string, TrainingArguments>> zero_alternatives(
+    const TrainingArguments& args);
 
 }  // namespace snug

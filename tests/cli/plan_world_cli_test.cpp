@@ -174,6 +174,39 @@ TEST(PlanWorldCli, BfloatWeightsAreRunsAtEveryStage) {
   EXPECT_GT(rows, 0) << advised["advice"]["zero"].dump();  // stage 3 fits 7 MiB over 64 ranks
 }
 
+// --advise searches the ZeRO stages with --bf16-full beside the run's own flags (bf16 weights,
+// gradients and state shard at every stage): each replayed row is `snug plan` of those flags at
+// that stage and world, to the byte. A run that trains bf16 weights already, or adapters, gets
+// none.
+TEST(PlanWorldCli, AdviceSearchesTheStagesWithBfloatWeightsToo) {
+  TempDir tmp;
+  const std::string advise = " --device-memory 7MiB --advise --gemm-gflops 100";
+  const nlohmann::json j = plan_json(tmp, "--per-device-train-batch-size 2" + advise);
+  ASSERT_EQ(j["advice"]["zero_with"].size(), 1u) << j["advice"].dump();
+  const nlohmann::json& with = j["advice"]["zero_with"][0];
+  EXPECT_EQ(with["flags"], "--bf16-full");
+  ASSERT_EQ(with["rows"].size(), 4u);
+  int replayed = 0;
+  for (const nlohmann::json& row : with["rows"]) {
+    if (row["source"] != "replay" || row["world_size"].is_null()) continue;
+    ++replayed;
+    const nlohmann::json plan =
+        plan_json(tmp, "--per-device-train-batch-size 2 --bf16-full --zero-stage " +
+                           row["stage"].dump() + " --world-size " + row["world_size"].dump());
+    EXPECT_EQ(plan["memory"]["peak_bytes"], row["peak_bytes"]) << row.dump();
+  }
+  EXPECT_GT(replayed, 0) << with.dump();
+  const CliResult text =
+      run_snug("plan --model gpt2-tiny --seq-len 64 --per-device-train-batch-size 2" + advise);
+  EXPECT_THAT(text.out, HasSubstr("ZeRO over more ranks with --bf16-full (the run's flags with "
+                                  "--bf16-full, per-rank batch;"));
+  for (const char* own : {" --bf16-full", " --lora-r 8"})
+    EXPECT_TRUE(plan_json(tmp, std::string("--per-device-train-batch-size 2") + own +
+                                   advise)["advice"]["zero_with"]
+                    .empty())
+        << own;
+}
+
 }  // namespace plan_world_cli_test
 }  // namespace
 }  // namespace snug::test
