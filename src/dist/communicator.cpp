@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <memory>
+#include <utility>
 
 #include "core/error.h"
 
@@ -31,7 +33,40 @@ bool overlap(const T* a, size_t n, const T* b, size_t m) {
   return lt(a, b + m) && lt(b, a + n);
 }
 
+// Several started collectives as one: complete when all are.
+class AllOf final : public PendingCollective {
+ public:
+  explicit AllOf(std::vector<Request> parts) : parts_(std::move(parts)) {}
+  bool test() override {
+    bool all = true;
+    for (Request& r : parts_) all = r.test() && all;
+    return all;
+  }
+  void wait() override {
+    for (Request& r : parts_) r.wait();
+  }
+
+ private:
+  std::vector<Request> parts_;
+};
+
+template <typename T>
+Request each_gather(Communicator& comm, const std::vector<GatherPart<T>>& parts) {
+  std::vector<Request> started;
+  for (const GatherPart<T>& p : parts)
+    started.push_back(comm.start_all_gather(p.in_shard, p.out, p.shard));
+  return Request(std::make_unique<AllOf>(std::move(started)));
+}
+
 }  // namespace
+
+Request Communicator::start_all_gather_many(const std::vector<GatherPart<float>>& parts) {
+  return each_gather(*this, parts);
+}
+
+Request Communicator::start_all_gather_many(const std::vector<GatherPart<uint16_t>>& parts) {
+  return each_gather(*this, parts);
+}
 
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {

@@ -33,6 +33,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace snug::dist {
 
@@ -56,6 +57,15 @@ class PendingCollective {
   virtual bool test() = 0;
   // Blocks until complete, bounded by the timeout (which ends the job).
   virtual void wait() = 0;
+};
+
+// One all-gather of several (Communicator::start_all_gather_many): out (size()*shard elements)
+// gets slice r = rank r's in_shard.
+template <typename T>
+struct GatherPart {
+  const T* in_shard;
+  T* out;
+  size_t shard;
 };
 
 // A started collective. Default-constructed: already complete. Move-only; destroying or
@@ -101,6 +111,11 @@ class Communicator {
   // The same for 16-bit elements (bf16 or fp16 bits, moved as they are): ZeRO's flat bf16
   // weights and stage 3's bf16 shards (--bf16-full, --precision-layout deepspeed).
   virtual Request start_all_gather(const uint16_t* in_shard, uint16_t* out, size_t shard) = 0;
+  // Several all-gathers as one collective (ZeRO stage 3 gathers a block's parameters together):
+  // one meeting of the ranks instead of one per part. Each part as start_all_gather; the parts'
+  // buffers are disjoint. By default the parts' own all-gathers, completed together.
+  virtual Request start_all_gather_many(const std::vector<GatherPart<float>>& parts);
+  virtual Request start_all_gather_many(const std::vector<GatherPart<uint16_t>>& parts);
   // root's `bytes` bytes at data are copied to every rank's data.
   virtual Request start_broadcast(void* data, size_t bytes, int root) = 0;
   // Completes on a rank once every rank has started it.

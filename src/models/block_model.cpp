@@ -135,7 +135,9 @@ void BlockModel::release(Parameter* p) {
 
 void BlockModel::acquire_range(size_t begin, size_t end) {
   if (gatherer_ == nullptr) return;
-  for (size_t i = begin; i < end; ++i) gatherer_->acquire(*ps_.list()[i]);
+  const ParameterList& list = ps_.list();
+  gatherer_->acquire(std::vector<Parameter*>(list.begin() + static_cast<std::ptrdiff_t>(begin),
+                                             list.begin() + static_cast<std::ptrdiff_t>(end)));
 }
 
 void BlockModel::release_range(size_t begin, size_t end) {
@@ -145,12 +147,16 @@ void BlockModel::release_range(size_t begin, size_t end) {
 
 void BlockModel::acquire_layer(size_t l) {
   if (gatherer_ == nullptr) return;
-  acquire_range(layer_params_[l].first, layer_params_[l].second);
+  // The layer's parameters and its adapters in one request: one collective for the block.
+  const ParameterList& list = ps_.list();
+  std::vector<Parameter*> ps(list.begin() + static_cast<std::ptrdiff_t>(layer_params_[l].first),
+                             list.begin() + static_cast<std::ptrdiff_t>(layer_params_[l].second));
   for (const nn::Linear* lin : linears_[l])
     if (const LoraAdapter* ad = lin->lora()) {
-      acquire(ad->A);
-      acquire(ad->B);
+      if (ad->A != nullptr) ps.push_back(ad->A);
+      if (ad->B != nullptr) ps.push_back(ad->B);
     }
+  gatherer_->acquire(ps);
 }
 
 void BlockModel::release_layer(size_t l) {

@@ -9,6 +9,8 @@
 // whole already and pass through.
 #pragma once
 
+#include <vector>
+
 #include "nn/parameter.h"
 
 namespace snug {
@@ -18,6 +20,11 @@ class ParameterGatherer {
   virtual ~ParameterGatherer() = default;
   // p's value is whole (gathered if it was not) until the matching release().
   virtual void acquire(Parameter& p) = 0;
+  // A block's parameters at once, as acquire() of each in order (the gatherer may gather them in
+  // one collective).
+  virtual void acquire(const std::vector<Parameter*>& ps) {
+    for (Parameter* p : ps) acquire(*p);
+  }
   // The matching release: the last one drops the gathered value.
   virtual void release(Parameter& p) = 0;
 };

@@ -91,6 +91,42 @@ void Zero3Parameters::acquire(Parameter& p) {
   if (count_[it->second]++ == 0) gather(entries_[it->second], true);
 }
 
+void Zero3Parameters::acquire(const std::vector<Parameter*>& ps) {
+  std::vector<const Zero3Entry*> fresh;
+  for (Parameter* p : ps) {
+    const auto it = index_.find(p);
+    if (it != index_.end() && count_[it->second]++ == 0) fresh.push_back(&entries_[it->second]);
+  }
+  gather_together(fresh);
+}
+
+void Zero3Parameters::gather_together(const std::vector<const Zero3Entry*>& es) {
+  if (world_ == 1 || dev_.is_meta() || es.size() < 2) {
+    for (const Zero3Entry* e : es) gather(*e, true);
+    return;
+  }
+  std::vector<Tensor> whole;
+  for (const Zero3Entry* e : es)
+    whole.push_back(Tensor::empty({e->padded}, dtype_, Category::weights, dev_));
+  const auto t0 = std::chrono::steady_clock::now();
+  if (dtype_ == DType::bf16) {
+    std::vector<dist::GatherPart<uint16_t>> parts;
+    for (size_t i = 0; i < es.size(); ++i)
+      parts.push_back({shards_.data_u16() + es[i]->offset, whole[i].data_u16(),
+                       static_cast<size_t>(es[i]->shard)});
+    comm_.start_all_gather_many(parts).wait();
+  } else {
+    std::vector<dist::GatherPart<float>> parts;
+    for (size_t i = 0; i < es.size(); ++i)
+      parts.push_back({shards_.data<float>() + es[i]->offset, whole[i].data<float>(),
+                       static_cast<size_t>(es[i]->shard)});
+    comm_.start_all_gather_many(parts).wait();
+  }
+  gather_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t i = 0; i < es.size(); ++i)
+    es[i]->p->value = whole[i].slice_rows(0, es[i]->numel).view(es[i]->shape);
+}
+
 void Zero3Parameters::release(Parameter& p) {
   const auto it = index_.find(&p);
   if (it == index_.end()) return;
@@ -100,7 +136,9 @@ void Zero3Parameters::release(Parameter& p) {
 }
 
 void Zero3Parameters::acquire_all() {
-  for (const Zero3Entry& e : entries_) acquire(*e.p);
+  std::vector<Parameter*> ps;
+  for (const Zero3Entry& e : entries_) ps.push_back(e.p);
+  acquire(ps);
 }
 
 void Zero3Parameters::release_all() {

@@ -80,6 +80,10 @@ class Zero3Parameters final : public ParameterGatherer {
   bool offloaded() const { return &home_ != &dev_; }
 
   void acquire(Parameter& p) override;
+  // A block's parameters: those not gathered yet are all-gathered in one collective (one meeting
+  // of the ranks per block, not per parameter), their whole tensors allocated in the order
+  // acquire() of each would allocate them, so the plan is the same.
+  void acquire(const std::vector<Parameter*>& ps) override;
   void release(Parameter& p) override;
   void acquire_all();
   void release_all();
@@ -90,6 +94,7 @@ class Zero3Parameters final : public ParameterGatherer {
 
  private:
   void gather(const Zero3Entry& e, bool communicate);
+  void gather_together(const std::vector<const Zero3Entry*>& es);
 
   dist::Communicator& comm_;
   Device& dev_;

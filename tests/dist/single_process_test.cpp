@@ -72,6 +72,19 @@ TEST(SingleProcess, ReduceScatterAndAllGatherCopyTheOneSlice) {
   comm.all_gather(static_cast<const float*>(nullptr), static_cast<float*>(nullptr), 0);
 }
 
+// Several all-gathers as one: each part's one slice copied (the default: each part's own
+// all-gather, complete together).
+TEST(SingleProcess, AllGatherManyCopiesEachPart) {
+  SingleProcess comm;
+  const std::vector<float> a = {1.5f, -2.0f}, b = {3.0f};
+  std::vector<float> ga(2), gb(1);
+  Request r = comm.start_all_gather_many(
+      std::vector<GatherPart<float>>{{a.data(), ga.data(), 2}, {b.data(), gb.data(), 1}});
+  r.wait();
+  EXPECT_EQ(ga, a);
+  EXPECT_EQ(gb, b);
+}
+
 // 16-bit elements (bf16 weights' bits) are moved as they are, NaN payloads included.
 TEST(SingleProcess, AllGatherOfSixteenBitElementsCopiesTheBits) {
   SingleProcess comm;

@@ -41,11 +41,17 @@ class Idle final : public dist::Communicator {
     ++gathers;
     return {};
   }
+  dist::Request start_all_gather_many(const std::vector<dist::GatherPart<float>>& parts) override {
+    ++gathers;
+    parts_gathered += static_cast<int>(parts.size());
+    return {};
+  }
   dist::Request start_broadcast(void*, size_t, int) override { return {}; }
   dist::Request start_barrier() override { return {}; }
   void finish() override {}
   [[noreturn]] void abort(int, std::string_view) override { std::abort(); }
   int gathers = 0;
+  int parts_gathered = 0;  // by start_all_gather_many
 
  private:
   int r_, n_;
@@ -347,6 +353,26 @@ TEST(Zero3Parameters, GathersOncePerOutstandingRequest) {
   EXPECT_FALSE(p.value.defined());
   EXPECT_EQ(cat(dev.pool().stats(), Category::weights, false), 6 * 4);
   EXPECT_THROW(z.release(p), Error);
+}
+
+// A block's request: the parameters not gathered yet go in one collective (p1 is out already, p0
+// is asked for twice), with the same bytes as gathering each.
+TEST(Zero3Parameters, ABlocksParametersAreGatheredInOneCollective) {
+  Device dev(cpu_backend());
+  Params ps(dev, {3, 5, 2});
+  Idle rank0(0, 2);
+  Zero3Parameters z(ps.list, rank0, dev);
+  z.acquire(*ps.owned[1]);
+  z.acquire({ps.list[0], ps.list[1], ps.list[2], ps.list[0]});
+  EXPECT_EQ(rank0.gathers, 2);
+  EXPECT_EQ(rank0.parts_gathered, 2);
+  EXPECT_EQ(ps.owned[0]->value.shape(), (Shape{3}));
+  EXPECT_EQ(ps.owned[2]->value.shape(), (Shape{2}));
+  EXPECT_EQ(cat(dev.pool().stats(), Category::weights, false), (6 + 4 + 6 + 2) * 4);
+  for (int i : {0, 1, 2, 0, 1}) z.release(*ps.owned[static_cast<size_t>(i)]);
+  EXPECT_FALSE(ps.owned[0]->value.defined());
+  EXPECT_FALSE(ps.owned[1]->value.defined());
+  EXPECT_EQ(cat(dev.pool().stats(), Category::weights, false), 6 * 4);
 }
 
 // One rank of one: the stage-3 optimizer over the shards steps as AdamW over whole parameters,

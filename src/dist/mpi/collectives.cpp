@@ -239,6 +239,32 @@ class AllGather final : public Collective {
   bool next_phase() override { return false; }
 };
 
+// The parts' messages between two ranks share one tag: MPI matches them in the order posted.
+template <typename T>
+class AllGatherMany final : public Collective {
+ public:
+  AllGatherMany(World& world, const std::vector<GatherPart<T>>& parts, MPI_Datatype type)
+      : Collective(world, "all_gather_many") {
+    const int r = world.rank, size = world.size;
+    for (const GatherPart<T>& p : parts) {
+      T* own = p.out + static_cast<size_t>(r) * p.shard;
+      if (own != p.in_shard && p.shard > 0) std::memcpy(own, p.in_shard, p.shard * sizeof(T));
+    }
+    first_phase([&] {
+      for (int j = 0; j < size; ++j) {
+        if (j == r) continue;
+        for (const GatherPart<T>& p : parts) {
+          ex_.recv(p.out + static_cast<size_t>(j) * p.shard, p.shard, type, sizeof(T), j, tag());
+          ex_.send(p.in_shard, p.shard, type, sizeof(T), j, tag());
+        }
+      }
+    });
+  }
+
+ private:
+  bool next_phase() override { return false; }
+};
+
 class Broadcast final : public Collective {
  public:
   Broadcast(World& world, void* data, size_t bytes, int root) : Collective(world, "broadcast") {
@@ -300,6 +326,20 @@ std::unique_ptr<PendingCollective> start_all_gather(World& world, const uint16_t
                                                     uint16_t* out, size_t shard) {
   check_all_gather_buffers(in_shard, out, shard, world.rank, world.size);
   return std::make_unique<AllGather<uint16_t>>(world, in_shard, out, shard, MPI_UINT16_T);
+}
+
+std::unique_ptr<PendingCollective> start_all_gather_many(
+    World& world, const std::vector<GatherPart<float>>& parts) {
+  for (const GatherPart<float>& p : parts)
+    check_all_gather_buffers(p.in_shard, p.out, p.shard, world.rank, world.size);
+  return std::make_unique<AllGatherMany<float>>(world, parts, MPI_FLOAT);
+}
+
+std::unique_ptr<PendingCollective> start_all_gather_many(
+    World& world, const std::vector<GatherPart<uint16_t>>& parts) {
+  for (const GatherPart<uint16_t>& p : parts)
+    check_all_gather_buffers(p.in_shard, p.out, p.shard, world.rank, world.size);
+  return std::make_unique<AllGatherMany<uint16_t>>(world, parts, MPI_UINT16_T);
 }
 
 std::unique_ptr<PendingCollective> start_broadcast(World& world, void* data, size_t bytes,

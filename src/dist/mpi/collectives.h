@@ -7,6 +7,7 @@
 //                       (a reduce-scatter then an all-gather: 2(N-1)/N of the buffer each way)
 //   reduce_scatter_sum  slice j to rank j; sum in rank order into out
 //   all_gather          this rank's shard to every rank
+//   all_gather_many     each part's shard to every rank, all parts' messages at once
 //   broadcast           root's bytes to every other rank
 //   barrier             an empty message to and from every rank
 //
@@ -22,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "dist/communicator.h"
 
@@ -46,6 +48,12 @@ std::unique_ptr<PendingCollective> start_all_gather(World& world, const float* i
                                                     size_t shard);
 std::unique_ptr<PendingCollective> start_all_gather(World& world, const uint16_t* in_shard,
                                                     uint16_t* out, size_t shard);
+// Several all-gathers as one collective: every part's messages posted at once, received straight
+// into each part's slices (no scratch).
+std::unique_ptr<PendingCollective> start_all_gather_many(
+    World& world, const std::vector<GatherPart<float>>& parts);
+std::unique_ptr<PendingCollective> start_all_gather_many(
+    World& world, const std::vector<GatherPart<uint16_t>>& parts);
 std::unique_ptr<PendingCollective> start_broadcast(World& world, void* data, size_t bytes,
                                                    int root);
 std::unique_ptr<PendingCollective> start_barrier(World& world);

@@ -53,6 +53,12 @@ class MpiCommunicator final : public Communicator {
   Request start_all_gather(const uint16_t* in_shard, uint16_t* out, size_t shard) override {
     return Request(mpi::start_all_gather(live(), in_shard, out, shard));
   }
+  Request start_all_gather_many(const std::vector<GatherPart<float>>& parts) override {
+    return Request(mpi::start_all_gather_many(live(), parts));
+  }
+  Request start_all_gather_many(const std::vector<GatherPart<uint16_t>>& parts) override {
+    return Request(mpi::start_all_gather_many(live(), parts));
+  }
   Request start_broadcast(void* data, size_t bytes, int root) override {
     return Request(mpi::start_broadcast(live(), data, bytes, root));
   }
