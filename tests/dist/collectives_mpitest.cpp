@@ -288,6 +288,21 @@ TEST(MpiCommunicator, LargeBuffersGoAsSeveralMessages) {
   for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<uint16_t>(1000 * comm->rank() + i);
   comm->all_gather(mine.data(), out.data(), mine.size());
   for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], 1000 * (i / 13) + i % 13) << i;
+  // Several parts in one collective, each split into messages of one tag: they land in order.
+  std::vector<float> p0(9), p1(5);
+  const auto value = [](size_t rank, size_t i, float sign) {
+    return sign * static_cast<float>(100 * rank + i);
+  };
+  const auto me = static_cast<size_t>(comm->rank());
+  for (size_t i = 0; i < p0.size(); ++i) p0[i] = value(me, i, 1.0f);
+  for (size_t i = 0; i < p1.size(); ++i) p1[i] = value(me, i, -1.0f);
+  const auto n = static_cast<size_t>(comm->size());
+  std::vector<float> g0(9 * n), g1(5 * n);
+  comm->start_all_gather_many(
+          std::vector<GatherPart<float>>{{p0.data(), g0.data(), 9}, {p1.data(), g1.data(), 5}})
+      .wait();
+  for (size_t i = 0; i < g0.size(); ++i) EXPECT_EQ(g0[i], value(i / 9, i % 9, 1.0f)) << i;
+  for (size_t i = 0; i < g1.size(); ++i) EXPECT_EQ(g1[i], value(i / 5, i % 5, -1.0f)) << i;
   comm->finish();
 }
 
