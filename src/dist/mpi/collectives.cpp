@@ -35,6 +35,10 @@ template <>
 struct Type<int64_t> {
   static MPI_Datatype get() { return MPI_INT64_T; }
 };
+template <>
+struct Type<uint16_t> {
+  static MPI_Datatype get() { return MPI_UINT16_T; }
+};
 
 // Rank j's place among the N-1 peers of `rank` in a scratch buffer.
 size_t slot(int j, int rank) {
@@ -217,34 +221,14 @@ class ReduceScatterSum final : public Collective {
   std::vector<float> scratch_;
 };
 
-// T: float (MPI_FLOAT) or uint16_t (16-bit weights' bits, MPI_UINT16_T).
+// All-gathers of one or more parts (all_gather: one; all_gather_many: a ZeRO-3 block's) as one
+// collective. T: float, or uint16_t (16-bit weights' bits). The parts' messages between two ranks
+// share one tag: MPI matches them in the order posted.
 template <typename T>
 class AllGather final : public Collective {
  public:
-  AllGather(World& world, const T* in_shard, T* out, size_t shard, MPI_Datatype type)
-      : Collective(world, "all_gather") {
-    const int r = world.rank, size = world.size;
-    T* own = out + static_cast<size_t>(r) * shard;
-    if (own != in_shard && shard > 0) std::memcpy(own, in_shard, shard * sizeof(T));
-    first_phase([&] {
-      for (int j = 0; j < size; ++j) {
-        if (j == r) continue;
-        ex_.recv(out + static_cast<size_t>(j) * shard, shard, type, sizeof(T), j, tag());
-        ex_.send(in_shard, shard, type, sizeof(T), j, tag());
-      }
-    });
-  }
-
- private:
-  bool next_phase() override { return false; }
-};
-
-// The parts' messages between two ranks share one tag: MPI matches them in the order posted.
-template <typename T>
-class AllGatherMany final : public Collective {
- public:
-  AllGatherMany(World& world, const std::vector<GatherPart<T>>& parts, MPI_Datatype type)
-      : Collective(world, "all_gather_many") {
+  AllGather(World& world, const std::vector<GatherPart<T>>& parts, const char* name)
+      : Collective(world, name) {
     const int r = world.rank, size = world.size;
     for (const GatherPart<T>& p : parts) {
       T* own = p.out + static_cast<size_t>(r) * p.shard;
@@ -254,8 +238,9 @@ class AllGatherMany final : public Collective {
       for (int j = 0; j < size; ++j) {
         if (j == r) continue;
         for (const GatherPart<T>& p : parts) {
-          ex_.recv(p.out + static_cast<size_t>(j) * p.shard, p.shard, type, sizeof(T), j, tag());
-          ex_.send(p.in_shard, p.shard, type, sizeof(T), j, tag());
+          ex_.recv(p.out + static_cast<size_t>(j) * p.shard, p.shard, Type<T>::get(), sizeof(T), j,
+                   tag());
+          ex_.send(p.in_shard, p.shard, Type<T>::get(), sizeof(T), j, tag());
         }
       }
     });
@@ -264,6 +249,15 @@ class AllGatherMany final : public Collective {
  private:
   bool next_phase() override { return false; }
 };
+
+template <typename T>
+std::unique_ptr<PendingCollective> start_gather(World& world,
+                                                const std::vector<GatherPart<T>>& parts,
+                                                const char* name) {
+  for (const GatherPart<T>& p : parts)
+    check_all_gather_buffers(p.in_shard, p.out, p.shard, world.rank, world.size);
+  return std::make_unique<AllGather<T>>(world, parts, name);
+}
 
 class Broadcast final : public Collective {
  public:
@@ -318,28 +312,22 @@ std::unique_ptr<PendingCollective> start_reduce_scatter_sum(World& world, const 
 
 std::unique_ptr<PendingCollective> start_all_gather(World& world, const float* in_shard, float* out,
                                                     size_t shard) {
-  check_all_gather_buffers(in_shard, out, shard, world.rank, world.size);
-  return std::make_unique<AllGather<float>>(world, in_shard, out, shard, MPI_FLOAT);
+  return start_gather<float>(world, {{in_shard, out, shard}}, "all_gather");
 }
 
 std::unique_ptr<PendingCollective> start_all_gather(World& world, const uint16_t* in_shard,
                                                     uint16_t* out, size_t shard) {
-  check_all_gather_buffers(in_shard, out, shard, world.rank, world.size);
-  return std::make_unique<AllGather<uint16_t>>(world, in_shard, out, shard, MPI_UINT16_T);
+  return start_gather<uint16_t>(world, {{in_shard, out, shard}}, "all_gather");
 }
 
 std::unique_ptr<PendingCollective> start_all_gather_many(
     World& world, const std::vector<GatherPart<float>>& parts) {
-  for (const GatherPart<float>& p : parts)
-    check_all_gather_buffers(p.in_shard, p.out, p.shard, world.rank, world.size);
-  return std::make_unique<AllGatherMany<float>>(world, parts, MPI_FLOAT);
+  return start_gather(world, parts, "all_gather_many");
 }
 
 std::unique_ptr<PendingCollective> start_all_gather_many(
     World& world, const std::vector<GatherPart<uint16_t>>& parts) {
-  for (const GatherPart<uint16_t>& p : parts)
-    check_all_gather_buffers(p.in_shard, p.out, p.shard, world.rank, world.size);
-  return std::make_unique<AllGatherMany<uint16_t>>(world, parts, MPI_UINT16_T);
+  return start_gather(world, parts, "all_gather_many");
 }
 
 std::unique_ptr<PendingCollective> start_broadcast(World& world, void* data, size_t bytes,
