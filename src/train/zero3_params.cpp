@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <type_traits>
 
 #include "core/error.h"
 
@@ -63,32 +64,51 @@ const Zero3Entry* Zero3Parameters::entry(const Parameter& p) const {
   return it == index_.end() ? nullptr : &entries_[it->second];
 }
 
-void Zero3Parameters::gather(const Zero3Entry& e, bool communicate) {
-  Tensor whole = Tensor::empty({e.padded}, dtype_, Category::weights, dev_);
-  if (communicate && !dev_.is_meta()) {
+void Zero3Parameters::gather(const std::vector<const Zero3Entry*>& es, bool communicate) {
+  // Each whole tensor allocated in turn (as one acquire() after another would), then one
+  // collective for all of them.
+  std::vector<Tensor> whole;
+  for (const Zero3Entry* e : es)
+    whole.push_back(Tensor::empty({e->padded}, dtype_, Category::weights, dev_));
+  if (communicate && !dev_.is_meta() && !es.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    const auto es = static_cast<int64_t>(dtype_size(dtype_));
-    auto* to = static_cast<unsigned char*>(whole.raw());
-    const auto* from = static_cast<const unsigned char*>(shards_.raw()) + e.offset * es;
-    if (world_ == 1 && offloaded())
-      dev_.upload(to, from, e.shard * es);  // from the host pool
-    else if (world_ == 1)
-      dev_.copy(to, from, e.shard * es);
-    else if (dtype_ == DType::bf16)
-      comm_.all_gather(shards_.data_u16() + e.offset, whole.data_u16(),
-                       static_cast<size_t>(e.shard));
-    else
-      comm_.all_gather(shards_.data<float>() + e.offset, whole.data<float>(),
-                       static_cast<size_t>(e.shard));
+    const auto bytes = static_cast<int64_t>(dtype_size(dtype_));
+    // Over ranks: the parts in the shards' dtype (16-bit weights' bits, or fp32).
+    const auto from_ranks = [&](auto* shards) {
+      using T = std::remove_pointer_t<decltype(shards)>;
+      std::vector<dist::GatherPart<T>> parts;
+      for (size_t i = 0; i < es.size(); ++i)
+        parts.push_back({shards + es[i]->offset, static_cast<T*>(whole[i].raw()),
+                         static_cast<size_t>(es[i]->shard)});
+      if (parts.size() == 1)
+        comm_.all_gather(parts[0].in_shard, parts[0].out, parts[0].shard);
+      else
+        comm_.start_all_gather_many(parts).wait();
+    };
+    if (world_ > 1 && dtype_ == DType::bf16) {
+      from_ranks(shards_.data_u16());
+    } else if (world_ > 1) {
+      from_ranks(shards_.data<float>());
+    } else {
+      for (size_t i = 0; i < es.size(); ++i) {
+        auto* to = static_cast<unsigned char*>(whole[i].raw());
+        const auto* from = static_cast<const unsigned char*>(shards_.raw()) + es[i]->offset * bytes;
+        if (offloaded())
+          dev_.upload(to, from, es[i]->shard * bytes);  // from the host pool
+        else
+          dev_.copy(to, from, es[i]->shard * bytes);
+      }
+    }
     gather_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  e.p->value = whole.slice_rows(0, e.numel).view(e.shape);
+  for (size_t i = 0; i < es.size(); ++i)
+    es[i]->p->value = whole[i].slice_rows(0, es[i]->numel).view(es[i]->shape);
 }
 
 void Zero3Parameters::acquire(Parameter& p) {
   const auto it = index_.find(&p);
   if (it == index_.end()) return;  // whole on every rank
-  if (count_[it->second]++ == 0) gather(entries_[it->second], true);
+  if (count_[it->second]++ == 0) gather({&entries_[it->second]}, true);
 }
 
 void Zero3Parameters::acquire(const std::vector<Parameter*>& ps) {
@@ -97,34 +117,7 @@ void Zero3Parameters::acquire(const std::vector<Parameter*>& ps) {
     const auto it = index_.find(p);
     if (it != index_.end() && count_[it->second]++ == 0) fresh.push_back(&entries_[it->second]);
   }
-  gather_together(fresh);
-}
-
-void Zero3Parameters::gather_together(const std::vector<const Zero3Entry*>& es) {
-  if (world_ == 1 || dev_.is_meta() || es.size() < 2) {
-    for (const Zero3Entry* e : es) gather(*e, true);
-    return;
-  }
-  std::vector<Tensor> whole;
-  for (const Zero3Entry* e : es)
-    whole.push_back(Tensor::empty({e->padded}, dtype_, Category::weights, dev_));
-  const auto t0 = std::chrono::steady_clock::now();
-  if (dtype_ == DType::bf16) {
-    std::vector<dist::GatherPart<uint16_t>> parts;
-    for (size_t i = 0; i < es.size(); ++i)
-      parts.push_back({shards_.data_u16() + es[i]->offset, whole[i].data_u16(),
-                       static_cast<size_t>(es[i]->shard)});
-    comm_.start_all_gather_many(parts).wait();
-  } else {
-    std::vector<dist::GatherPart<float>> parts;
-    for (size_t i = 0; i < es.size(); ++i)
-      parts.push_back({shards_.data<float>() + es[i]->offset, whole[i].data<float>(),
-                       static_cast<size_t>(es[i]->shard)});
-    comm_.start_all_gather_many(parts).wait();
-  }
-  gather_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (size_t i = 0; i < es.size(); ++i)
-    es[i]->p->value = whole[i].slice_rows(0, es[i]->numel).view(es[i]->shape);
+  gather(fresh, true);
 }
 
 void Zero3Parameters::release(Parameter& p) {
@@ -147,7 +140,7 @@ void Zero3Parameters::release_all() {
 
 void Zero3Parameters::materialize_all() {
   for (size_t i = 0; i < entries_.size(); ++i)
-    if (count_[i]++ == 0) gather(entries_[i], false);
+    if (count_[i]++ == 0) gather({&entries_[i]}, false);
 }
 
 void Zero3Parameters::store_all() {

@@ -93,8 +93,8 @@ class Zero3Parameters final : public ParameterGatherer {
   double take_communication_s() { return std::exchange(gather_s_, 0.0); }
 
  private:
-  void gather(const Zero3Entry& e, bool communicate);
-  void gather_together(const std::vector<const Zero3Entry*>& es);
+  // Each of `es` whole (from the shards when `communicate`, else allocated for a load to fill).
+  void gather(const std::vector<const Zero3Entry*>& es, bool communicate);
 
   dist::Communicator& comm_;
   Device& dev_;
