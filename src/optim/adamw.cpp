@@ -2,7 +2,6 @@
 
 #include "core/error.h"
 #include "kernels/op_table.h"
-#include "kernels/stochastic_round.h"
 
 namespace snug {
 
@@ -76,10 +75,7 @@ void AdamW::step(float lr) {
                  dtype_name(p.grad.dtype()), " gradient");
       ops.adamw_update_bf16(p.value.data_u16(), p.grad.data_u16(), s.exp_avg.data_u16(),
                             s.exp_avg_sq.data_u16(), p.value.numel(), lr, opts_.beta1, opts_.beta2,
-                            opts_.eps, wd, steps_,
-                            kernels::rounding_key(opts_.rounding_seed, steps_,
-                                                  p.rounding_tensor >= 0 ? p.rounding_tensor
-                                                                         : static_cast<int64_t>(i)),
+                            opts_.eps, wd, steps_, bf16_rounding_key(opts_, steps_, p, i),
                             p.rounding_offset);
       continue;
     }

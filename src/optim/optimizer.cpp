@@ -1,9 +1,17 @@
 #include "optim/optimizer.h"
 
 #include "core/error.h"
+#include "kernels/stochastic_round.h"
 #include "optim/registry.h"
 
 namespace snug {
+
+uint64_t bf16_rounding_key(const OptimizerOptions& opts, int64_t step, const Parameter& p,
+                           size_t position) {
+  return kernels::rounding_key(
+      opts.rounding_seed, step,
+      p.rounding_tensor >= 0 ? p.rounding_tensor : static_cast<int64_t>(position));
+}
 
 bool supports_bf16_params(const std::string& name) {
   const OptimizerEntry* e = find_optimizer(name);

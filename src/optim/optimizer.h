@@ -86,6 +86,13 @@ inline Device& state_device(const Parameter& p, const OptimizerOptions& opts) {
   return opts.state_device != nullptr ? *opts.state_device : p.value.device();
 }
 
+// The key of --bf16-full's stochastic rounding (kernels/stochastic_round.h) for `p`, the
+// optimizer's `position`-th parameter, at `step`: under the tensor index p names when it is a ZeRO
+// piece (Parameter::rounding_tensor), else under its position. Its elements draw from
+// p.rounding_offset on.
+uint64_t bf16_rounding_key(const OptimizerOptions& opts, int64_t step, const Parameter& p,
+                           size_t position);
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;

@@ -2,7 +2,6 @@
 
 #include "core/error.h"
 #include "kernels/op_table.h"
-#include "kernels/stochastic_round.h"
 
 namespace snug {
 
@@ -63,10 +62,7 @@ void SGD::step(float lr) {
                  dtype_name(p.grad.dtype()), " gradient");
       ops.sgd_update_bf16(p.value.data_u16(), p.grad.data_u16(),
                           use_momentum ? s.momentum_buffer.data_u16() : nullptr, p.value.numel(),
-                          lr, mu, wd, first,
-                          kernels::rounding_key(opts_.rounding_seed, steps_,
-                                                p.rounding_tensor >= 0 ? p.rounding_tensor
-                                                                       : static_cast<int64_t>(si)),
+                          lr, mu, wd, first, bf16_rounding_key(opts_, steps_, p, si),
                           p.rounding_offset);
       continue;
     }

@@ -58,7 +58,6 @@ ZeroOptimizer::ZeroOptimizer(const std::string& optim, const ParameterList& para
     owned_range_[e.p] = a < b ? Owned{a - e.offset, b - e.offset, a - lo} : Owned{};
   }
   pieces_ = zero_pieces(l, comm.rank());
-  for (const auto& [p, own] : owned_range_) owned_elements_ += own.end - own.begin;
   if (stage == 2)
     for (const FlatLayout::Entry& e : l.entries) e.p->grad_category = Category::temporary;
   std::vector<const Parameter*> order;
@@ -75,7 +74,6 @@ ZeroOptimizer::ZeroOptimizer(const std::string& optim, Zero3Parameters& params,
   for (const ZeroPiece& pc : pieces_)
     if (pc.source != nullptr)
       owned_range_[pc.source] = Owned{pc.begin, pc.begin + pc.count, pc.slice_offset};
-  for (const auto& [p, own] : owned_range_) owned_elements_ += own.end - own.begin;
   std::vector<const Parameter*> order;
   for (const Zero3Entry& e : params.entries()) {
     e.p->grad_category = Category::temporary;
@@ -96,6 +94,7 @@ void ZeroOptimizer::make_pieces(const Tensor& weights, const std::vector<const P
     p->decay = pc.source ? pc.source->decay : false;
     p->value = weights.slice_rows(pc.slice_offset, pc.slice_offset + pc.count);
     if (pc.source != nullptr) {
+      owned_elements_ += pc.count;
       // --bf16-full's rounding draws the bits the whole tensor's update would (nn/parameter.h).
       p->rounding_tensor = position.at(pc.source);
       p->rounding_offset = pc.begin;
