@@ -28,6 +28,7 @@
 #include "train/model_setup.h"
 #include "train/output_dir.h"
 #include "train/trainer.h"
+#include "train/zero3_init.h"
 
 namespace snug::cli {
 
@@ -111,6 +112,10 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
   dev.pool().enable_timeline(!memory_timeline.empty());
   const std::optional<int64_t> capacity = args.device_memory;
 
+  // --zero-stage 3: each trainable parameter partitioned as it is made and loaded (zero.Init,
+  // train/zero3_init.h), so no rank holds the whole model; the Trainer takes the shards over.
+  std::unique_ptr<nn::ConstructionPartition> zero3 =
+      zero3_init(args, dev, comm.rank(), comm.size());
   auto model = create_model(cfg, dev, args.param_dtype(), args.weight_quant());
   // --init-from, the --model folder's weights, or --seed (train/model_setup.h), with a
   // progress line on stderr for models of kStartupProgressMin parameters or more.
@@ -130,6 +135,7 @@ int train_and_report(const TrainingArguments& args, const std::string& memory_ti
   std::unique_ptr<Trainer> made;
   try {
     made = std::make_unique<Trainer>(args, *model, data.train.get(), data.eval.get(), &comm);
+    zero3.reset();
   } catch (const OutputDirInUseError& e) {
     // A usage mistake caught before step 1: the bad-command-line exit status.
     std::fprintf(stderr, "snug: error: %s\n", e.what());

@@ -200,7 +200,20 @@ HfLoadReport load_hf_weights(Model& model, const std::string& path, const HfWeig
       SNUG_CHECK(inf.dtype == "F32" || inf.dtype == "F16" || inf.dtype == "BF16", wf.files[fi],
                  ": tensor '", excerpt(s.name), "' is ", inf.dtype,
                  "; weights must be F32, F16 or BF16");
-      if (!p->quantized()) {
+      if (!p->value.defined() && p->shard.defined()) {
+        // Partitioned at construction (ZeRO stage 3): the tensor read into host staging in the
+        // shard's dtype, checked whole, and the rank's slice copied into its shard.
+        if (p->shard.is_meta()) continue;
+        Device staging(cpu_backend());
+        Tensor host = Tensor::empty(p->shape(), p->shard.dtype(), Category::weights, staging);
+        f->read_into(s.name, host);
+        check_finite(host, wf.files[fi], s.name);
+        const int64_t es = static_cast<int64_t>(dtype_size(host.dtype()));
+        const int64_t n = std::clamp<int64_t>(p->numel() - p->shard_begin, 0, p->shard.numel());
+        p->shard.device().upload(
+            static_cast<unsigned char*>(p->shard.raw()),
+            static_cast<const unsigned char*>(host.raw()) + p->shard_begin * es, n * es);
+      } else if (!p->quantized()) {
         f->read_into(s.name, p->value);
         check_finite(p->value, wf.files[fi], s.name);
       } else {

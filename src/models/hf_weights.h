@@ -23,7 +23,9 @@
 // (fp32, bf16 for --bf16-full, or quantized for --load-in-8bit/4bit), one tensor at a time and
 // shard by shard: the host never holds more than one tensor in fp32 besides the model itself.
 // Non-finite values are refused by name. Every problem is a snug::Error naming the file and the
-// tensor. On the meta device only names and shapes are checked.
+// tensor. On the meta device only names and shapes are checked. A parameter partitioned at
+// construction (ZeRO stage 3, Parameter::shard) is read into host staging and only the rank's slice
+// is kept on the device.
 #pragma once
 
 #include <cstdint>

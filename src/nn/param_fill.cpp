@@ -25,28 +25,99 @@ void fill_values(Parameter& p, const OpTable& /*ops: the device's, whose copies 
     quantize_weight_into(*p.quant, host.get(), p.name);
     return;
   }
-  const DType d = p.value.dtype();
+  // Partitioned at construction (ZeRO stage 3): the values are made in order and those of the
+  // rank's slice, elements [first, last), kept.
+  const bool sharded = !p.value.defined() && p.shard.defined();
+  const Tensor& out = sharded ? p.shard : p.value;
+  const DType d = out.dtype();
   SNUG_CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f16, "fill_values: '", p.name,
              "' is ", dtype_name(d), ", expected f32, bf16 or f16");
-  const int64_t n = p.value.numel();
-  const Device& dev = p.value.device();
+  const int64_t n = p.numel();
+  const int64_t first = sharded ? std::min(p.shard_begin, n) : 0;
+  const int64_t last = sharded ? std::min(p.shard_begin + p.shard.numel(), n) : n;
+  const Device& dev = out.device();
   std::vector<float> buf(static_cast<size_t>(std::min(kChunk, n)));
   std::vector<uint16_t> half(d == DType::f32 ? 0 : buf.size());
+  // Every value is made (`fill` may be a stream the next parameter goes on with).
   for (int64_t c = 0; c < n; c += kChunk) {
     const int64_t len = std::min(kChunk, n - c);
     fill(buf.data(), len);
+    const int64_t a = std::max(c, first), b = std::min(c + len, last);  // kept: [a, b)
+    if (a >= b) continue;
     // (No offset from a null pointer: on meta the destination stays null.)
     if (d == DType::f32) {
-      float* dst = p.value.data<float>();
-      dev.upload(dst ? dst + c : nullptr, buf.data(), len);
+      float* dst = out.data<float>();
+      dev.upload(dst ? dst + (a - first) : nullptr, buf.data() + (a - c), b - a);
     } else {
       // Rounded on the host (as the pack_half op rounds: core/dtype.h's convert), then uploaded.
       convert(buf.data(), DType::f32, half.data(), d, static_cast<size_t>(len));
-      uint16_t* dst = p.value.data_u16();
-      dev.upload(dst ? dst + c : nullptr, half.data(), len);
+      uint16_t* dst = out.data_u16();
+      dev.upload(dst ? dst + (a - first) : nullptr, half.data() + (a - c), b - a);
     }
   }
 }
+
+namespace {
+
+// Elements [first, first + n) of a parameter's values into `dst` (n elements of f32, bf16 or f16
+// on any device but meta), filled as fill_values_indexed says.
+void fill_range(const Tensor& dst, int64_t first, int64_t n, const IndexedFill& fill) {
+  constexpr int64_t kBig = 65536;  // values per parallel chunk
+  const DType d = dst.dtype();
+  Device& dev = dst.device();
+  const auto chunks = [n](int64_t size) { return (n + size - 1) / size; };
+  if (!dev.host_addressable()) {
+    // A GPU: slabs of kSlab values filled (and rounded) on the host in parallel, then uploaded,
+    // so a 7B model's start-up is the cores' fill rate, not one thread's and a copy per 16 KiB.
+    constexpr int64_t kSlab = 64 * kBig;  // 4 Mi values: 16 MiB of fp32 on the host
+    const int64_t slab = std::min(kSlab, n);
+    std::vector<float> buf(static_cast<size_t>(slab));
+    std::vector<uint16_t> half(d == DType::f32 ? 0 : buf.size());
+    for (int64_t s = 0; s < n; s += kSlab) {
+      const int64_t len = std::min(kSlab, n - s);
+      const int64_t pieces = (len + kBig - 1) / kBig;
+#pragma omp parallel for schedule(dynamic, 1)
+      for (int64_t c = 0; c < pieces; ++c) {
+        const int64_t off = c * kBig;
+        const int64_t m = std::min(kBig, len - off);
+        fill(buf.data() + off, first + s + off, m);
+        if (d != DType::f32)
+          convert(buf.data() + off, DType::f32, half.data() + off, d, static_cast<size_t>(m));
+      }
+      if (d == DType::f32)
+        dev.upload(dst.data<float>() + s, buf.data(), len);
+      else
+        dev.upload(dst.data_u16() + s, half.data(), len);
+    }
+    return;
+  }
+  if (d == DType::f32) {
+    float* out = dst.data<float>();
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t c = 0; c < chunks(kBig); ++c)
+      fill(out + c * kBig, first + c * kBig, std::min(kBig, n - c * kBig));
+  } else {
+    uint16_t* out = dst.data_u16();
+#pragma omp parallel
+    {
+      std::vector<float> buf(static_cast<size_t>(std::min(kBig, n)));
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t c = 0; c < chunks(kBig); ++c) {
+        const int64_t len = std::min(kBig, n - c * kBig);
+        fill(buf.data(), first + c * kBig, len);
+        convert(buf.data(), DType::f32, out + c * kBig, d, static_cast<size_t>(len));
+      }
+    }
+  }
+}
+
+// A parameter partitioned at construction (Parameter::shard): how many of its slice's elements
+// are values (the rest, past numel(), is padding).
+int64_t shard_values(const Parameter& p) {
+  return std::clamp<int64_t>(p.numel() - p.shard_begin, 0, p.shard.numel());
+}
+
+}  // namespace
 
 void fill_values_indexed(Parameter& p, const IndexedFill& fill) {
   constexpr int64_t kBig = 65536;  // values per parallel chunk
@@ -62,59 +133,15 @@ void fill_values_indexed(Parameter& p, const IndexedFill& fill) {
     init_progress_add(n);
     return;
   }
-  const DType d = p.value.dtype();
+  // Partitioned at construction (ZeRO stage 3): only the rank's slice is made.
+  const bool sharded = !p.value.defined() && p.shard.defined();
+  const Tensor& dst = sharded ? p.shard : p.value;
+  const DType d = dst.dtype();
   SNUG_CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f16, "fill_values: '", p.name,
              "' is ", dtype_name(d), ", expected f32, bf16 or f16");
-  Device& dev = p.value.device();
-  if (p.value.raw() == nullptr) {  // meta: nothing to fill
-    init_progress_add(n);
-    return;
-  }
-  if (!dev.host_addressable()) {
-    // A GPU: slabs of kSlab values filled (and rounded) on the host in parallel, then uploaded,
-    // so a 7B model's start-up is the cores' fill rate, not one thread's and a copy per 16 KiB.
-    constexpr int64_t kSlab = 64 * kBig;  // 4 Mi values: 16 MiB of fp32 on the host
-    const int64_t slab = std::min(kSlab, n);
-    std::vector<float> buf(static_cast<size_t>(slab));
-    std::vector<uint16_t> half(d == DType::f32 ? 0 : buf.size());
-    for (int64_t s = 0; s < n; s += kSlab) {
-      const int64_t len = std::min(kSlab, n - s);
-      const int64_t pieces = (len + kBig - 1) / kBig;
-#pragma omp parallel for schedule(dynamic, 1)
-      for (int64_t c = 0; c < pieces; ++c) {
-        const int64_t off = c * kBig;
-        const int64_t m = std::min(kBig, len - off);
-        fill(buf.data() + off, s + off, m);
-        if (d != DType::f32)
-          convert(buf.data() + off, DType::f32, half.data() + off, d, static_cast<size_t>(m));
-      }
-      if (d == DType::f32)
-        dev.upload(p.value.data<float>() + s, buf.data(), len);
-      else
-        dev.upload(p.value.data_u16() + s, half.data(), len);
-    }
-    init_progress_add(n);
-    return;
-  }
-  if (d == DType::f32) {
-    float* dst = p.value.data<float>();
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t c = 0; c < chunks(kBig); ++c)
-      fill(dst + c * kBig, c * kBig, std::min(kBig, n - c * kBig));
-  } else {
-    uint16_t* dst = p.value.data_u16();
-#pragma omp parallel
-    {
-      std::vector<float> buf(static_cast<size_t>(std::min(kBig, n)));
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t c = 0; c < chunks(kBig); ++c) {
-        const int64_t len = std::min(kBig, n - c * kBig);
-        fill(buf.data(), c * kBig, len);
-        convert(buf.data(), DType::f32, dst + c * kBig, d, static_cast<size_t>(len));
-      }
-    }
-  }
-  init_progress_add(n);
+  const int64_t len = sharded ? shard_values(p) : n;
+  if (dst.raw() != nullptr && len > 0) fill_range(dst, sharded ? p.shard_begin : 0, len, fill);
+  init_progress_add(n);  // (meta: nothing to fill)
 }
 
 void read_values(const Parameter& p, float* out) {

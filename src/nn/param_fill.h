@@ -30,7 +30,8 @@ void fill_values(Parameter& p, const OpTable& ops,
 // cannot address (a GPU, cpu-remote), slabs of 4 Mi values are filled (and rounded) in parallel on
 // the host and uploaded one after another. On meta nothing is filled. The values do not depend on
 // the thread count. While an InitProgress is alive (nn/init_progress.h) the parameter's elements
-// are reported to it.
+// are reported to it. A parameter partitioned at construction (Parameter::shard, ZeRO stage 3)
+// gets only its rank's slice filled (fill_values: all values made in order, the slice's kept).
 using IndexedFill = std::function<void(float* out, int64_t begin, int64_t n)>;
 void fill_values_indexed(Parameter& p, const IndexedFill& fill);
 

@@ -20,6 +20,11 @@ const Shape& Parameter::shape() const {
   return partitioned && !value.defined() ? *partitioned : value.shape();
 }
 
+DType Parameter::dtype() const {
+  if (quant) return DType::f32;
+  return !value.defined() && shard.defined() ? shard.dtype() : value.dtype();
+}
+
 int64_t count_params(const ParameterList& params, bool trainable_only) {
   int64_t n = 0;
   for (const Parameter* p : params)

@@ -1,6 +1,7 @@
 #include "nn/parameter_store.h"
 
 #include "core/error.h"
+#include "nn/construction_partition.h"
 
 namespace snug {
 
@@ -26,6 +27,12 @@ Parameter* ParameterStore::add(const std::string& name, const Shape& shape, bool
     // Frozen and stored quantized from the start.
     p->quant = std::make_shared<QuantizedWeight>(empty_quantized_weight(shape, *quant_, *dev_));
     p->requires_grad = false;
+  } else if (const nn::ConstructionPartition* cp = nn::ConstructionPartition::current();
+             cp != nullptr && cp->find(name) != nullptr) {
+    // ZeRO stage 3's zero.Init (nn/construction_partition.h): only the rank's slice exists.
+    SNUG_CHECK(cp->shards().dtype() == dtype_, "parameter '", name, "' is ", dtype_name(dtype_),
+               " but the ZeRO-3 shards it is built into are ", dtype_name(cp->shards().dtype()));
+    cp->place(*p, shape, *cp->find(name));
   } else {
     p->value = Tensor::empty(shape, dtype_, Category::weights, *dev_);
   }

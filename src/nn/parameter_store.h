@@ -25,7 +25,9 @@ class ParameterStore {
   // A new parameter (category weights, uninitialized) in the store's parameter dtype (f32, or
   // bf16 for --bf16-full). Throws on a duplicate name. A `quantizable` one (the blocks' Linear
   // weights) is stored quantized and frozen when a weight quantization is set
-  // (--load-in-8bit/--load-in-4bit): the fp32 tensor never exists on the device.
+  // (--load-in-8bit/--load-in-4bit): the fp32 tensor never exists on the device. Inside a
+  // nn::ConstructionPartition with a slot of that name (ZeRO stage 3) it is partitioned at once:
+  // only the rank's slice exists (Parameter::shard).
   Parameter* add(const std::string& name, const Shape& shape, bool decay, bool quantizable = false);
   // As add(), always fp32 and never quantized (LoRA adapters).
   Parameter* add_f32(const std::string& name, const Shape& shape, bool decay);

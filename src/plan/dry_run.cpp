@@ -9,6 +9,7 @@
 #include "kernels/backends.h"
 #include "models/registry.h"
 #include "train/trainer.h"
+#include "train/zero3_init.h"
 
 namespace snug {
 
@@ -35,6 +36,8 @@ DryRun replay(const TrainingArguments& args, const DryRunData& data,
   Device dev(meta_backend());
   keep_pages_of(dev, a.kernel_device);
   dev.pool().enable_timeline(timeline != nullptr);
+  // --zero-stage 3: partitioned as the model is made, as the run does (train/zero3_init.h).
+  std::unique_ptr<nn::ConstructionPartition> zero3 = zero3_init(a, dev, 0, world_size);
   const auto model = create_model(a.model_config(), dev, a.param_dtype(), a.weight_quant());
   // Full rows: the evaluation, when the run has one, is one batch of full rows.
   const FullRowsData full_rows;
@@ -43,6 +46,7 @@ DryRun replay(const TrainingArguments& args, const DryRunData& data,
                                                 : nullptr;
   dist::MetaWorld world(0, world_size);
   Trainer trainer(a, *model, data.train, eval, world_size > 1 ? &world : nullptr);
+  zero3.reset();
   trainer.set_skip_repeated_shapes(true);
   const TrainResult r = trainer.train();
   SNUG_CHECK(r.error.empty(), "dry run failed: ", r.error);

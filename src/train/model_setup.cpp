@@ -77,11 +77,11 @@ void prepare_model(Model& model, const TrainingArguments& args) {
   // What trains in 16 bits: bf16 with --bf16-full's optimizer steps (stochastic rounding), fp16
   // never (as the Trainer refuses to unscale fp16 gradients).
   for (const Parameter* p : model.parameters()) {
-    if (!p->requires_grad || p->quantized() || p->value.dtype() == DType::f32) continue;
-    SNUG_CHECK(p->value.dtype() == DType::bf16 && args.sixteen_bit_training(), "--torch-dtype ",
-               args.torch_dtype, " stores '", p->name, "' in ", dtype_name(p->value.dtype()),
+    if (!p->requires_grad || p->quantized() || p->dtype() == DType::f32) continue;
+    SNUG_CHECK(p->dtype() == DType::bf16 && args.sixteen_bit_training(), "--torch-dtype ",
+               args.torch_dtype, " stores '", p->name, "' in ", dtype_name(p->dtype()),
                " and it would train: ",
-               p->value.dtype() == DType::bf16
+               p->dtype() == DType::bf16
                    ? "add --bf16-full (bf16 weights, gradients and optimizer state), or train LoRA "
                      "adapters on the frozen bf16 base (--lora-r)"
                    : "fp16 parameters do not train; train LoRA adapters on the frozen fp16 base "

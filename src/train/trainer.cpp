@@ -17,6 +17,7 @@
 #include "train/run_record.h"
 #include "train/schedule.h"
 #include "train/train_window.h"
+#include "train/zero3_init.h"
 #include "train/zero_checkpoint.h"
 
 namespace snug {
@@ -137,20 +138,7 @@ Trainer::Trainer(const TrainingArguments& args, Model& model, std::unique_ptr<Tr
   if (args_.zero_stage == 3) {
     // ZeRO 3 (train/zero3_params.h): each trainable parameter partitioned over the ranks, a
     // block's parameters gathered while it runs; the rank's optimizer over its slices.
-    check_zero_optimizer(args_.optim, 3);
-    const std::string why = model_.parameter_gathering_unsupported();
-    SNUG_CHECK(why.empty(), "--zero-stage 3: ", why);
-    // 16-bit weights (--precision-layout deepspeed, --bf16-full) are gathered in the compute
-    // dtype: nothing is cast. fp32 weights under --bf16/--fp16 would be cast whole per forward.
-    SNUG_CHECK(args_.compute_dtype() == ComputeDType::f32 || args_.sixteen_bit_training(),
-               "--zero-stage 3 with fp32 weights computes in fp32 so far (mixed precision casts "
-               "every GEMM weight at the start of a forward, which needs them all whole); drop "
-               "--bf16/--fp16, train bf16 weights (--bf16-full, or --precision-layout deepspeed "
-               "for fp32 master weights in the optimizer), or use --zero-stage 0-2");
-    SNUG_CHECK(!args_.load_best_model_at_end,
-               "--zero-stage 3 with --load-best-model-at-end: loading a checkpoint's weights "
-               "back into the partitioned model at the end is not built yet; resume from the "
-               "best checkpoint instead");
+    check_zero3_settings(args_, model_);
     // --offload-param cpu (train/offload.h): the shards in the host pool, each block gathered
     // from there onto the device. The pieces view the shards: their state is put on the device
     // by name, unless --offload-optimizer cpu puts it in the host pool too.

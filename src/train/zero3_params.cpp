@@ -4,49 +4,109 @@
 #include <chrono>
 #include <memory>
 #include <type_traits>
+#include <utility>
 
 #include "core/error.h"
+#include "nn/construction_partition.h"
 
 namespace snug {
 
+namespace {
+
+// The elements of parameter e in rank r's slice that are values: [first, last) (past last, to the
+// slice's end, padding).
+std::pair<int64_t, int64_t> values_in_slice(const Zero3Entry& e, int r) {
+  return {std::min(e.numel, r * e.shard), std::min(e.numel, (r + 1) * e.shard)};
+}
+
+}  // namespace
+
 int64_t zero3_padded_numel(int64_t numel, int world) {
   return (numel + world - 1) / world * world;
+}
+
+std::vector<Zero3Entry> zero3_layout(const ParameterList& params, int world) {
+  std::vector<Zero3Entry> out;
+  int64_t offset = 0;
+  for (Parameter* p : params) {
+    if (!p->requires_grad || p->quantized()) continue;
+    const DType dt = p->dtype();
+    SNUG_CHECK(dt == DType::f32 || dt == DType::bf16, "--zero-stage 3: parameter ", p->name, " is ",
+               dtype_name(dt), "; ZeRO stage 3 partitions fp32 or bf16 trainable parameters only");
+    SNUG_CHECK(out.empty() || dt == out.front().p->dtype(), "--zero-stage 3: parameter ", p->name,
+               " is ", dtype_name(dt), " and ", out.front().p->name, " is ",
+               dtype_name(out.front().p->dtype()), "; the shards hold one dtype");
+    Zero3Entry e;
+    e.p = p;
+    e.shape = p->shape();
+    e.numel = p->numel();
+    e.padded = zero3_padded_numel(e.numel, world);
+    e.shard = e.padded / world;
+    e.offset = offset;
+    offset += e.shard;
+    out.push_back(e);
+  }
+  SNUG_CHECK(!out.empty(), "--zero-stage 3: no parameter trains");
+  return out;
 }
 
 Zero3Parameters::Zero3Parameters(const ParameterList& params, dist::Communicator& comm, Device& dev,
                                  Device* home)
     : comm_(comm), dev_(dev), home_(home != nullptr ? *home : dev), world_(comm.size()) {
   const int r = comm.rank();
-  for (Parameter* p : params) {
-    if (!p->requires_grad || p->quantized()) continue;
-    const DType dt = p->value.dtype();
-    SNUG_CHECK(dt == DType::f32 || dt == DType::bf16, "--zero-stage 3: parameter ", p->name, " is ",
-               dtype_name(dt), "; ZeRO stage 3 partitions fp32 or bf16 trainable parameters only");
-    if (entries_.empty()) dtype_ = dt;
-    SNUG_CHECK(dt == dtype_, "--zero-stage 3: parameter ", p->name, " is ", dtype_name(dt), " and ",
-               entries_.front().p->name, " is ", dtype_name(dtype_), "; the shards hold one dtype");
-    Zero3Entry e;
-    e.p = p;
-    e.shape = p->value.shape();
-    e.numel = p->numel();
-    e.padded = zero3_padded_numel(e.numel, world_);
-    e.shard = e.padded / world_;
-    e.offset = shard_;
-    index_[p] = entries_.size();
-    entries_.push_back(e);
+  entries_ = zero3_layout(params, world_);
+  dtype_ = entries_.front().p->dtype();
+  bool built_partitioned = false;
+  for (const Zero3Entry& e : entries_) {
+    index_[e.p] = static_cast<size_t>(&e - entries_.data());
     numel_ += e.numel;
     padded_ += e.padded;
     shard_ += e.shard;
+    built_partitioned = built_partitioned || (!e.p->value.defined() && e.p->shard.defined());
   }
-  SNUG_CHECK(!entries_.empty(), "--zero-stage 3: no parameter trains");
   count_.assign(entries_.size(), 0);
-  // The rank's slices staged in host memory, the whole values freed, then the shards made: the
-  // tracked weights never hold a parameter twice (on meta there is nothing to stage).
   const bool real = !dev.is_meta();
   const auto es = static_cast<int64_t>(dtype_size(dtype_));
+  const nn::ConstructionPartition* cp = nn::ConstructionPartition::current();
+  if (cp != nullptr || built_partitioned) {
+    // Built inside a nn::ConstructionPartition (train/zero3_init.h): its shards are ours, the
+    // parameters partitioned at construction already in their slices; those made whole after it
+    // (LoRA adapters: in a LoRA run all of them) copy their slices in.
+    SNUG_CHECK(cp != nullptr && cp->shards().numel() == shard_ && cp->shards().dtype() == dtype_ &&
+                   &cp->shards().device() == &home_,
+               "--zero-stage 3: the model was partitioned at construction for another layout "
+               "than this run's (its trainable parameters, their dtype or where the shards live)");
+    shards_ = cp->shards();
+    auto* base = static_cast<unsigned char*>(shards_.raw());
+    for (const Zero3Entry& e : entries_) {
+      Parameter& p = *e.p;
+      if (!p.value.defined()) {
+        SNUG_CHECK(p.shard.defined() && (!real || p.shard.raw() == base + e.offset * es) &&
+                       p.shard_begin == r * e.shard,
+                   "--zero-stage 3: parameter ", p.name,
+                   " was partitioned at construction into another slice than this run's");
+        p.shard.reset();
+        p.shard_begin = 0;
+        continue;
+      }
+      const auto [a, b] = values_in_slice(e, r);
+      if (real && a < b) {
+        const auto* from = static_cast<const unsigned char*>(p.value.raw()) + a * es;
+        if (offloaded())
+          dev.download(base + e.offset * es, from, (b - a) * es);  // into the host pool
+        else
+          dev.copy(base + e.offset * es, from, (b - a) * es);
+      }
+      p.partitioned = std::make_shared<const Shape>(e.shape);
+      p.value.reset();
+    }
+    return;
+  }
+  // The rank's slices staged in host memory, the whole values freed, then the shards made: the
+  // tracked weights never hold a parameter twice (on meta there is nothing to stage).
   std::vector<unsigned char> staged(real ? static_cast<size_t>(shard_ * es) : 0, 0);
   for (const Zero3Entry& e : entries_) {
-    const int64_t a = std::min(e.numel, r * e.shard), b = std::min(e.numel, (r + 1) * e.shard);
+    const auto [a, b] = values_in_slice(e, r);
     if (real && a < b)
       dev.download(staged.data() + e.offset * es,
                    static_cast<const unsigned char*>(e.p->value.raw()) + a * es, (b - a) * es);
@@ -146,7 +206,7 @@ void Zero3Parameters::materialize_all() {
 void Zero3Parameters::store_all() {
   const int r = comm_.rank();
   for (const Zero3Entry& e : entries_) {
-    const int64_t a = std::min(e.numel, r * e.shard), b = std::min(e.numel, (r + 1) * e.shard);
+    const auto [a, b] = values_in_slice(e, r);
     const auto es = static_cast<int64_t>(dtype_size(dtype_));
     if (!dev_.is_meta() && a < b) {
       auto* to = static_cast<unsigned char*>(shards_.raw()) + e.offset * es;

@@ -55,12 +55,19 @@ struct Zero3Entry {
   int64_t offset = 0;                        // its slice's place in the rank's shards
 };
 
+// The partition of `params` over `world` ranks: an entry for each trainable, unquantized one, in
+// order, each slice's offset in the shards after the previous ones'. Throws snug::Error naming a
+// trainable parameter that is not fp32 or bf16, dtypes that differ, or none that trains.
+std::vector<Zero3Entry> zero3_layout(const ParameterList& params, int world);
+
 class Zero3Parameters final : public ParameterGatherer {
  public:
-  // Partitions the trainable, unquantized parameters of `params` (their values must be whole and
-  // the same on every rank; each rank keeps its slices and frees the rest). The shards go to
-  // `home` (--offload-param cpu: dev's host pool, one dev addresses), else to `dev`; the gathered
-  // blocks to `dev`. Throws snug::Error naming a trainable parameter that is not fp32 or bf16.
+  // Partitions the trainable, unquantized parameters of `params` (zero3_layout; their values must
+  // be whole and the same on every rank; each rank keeps its slices and frees the rest). The
+  // shards go to `home` (--offload-param cpu: dev's host pool, one dev addresses), else to `dev`;
+  // the gathered blocks to `dev`. A model built inside a nn::ConstructionPartition (zero.Init,
+  // train/zero3_init.h) has its parameters partitioned already: its shards are taken over (the
+  // parameters made whole after it, LoRA adapters, copy their slices in).
   Zero3Parameters(const ParameterList& params, dist::Communicator& comm, Device& dev,
                   Device* home = nullptr);
   ~Zero3Parameters() override;

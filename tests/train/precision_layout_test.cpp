@@ -234,7 +234,10 @@ TEST(PrecisionLayout, ZeroStageThreeOnSixtyFourRanksKeepsASixtyFourthOfSixteenBy
   EXPECT_EQ(at(m.live, Category::weights), 2 * S);
   EXPECT_EQ(at(m.max_by_category, Category::gradients), 2 * S);
   EXPECT_EQ(at(m.max_by_category, Category::optimizer_state), 12 * S);
-  EXPECT_EQ(at(m.max_by_category, Category::weights), 2 * P);  // the whole model, before the cut
+  // Partitioned as it is built (train/zero3_init.h): the shards and one gathered layer at most
+  // (4*4096^2 + 3*4096*11008 + 2*4096 = 202,383,360 bf16 elements), never the whole model.
+  EXPECT_EQ(at(m.max_by_category, Category::weights), 2 * S + 2 * 202383360);
+  EXPECT_EQ(at(m.max_by_category, Category::weights), 639104128);
   // 1,874,699,264 bytes: the paper's 1.9 GB (16P/64 exactly).
   EXPECT_EQ(at(m.live, Category::weights) + at(m.max_by_category, Category::gradients) +
                 at(m.max_by_category, Category::optimizer_state),
