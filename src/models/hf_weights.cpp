@@ -14,6 +14,7 @@
 #include "io/json_input.h"
 #include "io/safetensors.h"
 #include "kernels/backends.h"
+#include "nn/param_fill.h"
 #include "quant/weight_quant.h"
 
 namespace snug {
@@ -208,11 +209,7 @@ HfLoadReport load_hf_weights(Model& model, const std::string& path, const HfWeig
         Tensor host = Tensor::empty(p->shape(), p->shard.dtype(), Category::weights, staging);
         f->read_into(s.name, host);
         check_finite(host, wf.files[fi], s.name);
-        const int64_t es = static_cast<int64_t>(dtype_size(host.dtype()));
-        const int64_t n = std::clamp<int64_t>(p->numel() - p->shard_begin, 0, p->shard.numel());
-        p->shard.device().upload(
-            static_cast<unsigned char*>(p->shard.raw()),
-            static_cast<const unsigned char*>(host.raw()) + p->shard_begin * es, n * es);
+        nn::store_slice(*p, host);
       } else if (!p->quantized()) {
         f->read_into(s.name, p->value);
         check_finite(p->value, wf.files[fi], s.name);

@@ -41,6 +41,7 @@ void ConstructionPartition::place(Parameter& p, const Shape& shape,
   SNUG_CHECK(shape_numel(shape) == slot.numel, "parameter '", p.name, "' has shape ",
              shape_str(shape), " but its ZeRO-3 slot was made for ", slot.numel, " elements");
   p.partitioned = std::make_shared<const Shape>(shape);
+  p.partitioned_dtype = shards_.dtype();
   p.shard = shards_.slice_rows(slot.offset, slot.offset + slot.shard);
   p.shard_begin = slot.begin;
 }

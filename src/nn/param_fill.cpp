@@ -144,6 +144,16 @@ void fill_values_indexed(Parameter& p, const IndexedFill& fill) {
   init_progress_add(n);  // (meta: nothing to fill)
 }
 
+void store_slice(Parameter& p, const Tensor& whole) {
+  SNUG_ASSERT(p.shard.defined() && whole.numel() == p.numel() && whole.dtype() == p.shard.dtype(),
+              "store_slice: ", p.name);
+  if (p.shard.is_meta() || whole.is_meta()) return;
+  const auto es = static_cast<int64_t>(dtype_size(whole.dtype()));
+  p.shard.device().upload(static_cast<unsigned char*>(p.shard.raw()),
+                          static_cast<const unsigned char*>(whole.raw()) + p.shard_begin * es,
+                          shard_values(p) * es);
+}
+
 void read_values(const Parameter& p, float* out) {
   const int64_t n = p.numel();
   if (p.quantized()) {

@@ -35,6 +35,11 @@ void fill_values(Parameter& p, const OpTable& ops,
 using IndexedFill = std::function<void(float* out, int64_t begin, int64_t n)>;
 void fill_values_indexed(Parameter& p, const IndexedFill& fill);
 
+// A partitioned parameter's slice (Parameter::shard, ZeRO stage 3) from `whole`, its whole values
+// in host memory (p's shape, the shard's dtype): elements [shard_begin, shard_begin + shard) that
+// are values (the padding past numel() is left as it is: zeros). Nothing on meta.
+void store_slice(Parameter& p, const Tensor& whole);
+
 // out(p.numel(), host memory) = p's values in fp32: copied, widened from 16 bits or dequantized,
 // through the device's op table where the host addresses the device's memory (cpu), else into a
 // device temporary or host staging and downloaded. Nothing on meta. (Model::read_values.)

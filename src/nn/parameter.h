@@ -28,11 +28,13 @@ struct Parameter {
   // ZeRO stage 3 (train/zero3_params.h): the value is whole only while its block runs (gathered
   // from the ranks' slices); in between `value` is undefined and its shape is this.
   std::shared_ptr<const Shape> partitioned;
-  // Partitioned at construction (nn/construction_partition.h, DeepSpeed's zero.Init) until ZeRO
-  // stage 3 adopts it: the rank's slice, elements [shard_begin, shard_begin + shard.numel()) of
-  // the flattened parameter (those past numel() are padding, zeros), a view into the rank's
-  // shards that initialization (nn/param_fill.h) and loading (models/hf_weights.h) write
-  // directly. Undefined otherwise.
+  DType partitioned_dtype = DType::f32;  // the dtype of its slices and of its gathered value
+  // A partitioned parameter's slice on this rank: elements [shard_begin, shard_begin +
+  // shard.numel()) of the flattened parameter (those past numel() are padding, zeros), a view
+  // into the rank's shards. Initialization (nn/param_fill.h) and loading (models/hf_weights.h,
+  // a checkpoint's resume) write it directly while `value` is undefined; set from construction
+  // (nn/construction_partition.h, DeepSpeed's zero.Init) or when the Trainer partitions. Undefined
+  // for a parameter that is whole.
   Tensor shard{};
   int64_t shard_begin = 0;
   // Where --bf16-full's stochastic rounding (kernels/stochastic_round.h) places this parameter's
@@ -46,8 +48,8 @@ struct Parameter {
   // Logical element count and shape, quantized, partitioned or not.
   int64_t numel() const;
   const Shape& shape() const;
-  // The stored dtype: the value's, or the construction shard's while `value` is undefined
-  // (f32 for a quantized parameter, whose codes are not a float dtype).
+  // The stored dtype: the value's, or partitioned_dtype while a partitioned parameter's value is
+  // undefined (f32 for a quantized parameter, whose codes are not a float dtype).
   DType dtype() const;
 
   // Returns the gradient buffer, allocating it zero-filled on first use (as PyTorch does when

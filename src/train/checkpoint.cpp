@@ -23,7 +23,9 @@
 #include "io/finite.h"
 #include "io/fnv1a.h"
 #include "io/safetensors.h"
+#include "kernels/backends.h"
 #include "models/hf_folder.h"
+#include "nn/param_fill.h"
 #include "train/quantized_base_file.h"
 
 namespace snug {
@@ -178,7 +180,7 @@ int64_t checkpoint_bytes(const Model& model, Optimizer& optimizer, const Checkpo
   int64_t bytes = 0, tensors = 0, names = 0;
   for (const Parameter* p : model.parameters()) {
     if (p->quantized()) continue;
-    bytes += p->value.nbytes();
+    bytes += p->numel() * static_cast<int64_t>(dtype_size(p->dtype()));  // gathered or not
     ++tensors;
     names += static_cast<int64_t>(p->name.size());
   }
@@ -214,20 +216,38 @@ int64_t checkpoint_bytes(const Model& model, Optimizer& optimizer, const Checkpo
 
 }  // namespace
 
+// The parameters save_checkpoint with a gatherer gathers, in order (see checkpoint.h).
+bool gathered_for_checkpoint(const Parameter& p) {
+  return !p.quantized() && p.numel() > 0;
+}
+
+void follow_checkpoint_gathers(const Model& model, ParameterGatherer& gatherer) {
+  for (Parameter* p : model.parameters())
+    if (gathered_for_checkpoint(*p)) {
+      gatherer.acquire(*p);
+      gatherer.release(*p);
+    }
+}
+
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
                             const Model& model, Optimizer& optimizer,
-                            const CheckpointModelFiles& hf, const OptimizerStateFiles& opt_files) {
+                            const CheckpointModelFiles& hf, const OptimizerStateFiles& opt_files,
+                            ParameterGatherer* gatherer) {
   SNUG_CHECK(!model.device().is_meta(), "checkpoints need a real device, not meta");
   const fs::path out(output_dir);
   const std::string base = "checkpoint-" + std::to_string(state.step);
   // Weights that went non-finite without a non-finite loss (the update after the step's loss, a
   // degenerate hyperparameter) would make a checkpoint that resumes into NaN: none is written.
-  for (const Parameter* p : model.parameters())
-    if (const std::optional<NonFinite> bad = first_non_finite(p->value))
+  // (Partitioned ones are checked as they are gathered, below.)
+  const auto check_finite_value = [&](const Parameter& p) {
+    if (const std::optional<NonFinite> bad = first_non_finite(p.value))
       throw Error(detail::concat(
-          (out / base).string(), ": not saved: parameter '", p->name, "' holds ",
+          (out / base).string(), ": not saved: parameter '", p.name, "' holds ",
           bad->nan ? "nan" : "inf", " at element ", bad->index, " after step ", state.step,
           "; training diverged (lower --learning-rate or check the optimizer's flags)"));
+  };
+  for (const Parameter* p : model.parameters())
+    if (p->value.defined() || !p->partitioned) check_finite_value(*p);
   const fs::path final_dir = out / base;
   const fs::path tmp_dir = out / (base + ".tmp");
   std::error_code ec;
@@ -241,11 +261,34 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
   fs::create_directories(tmp_dir, ec);
   SNUG_CHECK(!ec, tmp_dir.string(), ": cannot create: ", ec.message());
 
-  std::vector<std::pair<std::string, const Tensor*>> weights;
   // A quantized frozen base goes to its own file (train/quantized_base_file.h), as it was held.
-  for (const Parameter* p : model.parameters())
-    if (!p->quantized()) weights.emplace_back(p->name, &p->value);
-  save_safetensors((tmp_dir / kCheckpointModelFile).string(), weights, {{"format", "pt"}});
+  if (gatherer == nullptr) {
+    std::vector<std::pair<std::string, const Tensor*>> weights;
+    for (const Parameter* p : model.parameters())
+      if (!p->quantized()) weights.emplace_back(p->name, &p->value);
+    save_safetensors((tmp_dir / kCheckpointModelFile).string(), weights, {{"format", "pt"}});
+  } else {
+    // ZeRO stage 3: one parameter whole at a time (the same file, byte for byte).
+    std::vector<Parameter*> ps;
+    std::vector<SafetensorsEntry> entries;
+    for (Parameter* p : model.parameters())
+      if (!p->quantized()) {
+        ps.push_back(p);
+        entries.push_back({p->name, p->dtype(), p->shape()});
+      }
+    save_safetensors_streamed((tmp_dir / kCheckpointModelFile).string(), entries,
+                              {{"format", "pt"}}, [&](size_t i, void* dst) {
+                                Parameter& p = *ps[i];
+                                SNUG_ASSERT(gathered_for_checkpoint(p), p.name);
+                                gatherer->acquire(p);
+                                check_finite_value(p);
+                                p.value.device().download(
+                                    static_cast<unsigned char*>(dst),
+                                    static_cast<const unsigned char*>(p.value.raw()),
+                                    p.value.nbytes());
+                                gatherer->release(p);
+                              });
+  }
   const bool quantized = has_quantized_base(model);
   if (quantized) save_quantized_base((tmp_dir / kQuantizedBaseFile).string(), model);
   crash_here_for_tests(state.step);
@@ -394,12 +437,21 @@ CheckpointState load_checkpoint(const std::string& dir, Model& model, Optimizer&
       SNUG_CHECK(f.contains(p->name), f.path(), ": no tensor '", p->name, "'");
       // F32 parameters, or 16-bit ones (--bf16-full, --torch-dtype): stored as they are, loaded
       // bit for bit.
-      const char* want = saved_dtype(p->value.dtype());
+      const char* want = saved_dtype(p->dtype());
       SNUG_CHECK(
           f.info(p->name).dtype == want, f.path(), ": tensor '", p->name, "' is ",
           f.info(p->name).dtype, ", the run's parameters are ", want,
           " (resume with the --bf16-full/--torch-dtype setting the checkpoint was saved with)");
-      f.read_into(p->name, p->value);
+      if (p->value.defined()) {
+        f.read_into(p->name, p->value);
+      } else {
+        // ZeRO stage 3: the tensor read into host staging, the rank's slice kept (every rank
+        // reads its own; the model is never whole on the device).
+        Device staging(cpu_backend());
+        Tensor host = Tensor::empty(p->shape(), p->dtype(), Category::weights, staging);
+        f.read_into(p->name, host);
+        nn::store_slice(*p, host);
+      }
     }
   }
   if (has_quantized_base(model)) load_quantized_base((d / kQuantizedBaseFile).string(), model);

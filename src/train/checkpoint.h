@@ -95,11 +95,20 @@ struct OptimizerStateFiles {
 };
 
 // Writes output_dir/checkpoint-<state.step> (replacing one of the same step) and returns its
-// path. Meta-device models cannot be saved.
+// path. Meta-device models cannot be saved. With a `gatherer` (ZeRO stage 3's partitioned
+// parameters) model.safetensors is written a parameter at a time: each non-quantized parameter
+// of at least one element, in parameters() order, is gathered whole, checked finite, written
+// and released, so the model is never whole on the device; every other rank calls
+// follow_checkpoint_gathers at the same point, which takes part in the same gathers.
 std::string save_checkpoint(const std::string& output_dir, const CheckpointState& state,
                             const Model& model, Optimizer& optimizer,
                             const CheckpointModelFiles& hf = {},
-                            const OptimizerStateFiles& opt_files = {});
+                            const OptimizerStateFiles& opt_files = {},
+                            ParameterGatherer* gatherer = nullptr);
+
+// What save_checkpoint with `gatherer` gathers, on a rank that does not write: the same
+// parameters in the same order, each acquired and released.
+void follow_checkpoint_gathers(const Model& model, ParameterGatherer& gatherer);
 
 // The complete checkpoints of output folder `dir` (checkpoint-<N> holding trainer_state.json;
 // checkpoint-<N>.replaced where checkpoint-<N> is missing), by N ascending. *.tmp folders and

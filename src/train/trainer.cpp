@@ -244,10 +244,8 @@ void Trainer::resume(const std::string& from) {
     opt_files.load = [this](const std::string& d, const nlohmann::json& files) {
       load_recut_optimizer_state(d, files, *optimizer_, zero_, model_.parameters());
     };
-  // Stage 3: the weights are loaded whole and each rank keeps its slices of them.
-  if (zero3_) zero3_->materialize_all();
+  // Stage 3: each rank reads its slices of the weights (load_checkpoint, Parameter::shard).
   const CheckpointState st = load_checkpoint(dir, model_, *optimizer_, opt_files);
-  if (zero3_) zero3_->store_all();
   SNUG_CHECK(st.step <= total_steps_, dir, ": checkpoint is at step ", st.step,
              ", beyond the run's ", total_steps_, " steps");
   if (data_) {

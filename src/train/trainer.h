@@ -131,7 +131,8 @@ class Trainer {
   void set_skip_repeated_shapes(bool on) { skip_repeats_ = on; }
   TrainResult train(TrainCallback* callback = nullptr);
   // At --zero-stage 3 the model keeps its parameters partitioned after the Trainer is gone (each
-  // rank its slices; Parameter::partitioned): the Trainer no longer gathers them.
+  // rank its slices, Parameter::shard, which hold the shards' memory until the model goes): the
+  // Trainer no longer gathers them.
   ~Trainer();
 
  private:

@@ -107,12 +107,13 @@ void Trainer::save(TrainResult& r, const TrainWindow& w) {
       comm_->barrier();
       return write_zero_index(tmp, *zero_, world());
     };
-  // Stage 3: every rank gathers the whole model (collectives), rank 0 writes it consolidated.
-  if (zero3_) zero3_->acquire_all();
+  // Stage 3: rank 0 writes the model consolidated, each parameter gathered (a collective) while
+  // it is written; every other rank takes part in the same gathers.
   if (rank() == 0) {
-    r.checkpoints.push_back(
-        save_checkpoint(args_.output_dir, st, model_, *optimizer_, checkpoint_files_, opt_files));
+    r.checkpoints.push_back(save_checkpoint(args_.output_dir, st, model_, *optimizer_,
+                                            checkpoint_files_, opt_files, zero3_.get()));
   } else {
+    if (zero3_) follow_checkpoint_gathers(model_, *zero3_);
     if (zero_ != nullptr) {
       comm_->barrier();
       write_zero_shard(folder + ".tmp", *zero_, rank(), world());
@@ -120,7 +121,6 @@ void Trainer::save(TrainResult& r, const TrainWindow& w) {
     }
     r.checkpoints.push_back(folder);
   }
-  if (zero3_) zero3_->release_all();
   // --load-best-model-at-end: the Trainer judges a checkpoint by the evaluation of its step
   // (save steps are multiples of eval steps): lower eval_loss, higher eval_accuracy is better
   // (greater_is_better), and a tie keeps the earlier checkpoint.

@@ -85,8 +85,6 @@ Zero3Parameters::Zero3Parameters(const ParameterList& params, dist::Communicator
                        p.shard_begin == r * e.shard,
                    "--zero-stage 3: parameter ", p.name,
                    " was partitioned at construction into another slice than this run's");
-        p.shard.reset();
-        p.shard_begin = 0;
         continue;
       }
       const auto [a, b] = values_in_slice(e, r);
@@ -98,6 +96,9 @@ Zero3Parameters::Zero3Parameters(const ParameterList& params, dist::Communicator
           dev.copy(base + e.offset * es, from, (b - a) * es);
       }
       p.partitioned = std::make_shared<const Shape>(e.shape);
+      p.partitioned_dtype = dtype_;
+      p.shard = shards_.slice_rows(e.offset, e.offset + e.shard);
+      p.shard_begin = r * e.shard;
       p.value.reset();
     }
     return;
@@ -111,10 +112,15 @@ Zero3Parameters::Zero3Parameters(const ParameterList& params, dist::Communicator
       dev.download(staged.data() + e.offset * es,
                    static_cast<const unsigned char*>(e.p->value.raw()) + a * es, (b - a) * es);
     e.p->partitioned = std::make_shared<const Shape>(e.shape);
+    e.p->partitioned_dtype = dtype_;
     e.p->value.reset();
   }
   shards_ = Tensor::empty({shard_}, dtype_, Category::weights, home_);
   if (real) home_.upload(static_cast<unsigned char*>(shards_.raw()), staged.data(), shard_ * es);
+  for (const Zero3Entry& e : entries_) {
+    e.p->shard = shards_.slice_rows(e.offset, e.offset + e.shard);
+    e.p->shard_begin = r * e.shard;
+  }
 }
 
 Zero3Parameters::~Zero3Parameters() = default;
@@ -124,13 +130,13 @@ const Zero3Entry* Zero3Parameters::entry(const Parameter& p) const {
   return it == index_.end() ? nullptr : &entries_[it->second];
 }
 
-void Zero3Parameters::gather(const std::vector<const Zero3Entry*>& es, bool communicate) {
+void Zero3Parameters::gather(const std::vector<const Zero3Entry*>& es) {
   // Each whole tensor allocated in turn (as one acquire() after another would), then one
   // collective for all of them.
   std::vector<Tensor> whole;
   for (const Zero3Entry* e : es)
     whole.push_back(Tensor::empty({e->padded}, dtype_, Category::weights, dev_));
-  if (communicate && !dev_.is_meta() && !es.empty()) {
+  if (!dev_.is_meta() && !es.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
     const auto bytes = static_cast<int64_t>(dtype_size(dtype_));
     // Over ranks: the parts in the shards' dtype (16-bit weights' bits, or fp32).
@@ -168,7 +174,7 @@ void Zero3Parameters::gather(const std::vector<const Zero3Entry*>& es, bool comm
 void Zero3Parameters::acquire(Parameter& p) {
   const auto it = index_.find(&p);
   if (it == index_.end()) return;  // whole on every rank
-  if (count_[it->second]++ == 0) gather({&entries_[it->second]}, true);
+  if (count_[it->second]++ == 0) gather({&entries_[it->second]});
 }
 
 void Zero3Parameters::acquire(const std::vector<Parameter*>& ps) {
@@ -177,7 +183,7 @@ void Zero3Parameters::acquire(const std::vector<Parameter*>& ps) {
     const auto it = index_.find(p);
     if (it != index_.end() && count_[it->second]++ == 0) fresh.push_back(&entries_[it->second]);
   }
-  gather(fresh, true);
+  gather(fresh);
 }
 
 void Zero3Parameters::release(Parameter& p) {
@@ -196,28 +202,6 @@ void Zero3Parameters::acquire_all() {
 
 void Zero3Parameters::release_all() {
   for (const Zero3Entry& e : entries_) release(*e.p);
-}
-
-void Zero3Parameters::materialize_all() {
-  for (size_t i = 0; i < entries_.size(); ++i)
-    if (count_[i]++ == 0) gather({&entries_[i]}, false);
-}
-
-void Zero3Parameters::store_all() {
-  const int r = comm_.rank();
-  for (const Zero3Entry& e : entries_) {
-    const auto [a, b] = values_in_slice(e, r);
-    const auto es = static_cast<int64_t>(dtype_size(dtype_));
-    if (!dev_.is_meta() && a < b) {
-      auto* to = static_cast<unsigned char*>(shards_.raw()) + e.offset * es;
-      const auto* from = static_cast<const unsigned char*>(e.p->value.raw()) + a * es;
-      if (offloaded())
-        dev_.download(to, from, (b - a) * es);  // into the host pool
-      else
-        dev_.copy(to, from, (b - a) * es);
-    }
-    release(*e.p);
-  }
 }
 
 }  // namespace snug

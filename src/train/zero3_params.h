@@ -17,15 +17,17 @@
 // optimizer updates the shards (its pieces view them, train/zero_optimizer.h), and the next
 // gather brings the update.
 //
-// Whole-model moments (checkpoints, evaluation): acquire_all() gathers every parameter (every
-// rank takes part: the gathers are collectives), release_all() drops them; materialize_all()
-// allocates them ungathered for a load to fill, and store_all() copies each rank's slice of the
-// loaded values into its shards before dropping them.
+// Each partitioned parameter keeps a view of its slice (Parameter::shard, from element
+// Parameter::shard_begin): a checkpoint's load writes it there (train/checkpoint.h), each rank its
+// own, so a resume never holds the model whole; a checkpoint's save gathers one parameter at a
+// time. The views keep the shards' memory after this object is gone (the model stays partitioned).
+// An evaluation's whole model: acquire_all() gathers every parameter (every rank takes part: the
+// gathers are collectives), release_all() drops them.
 //
 // --offload-param cpu (train/offload.h): the shards live in the host pool (`home`, the device's
 // host); a gather uploads the rank's slice from there (world of one) or all-gathers from host
-// memory into the gathered block on the device, store_all() downloads into them. On cpu both
-// pools share the RAM: the values are those of the run without offload bit for bit.
+// memory into the gathered block on the device. On cpu both pools share the RAM: the values are
+// those of the run without offload bit for bit.
 //
 // A dry run on meta allocates and frees what a real run does and moves nothing, so the plan
 // counts the shards and every gathered block to the byte.
@@ -94,14 +96,12 @@ class Zero3Parameters final : public ParameterGatherer {
   void release(Parameter& p) override;
   void acquire_all();
   void release_all();
-  void materialize_all();
-  void store_all();
   // Seconds spent in the gathers since the last call.
   double take_communication_s() { return std::exchange(gather_s_, 0.0); }
 
  private:
-  // Each of `es` whole (from the shards when `communicate`, else allocated for a load to fill).
-  void gather(const std::vector<const Zero3Entry*>& es, bool communicate);
+  // Each of `es` whole, from the ranks' shards.
+  void gather(const std::vector<const Zero3Entry*>& es);
 
   dist::Communicator& comm_;
   Device& dev_;
