@@ -23,7 +23,8 @@ EvalLog evaluate(Model& model, const TrainData& data, int64_t B, int64_t T, uint
   const bool skip = options.skip_repeated_shapes && model.device().is_meta();
   const int world = options.comm != nullptr ? options.comm->size() : 1;
   const int rank = options.comm != nullptr ? options.comm->rank() : 0;
-  for (int64_t batch = 0; done < items; ++batch) {
+  int64_t batch = 0;  // batches dealt so far (every rank deals them all)
+  for (; done < items; ++batch) {
     const int64_t rows = std::min(B, items - done);
     if (batch % world != rank) {  // another rank's batch: passed over
       src->next_rows(rows, nullptr, nullptr, nullptr);
@@ -66,6 +67,18 @@ EvalLog evaluate(Model& model, const TrainData& data, int64_t B, int64_t T, uint
       rows_with_targets += rows;
     }
     done += rows;
+  }
+  if (options.same_forwards && world > 1) {
+    // `batch` batches were dealt round-robin: rank 0 has the most, ceil(batch / world).
+    const int64_t rounds = (batch + world - 1) / world;
+    const int64_t mine = batch / world + (rank < batch % world ? 1 : 0);
+    for (int64_t i = mine; i < rounds; ++i) {
+      const int32_t token = 0, none = -100;
+      if (!pos.empty()) model.set_position_ids({0});
+      model.forward(&token, &none, 1, 1, false);
+      SNUG_ASSERT(model.last_valid_targets() == 0, "a blank evaluation forward has no target");
+      model.free_activations();
+    }
   }
   if (!pos.empty()) model.set_position_ids({});
   if (world > 1) {

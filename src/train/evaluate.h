@@ -50,6 +50,11 @@ struct EvalOptions {
   bool accuracy = false;
   // The ranks the evaluation is shared among (see the top); null: this process evaluates all.
   dist::Communicator* comm = nullptr;
+  // Every rank runs the same number of forwards (ZeRO stage 3, whose forwards gather each block
+  // from every rank: collectives that must pair up): a rank dealt one batch fewer than rank 0
+  // ends with a blank forward, one row of one token without a target, which gathers the blocks
+  // as a batch does and counts in no figure.
+  bool same_forwards = false;
 };
 
 // eval_loss of `data` (every row once, in order, batches of B): the mean of the batches' mean

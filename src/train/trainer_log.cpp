@@ -21,6 +21,8 @@ EvalOptions Trainer::eval_options() const {
   o.skip_repeated_shapes = skip_repeats_;
   // Data parallelism: the ranks share the batches and sum their figures (train/evaluate.h).
   if (world() > 1) o.comm = comm_;
+  // Stage 3: each forward gathers its blocks from every rank, so every rank runs as many.
+  o.same_forwards = zero3_ != nullptr;
   // The evaluation's masks and labels (data/collator.h) are the same at every evaluation of a
   // run, so that its eval_loss moves with the model only.
   const uint64_t seed = args_.seed;
@@ -51,14 +53,12 @@ void Trainer::run_eval(TrainResult& r, TrainCallback* callback) {
   model_.device().pool().set_phase(detail::concat("eval step ", r.steps));
   // Every evaluation starts from the same memory (weights, optimizer state, no gradients) and
   // has the same shapes: in a dry run the first allocates all that the others would.
-  // Stage 3: the whole model gathered for the evaluation (the ranks evaluate different numbers
-  // of batches, so per-block gathers, which are collectives, would not pair up).
-  if (zero3_) zero3_->acquire_all();
+  // Stage 3: each forward gathers its blocks as in training (EvalOptions::same_forwards pairs
+  // up the ranks' gathers), so the model is never whole.
   EvalLog e = skip_repeats_ && model_.device().is_meta() && !r.evals.empty()
                   ? r.evals.front()
                   : evaluate(model_, *eval_, args_.per_device_eval_batch_size, args_.seq_len,
                              args_.seed, eval_options());
-  if (zero3_) zero3_->release_all();
   e.step = r.steps;
   SNUG_CHECK(std::isfinite(e.eval_loss), "eval_loss is ", e.eval_loss, " at step ", r.steps);
   r.evals.push_back(e);

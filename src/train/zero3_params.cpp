@@ -194,14 +194,4 @@ void Zero3Parameters::release(Parameter& p) {
   if (--n == 0) p.value.reset();
 }
 
-void Zero3Parameters::acquire_all() {
-  std::vector<Parameter*> ps;
-  for (const Zero3Entry& e : entries_) ps.push_back(e.p);
-  acquire(ps);
-}
-
-void Zero3Parameters::release_all() {
-  for (const Zero3Entry& e : entries_) release(*e.p);
-}
-
 }  // namespace snug

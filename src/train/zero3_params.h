@@ -20,9 +20,9 @@
 // Each partitioned parameter keeps a view of its slice (Parameter::shard, from element
 // Parameter::shard_begin): a checkpoint's load writes it there (train/checkpoint.h), each rank its
 // own, so a resume never holds the model whole; a checkpoint's save gathers one parameter at a
-// time. The views keep the shards' memory after this object is gone (the model stays partitioned).
-// An evaluation's whole model: acquire_all() gathers every parameter (every rank takes part: the
-// gathers are collectives), release_all() drops them.
+// time, and an evaluation gathers block by block as training does (train/evaluate.h,
+// EvalOptions::same_forwards). The views keep the shards' memory after this object is gone (the
+// model stays partitioned).
 //
 // --offload-param cpu (train/offload.h): the shards live in the host pool (`home`, the device's
 // host); a gather uploads the rank's slice from there (world of one) or all-gathers from host
@@ -94,8 +94,6 @@ class Zero3Parameters final : public ParameterGatherer {
   // acquire() of each would allocate them, so the plan is the same.
   void acquire(const std::vector<Parameter*>& ps) override;
   void release(Parameter& p) override;
-  void acquire_all();
-  void release_all();
   // Seconds spent in the gathers since the last call.
   double take_communication_s() { return std::exchange(gather_s_, 0.0); }
 

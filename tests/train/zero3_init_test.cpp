@@ -5,8 +5,8 @@
 //    padding past its end zeros); a --freeze'd one is whole, as the Trainer keeps it;
 //  - the rank's tracked weights are never more than its shards and the frozen parameters, to the
 //    byte: the whole model never exists in the pool;
-//  - a dry run (the plan) of a stage-3 world holds the shards plus one gathered block at most:
-//    its weights' maximum is 4 * (S + the largest block's padded elements);
+//  - a dry run (the plan) of a stage-3 world holds the shards plus one gathered block at most,
+//    evaluating or not: its weights' maximum is 4 * (S + the largest block's padded elements);
 //  - runs the Trainer refuses at stage 3 (a family without gathers, mixed precision over fp32
 //    weights) and runs below stage 3 are built whole, so the Trainer says why as before.
 // (The losses of such runs against one process: the mpi cases mpi_zero3_*.)
@@ -151,32 +151,37 @@ int64_t block_of(const std::string& name) {
 }
 
 TEST(Zero3Init, APlansWeightsAreTheShardsAndOneGatheredBlock) {
-  for (const int world : {2, 3, 5}) {
-    SCOPED_TRACE("world " + std::to_string(world));
-    TrainingArguments a = stage3("llama-tiny", false);
-    a.freeze.clear();
-    a.per_device_train_batch_size = 2;
-    a.seq_len = 16;
-    a.max_steps = 2;
-    a.data = "dummy";
-    DryRunData d;
-    d.world_size = world;
-    const MemoryStats m = dry_run(a, d);
-    Device meta(meta_backend());
-    const auto model = create_model(a.model_config(), meta);
-    const std::vector<Zero3Entry> layout = zero3_layout(model->parameters(), world);
-    int64_t shards = 0;
-    std::map<int64_t, int64_t> blocks;  // padded elements per block
-    for (const Zero3Entry& e : layout) {
-      shards += e.shard;
-      blocks[block_of(e.p->name)] += e.padded;
+  for (const int world : {2, 3, 5})
+    for (const bool eval : {false, true}) {  // an evaluation gathers by blocks too
+      SCOPED_TRACE("world " + std::to_string(world) + (eval ? " with evaluation" : ""));
+      TrainingArguments a = stage3("llama-tiny", false);
+      a.freeze.clear();
+      a.per_device_train_batch_size = 2;
+      a.seq_len = 16;
+      a.max_steps = 2;
+      a.data = "dummy";
+      if (eval) {
+        a.eval_data = "dummy";
+        a.eval_steps = 1;
+      }
+      DryRunData d;
+      d.world_size = world;
+      const MemoryStats m = dry_run(a, d);
+      Device meta(meta_backend());
+      const auto model = create_model(a.model_config(), meta);
+      const std::vector<Zero3Entry> layout = zero3_layout(model->parameters(), world);
+      int64_t shards = 0;
+      std::map<int64_t, int64_t> blocks;  // padded elements per block
+      for (const Zero3Entry& e : layout) {
+        shards += e.shard;
+        blocks[block_of(e.p->name)] += e.padded;
+      }
+      int64_t largest = 0;
+      for (const auto& [b, n] : blocks) largest = std::max(largest, n);
+      EXPECT_EQ(at(m.max_by_category, Category::weights), 4 * (shards + largest));
+      // One process holds the whole model: 4 bytes a parameter.
+      EXPECT_LT(at(m.max_by_category, Category::weights), 4 * count_params(model->parameters()));
     }
-    int64_t largest = 0;
-    for (const auto& [b, n] : blocks) largest = std::max(largest, n);
-    EXPECT_EQ(at(m.max_by_category, Category::weights), 4 * (shards + largest));
-    // One process holds the whole model: 4 bytes a parameter.
-    EXPECT_LT(at(m.max_by_category, Category::weights), 4 * count_params(model->parameters()));
-  }
 }
 
 TEST(Zero3Init, RunsTheTrainerRefusesOrBelowStageThreeAreBuiltWhole) {

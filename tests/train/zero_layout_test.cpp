@@ -389,23 +389,23 @@ TEST(Zero3Parameters, OneRankStepsAsThePlainOptimizer) {
   for (int step = 0; step < 3; ++step) {
     a.set_grads();
     zo.begin_window();
-    z.acquire_all();
+    z.acquire(b.list);
     b.set_grads();
     for (size_t i = 0; i < b.owned.size(); ++i) {
       zo.accumulate_owned(*b.owned[i], 0, b.owned[i]->grad.data<float>(), b.owned[i]->numel());
       b.owned[i]->free_grad();
     }
-    z.release_all();
+    for (Parameter* p : b.list) z.release(*p);
     plain->step(1e-2f);
     zo.step(1e-2f);
     for (Parameter* p : a.list) p->free_grad();
   }
-  z.acquire_all();
+  z.acquire(b.list);
   for (size_t i = 0; i < a.owned.size(); ++i)
     for (int64_t j = 0; j < a.owned[i]->numel(); ++j)
       EXPECT_EQ(a.owned[i]->value.data<float>()[j], b.owned[i]->value.data<float>()[j])
           << a.owned[i]->name << "[" << j << "]";
-  z.release_all();
+  for (Parameter* p : b.list) z.release(*p);
 }
 
 }  // namespace zero_layout_test
