@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "core/tensor.h"
+#include "nn/parameter.h"
 
 namespace snug::nn {
 
