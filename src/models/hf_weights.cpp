@@ -201,15 +201,8 @@ HfLoadReport load_hf_weights(Model& model, const std::string& path, const HfWeig
       SNUG_CHECK(inf.dtype == "F32" || inf.dtype == "F16" || inf.dtype == "BF16", wf.files[fi],
                  ": tensor '", excerpt(s.name), "' is ", inf.dtype,
                  "; weights must be F32, F16 or BF16");
-      if (!p->value.defined() && p->shard.defined()) {
-        // Partitioned at construction (ZeRO stage 3): the tensor read into host staging in the
-        // shard's dtype, checked whole, and the rank's slice copied into its shard.
-        if (p->shard.is_meta()) continue;
-        Device staging(cpu_backend());
-        Tensor host = Tensor::empty(p->shape(), p->shard.dtype(), Category::weights, staging);
-        f->read_into(s.name, host);
-        check_finite(host, wf.files[fi], s.name);
-        nn::store_slice(*p, host);
+      if (p->sliced()) {
+        read_into_slice(*f, s.name, *p, true);  // partitioned at construction (ZeRO stage 3)
       } else if (!p->quantized()) {
         f->read_into(s.name, p->value);
         check_finite(p->value, wf.files[fi], s.name);
@@ -238,6 +231,16 @@ HfLoadReport load_hf_weights(Model& model, const std::string& path, const HfWeig
                rules.tie_note);
   }
   return report;
+}
+
+void read_into_slice(const SafetensorsFile& f, const std::string& name, Parameter& p,
+                     bool check_finite_values) {
+  if (p.shard.is_meta()) return;
+  Device staging(cpu_backend());
+  Tensor host = Tensor::empty(p.shape(), p.shard.dtype(), Category::weights, staging);
+  f.read_into(name, host);
+  if (check_finite_values) check_finite(host, f.path(), name);
+  nn::store_slice(p, host);
 }
 
 std::string HfLoadReport::describe() const {

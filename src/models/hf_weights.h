@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "io/safetensors.h"
 #include "models/model.h"
 
 namespace snug {
@@ -67,6 +68,13 @@ std::vector<std::string> hf_weight_files(const std::string& path);
 
 // Loads `path` (a .safetensors file or a model folder) into `model`'s parameters (see above).
 HfLoadReport load_hf_weights(Model& model, const std::string& path, const HfWeightRules& rules);
+
+// Tensor `name` of `f` into a sliced parameter (Parameter::sliced(), ZeRO stage 3): read whole into
+// host staging (outside the device's pool) in the slice's dtype, checked finite when
+// `check_finite_values` (the error names the file and the tensor), and the rank's slice kept.
+// Nothing is read on meta.
+void read_into_slice(const SafetensorsFile& f, const std::string& name, Parameter& p,
+                     bool check_finite_values);
 
 // Writes every parameter value (cpu model; quantized weights dequantized to fp32) under its name,
 // in parameters() order, with model.weights_metadata() merged with `extra`, into one safetensors

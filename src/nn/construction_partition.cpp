@@ -36,14 +36,18 @@ const PartitionSlot* ConstructionPartition::find(const std::string& name) const 
   return it == slots_.end() ? nullptr : &it->second;
 }
 
-void ConstructionPartition::place(Parameter& p, const Shape& shape,
-                                  const PartitionSlot& slot) const {
+bool ConstructionPartition::place(Parameter& p, const Shape& shape, DType dtype) const {
+  const PartitionSlot* found = find(p.name);
+  if (found == nullptr) return false;
+  const PartitionSlot& slot = *found;
   SNUG_CHECK(shape_numel(shape) == slot.numel, "parameter '", p.name, "' has shape ",
              shape_str(shape), " but its ZeRO-3 slot was made for ", slot.numel, " elements");
+  SNUG_CHECK(shards_.dtype() == dtype, "parameter '", p.name, "' is ", dtype_name(dtype),
+             " but the ZeRO-3 shards it is built into are ", dtype_name(shards_.dtype()));
   p.partitioned = std::make_shared<const Shape>(shape);
-  p.partitioned_dtype = shards_.dtype();
   p.shard = shards_.slice_rows(slot.offset, slot.offset + slot.shard);
   p.shard_begin = slot.begin;
+  return true;
 }
 
 }  // namespace snug::nn

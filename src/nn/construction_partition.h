@@ -39,12 +39,15 @@ class ConstructionPartition {
   static const ConstructionPartition* current();
 
   const Tensor& shards() const { return shards_; }
-  // nullptr when the parameter stays whole.
-  const PartitionSlot* find(const std::string& name) const;
-  // Partitions the freshly made `p` (no value yet) into its slot: `shape` kept, the slice viewed.
-  void place(Parameter& p, const Shape& shape, const PartitionSlot& slot) const;
+  // Partitions the freshly made `p` (named, no value yet; `shape`, stored in `dtype`) into its
+  // slot, the slice viewed; false when it has none (it stays whole). Throws snug::Error when the
+  // shape or the dtype is not the one the slot was made for.
+  bool place(Parameter& p, const Shape& shape, DType dtype) const;
 
  private:
+  // nullptr when the parameter stays whole.
+  const PartitionSlot* find(const std::string& name) const;
+
   Tensor shards_;
   std::unordered_map<std::string, PartitionSlot> slots_;
 };

@@ -14,6 +14,23 @@ namespace snug::nn {
 
 namespace {
 constexpr int64_t kChunk = 4096;  // floats per host-buffer chunk (16 KiB)
+
+// Where p's values are written: its slice while sliced() (ZeRO stage 3), else its value; f32,
+// bf16 or f16.
+const Tensor& fill_target(const Parameter& p) {
+  const Tensor& t = p.sliced() ? p.shard : p.value;
+  const DType d = t.dtype();
+  SNUG_CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f16, "fill_values: '", p.name,
+             "' is ", dtype_name(d), ", expected f32, bf16 or f16");
+  return t;
+}
+
+// A sliced parameter: how many of its slice's elements are values (the rest, past numel(), is
+// padding).
+int64_t shard_values(const Parameter& p) {
+  return std::clamp<int64_t>(p.numel() - p.shard_begin, 0, p.shard.numel());
+}
+
 }  // namespace
 
 void fill_values(Parameter& p, const OpTable& /*ops: the device's, whose copies it uses*/,
@@ -25,16 +42,13 @@ void fill_values(Parameter& p, const OpTable& /*ops: the device's, whose copies 
     quantize_weight_into(*p.quant, host.get(), p.name);
     return;
   }
-  // Partitioned at construction (ZeRO stage 3): the values are made in order and those of the
-  // rank's slice, elements [first, last), kept.
-  const bool sharded = !p.value.defined() && p.shard.defined();
-  const Tensor& out = sharded ? p.shard : p.value;
+  // Sliced (ZeRO stage 3): the values are made in order and those of the rank's slice, elements
+  // [first, last), kept.
+  const Tensor& out = fill_target(p);
   const DType d = out.dtype();
-  SNUG_CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f16, "fill_values: '", p.name,
-             "' is ", dtype_name(d), ", expected f32, bf16 or f16");
   const int64_t n = p.numel();
-  const int64_t first = sharded ? std::min(p.shard_begin, n) : 0;
-  const int64_t last = sharded ? std::min(p.shard_begin + p.shard.numel(), n) : n;
+  const int64_t first = p.sliced() ? std::min(p.shard_begin, n) : 0;
+  const int64_t last = p.sliced() ? first + shard_values(p) : n;
   const Device& dev = out.device();
   std::vector<float> buf(static_cast<size_t>(std::min(kChunk, n)));
   std::vector<uint16_t> half(d == DType::f32 ? 0 : buf.size());
@@ -111,12 +125,6 @@ void fill_range(const Tensor& dst, int64_t first, int64_t n, const IndexedFill& 
   }
 }
 
-// A parameter partitioned at construction (Parameter::shard): how many of its slice's elements
-// are values (the rest, past numel(), is padding).
-int64_t shard_values(const Parameter& p) {
-  return std::clamp<int64_t>(p.numel() - p.shard_begin, 0, p.shard.numel());
-}
-
 }  // namespace
 
 void fill_values_indexed(Parameter& p, const IndexedFill& fill) {
@@ -133,14 +141,10 @@ void fill_values_indexed(Parameter& p, const IndexedFill& fill) {
     init_progress_add(n);
     return;
   }
-  // Partitioned at construction (ZeRO stage 3): only the rank's slice is made.
-  const bool sharded = !p.value.defined() && p.shard.defined();
-  const Tensor& dst = sharded ? p.shard : p.value;
-  const DType d = dst.dtype();
-  SNUG_CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f16, "fill_values: '", p.name,
-             "' is ", dtype_name(d), ", expected f32, bf16 or f16");
-  const int64_t len = sharded ? shard_values(p) : n;
-  if (dst.raw() != nullptr && len > 0) fill_range(dst, sharded ? p.shard_begin : 0, len, fill);
+  // Sliced (ZeRO stage 3): only the rank's slice is made.
+  const Tensor& dst = fill_target(p);
+  const int64_t len = p.sliced() ? shard_values(p) : n;
+  if (dst.raw() != nullptr && len > 0) fill_range(dst, p.sliced() ? p.shard_begin : 0, len, fill);
   init_progress_add(n);  // (meta: nothing to fill)
 }
 

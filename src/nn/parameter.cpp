@@ -22,7 +22,7 @@ const Shape& Parameter::shape() const {
 
 DType Parameter::dtype() const {
   if (quant) return DType::f32;
-  return !value.defined() && partitioned ? partitioned_dtype : value.dtype();
+  return sliced() ? shard.dtype() : value.dtype();
 }
 
 int64_t count_params(const ParameterList& params, bool trainable_only) {

@@ -28,7 +28,6 @@ struct Parameter {
   // ZeRO stage 3 (train/zero3_params.h): the value is whole only while its block runs (gathered
   // from the ranks' slices); in between `value` is undefined and its shape is this.
   std::shared_ptr<const Shape> partitioned;
-  DType partitioned_dtype = DType::f32;  // the dtype of its slices and of its gathered value
   // A partitioned parameter's slice on this rank: elements [shard_begin, shard_begin +
   // shard.numel()) of the flattened parameter (those past numel() are padding, zeros), a view
   // into the rank's shards. Initialization (nn/param_fill.h) and loading (models/hf_weights.h,
@@ -48,8 +47,10 @@ struct Parameter {
   // Logical element count and shape, quantized, partitioned or not.
   int64_t numel() const;
   const Shape& shape() const;
-  // The stored dtype: the value's, or partitioned_dtype while a partitioned parameter's value is
-  // undefined (f32 for a quantized parameter, whose codes are not a float dtype).
+  // Only this rank's slice is here now (partitioned, outside a gather): `shard` holds it.
+  bool sliced() const { return !value.defined() && shard.defined(); }
+  // The stored dtype: the value's, or the slice's while sliced() (f32 for a quantized parameter,
+  // whose codes are not a float dtype).
   DType dtype() const;
 
   // Returns the gradient buffer, allocating it zero-filled on first use (as PyTorch does when

@@ -28,11 +28,8 @@ Parameter* ParameterStore::add(const std::string& name, const Shape& shape, bool
     p->quant = std::make_shared<QuantizedWeight>(empty_quantized_weight(shape, *quant_, *dev_));
     p->requires_grad = false;
   } else if (const nn::ConstructionPartition* cp = nn::ConstructionPartition::current();
-             cp != nullptr && cp->find(name) != nullptr) {
+             cp != nullptr && cp->place(*p, shape, dtype_)) {
     // ZeRO stage 3's zero.Init (nn/construction_partition.h): only the rank's slice exists.
-    SNUG_CHECK(cp->shards().dtype() == dtype_, "parameter '", name, "' is ", dtype_name(dtype_),
-               " but the ZeRO-3 shards it is built into are ", dtype_name(cp->shards().dtype()));
-    cp->place(*p, shape, *cp->find(name));
   } else {
     p->value = Tensor::empty(shape, dtype_, Category::weights, *dev_);
   }

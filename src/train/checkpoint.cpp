@@ -23,9 +23,8 @@
 #include "io/finite.h"
 #include "io/fnv1a.h"
 #include "io/safetensors.h"
-#include "kernels/backends.h"
 #include "models/hf_folder.h"
-#include "nn/param_fill.h"
+#include "models/hf_weights.h"
 #include "train/quantized_base_file.h"
 
 namespace snug {
@@ -247,7 +246,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointState
           "; training diverged (lower --learning-rate or check the optimizer's flags)"));
   };
   for (const Parameter* p : model.parameters())
-    if (p->value.defined() || !p->partitioned) check_finite_value(*p);
+    if (!p->sliced()) check_finite_value(*p);
   const fs::path final_dir = out / base;
   const fs::path tmp_dir = out / (base + ".tmp");
   std::error_code ec;
@@ -442,16 +441,11 @@ CheckpointState load_checkpoint(const std::string& dir, Model& model, Optimizer&
           f.info(p->name).dtype == want, f.path(), ": tensor '", p->name, "' is ",
           f.info(p->name).dtype, ", the run's parameters are ", want,
           " (resume with the --bf16-full/--torch-dtype setting the checkpoint was saved with)");
-      if (p->value.defined()) {
+      // ZeRO stage 3: each rank reads its own slice; the model is never whole on the device.
+      if (p->sliced())
+        read_into_slice(f, p->name, *p, false);
+      else
         f.read_into(p->name, p->value);
-      } else {
-        // ZeRO stage 3: the tensor read into host staging, the rank's slice kept (every rank
-        // reads its own; the model is never whole on the device).
-        Device staging(cpu_backend());
-        Tensor host = Tensor::empty(p->shape(), p->dtype(), Category::weights, staging);
-        f.read_into(p->name, host);
-        nn::store_slice(*p, host);
-      }
     }
   }
   if (has_quantized_base(model)) load_quantized_base((d / kQuantizedBaseFile).string(), model);

@@ -62,7 +62,7 @@ Zero3Parameters::Zero3Parameters(const ParameterList& params, dist::Communicator
     numel_ += e.numel;
     padded_ += e.padded;
     shard_ += e.shard;
-    built_partitioned = built_partitioned || (!e.p->value.defined() && e.p->shard.defined());
+    built_partitioned = built_partitioned || e.p->sliced();
   }
   count_.assign(entries_.size(), 0);
   const bool real = !dev.is_meta();
@@ -96,7 +96,6 @@ Zero3Parameters::Zero3Parameters(const ParameterList& params, dist::Communicator
           dev.copy(base + e.offset * es, from, (b - a) * es);
       }
       p.partitioned = std::make_shared<const Shape>(e.shape);
-      p.partitioned_dtype = dtype_;
       p.shard = shards_.slice_rows(e.offset, e.offset + e.shard);
       p.shard_begin = r * e.shard;
       p.value.reset();
@@ -112,7 +111,6 @@ Zero3Parameters::Zero3Parameters(const ParameterList& params, dist::Communicator
       dev.download(staged.data() + e.offset * es,
                    static_cast<const unsigned char*>(e.p->value.raw()) + a * es, (b - a) * es);
     e.p->partitioned = std::make_shared<const Shape>(e.shape);
-    e.p->partitioned_dtype = dtype_;
     e.p->value.reset();
   }
   shards_ = Tensor::empty({shard_}, dtype_, Category::weights, home_);
